@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs what YiRage needs to build and test on Debian 12 / Ubuntu 24.04: the compiler and
+# CMake, the libraries (from the distribution's packages), graphviz for SVG output, and NumPy
+# and pytest for the tests. Runs as root, or through sudo when it is available.
+set -euo pipefail
+
+packages=(g++ cmake ninja-build pkg-config nlohmann-json3-dev libcli11-dev libfmt-dev
+          libgtest-dev libgmock-dev graphviz clang-format python3 python3-pip)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  sudo=""
+  [[ $(id -u) -ne 0 ]] && sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+if ! python3 -c "import numpy, pytest" 2>/dev/null; then
+  # Debian's own python3 refuses plain pip installs (PEP 668); a pyenv or venv python does not.
+  python3 -m pip install -q numpy pytest 2>/dev/null ||
+    python3 -m pip install -q --break-system-packages numpy pytest
+fi

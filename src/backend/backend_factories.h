@@ -1,0 +1,14 @@
+// The constructors registry.cpp lists, one per backend folder. Internal to backend/.
+#pragma once
+
+#include <memory>
+
+#include "backend/backend.h"
+
+namespace yirage::backend {
+
+std::unique_ptr<Backend> make_cuda_backend();
+std::unique_ptr<Backend> make_cpu_backend();
+std::unique_ptr<Backend> make_reference_backend();
+
+}  // namespace yirage::backend

@@ -1,0 +1,178 @@
+// The block graph: the inside of one fused kernel, after Mirage's µGraph model.
+//
+// A fused kernel runs a grid of up to three axes of independent blocks. Each block runs a
+// for-loop of `forloop_range` iterations. Per iteration, *input iterators* load one tile of each
+// kernel operand, *in-loop ops* compute on tiles, and *accumulators* fold the iterations
+// together. After the loop, *post-loop ops* compute on the accumulated tiles and *output savers*
+// write the block's tile of each kernel output.
+//
+// Tiles. An iterator's imap says, for each grid axis, which operand dim that axis partitions
+// (or kReplicate: every block along the axis sees the whole dim). Its fmap says which dim the
+// for-loop walks (or kReplicate: every iteration sees the same tile). A dim of extent E
+// partitioned by an axis of g blocks gives each block E/g; walked by a loop of R iterations, each
+// iteration sees E/(g·R). Extents must divide exactly. A saver's omap says, for each grid axis,
+// which output dim the blocks along that axis are laid out on; the output's extent there is the
+// tile's times the axis size. Every grid axis of size > 1 must appear in every saver's omap, so
+// no two blocks write the same elements.
+//
+// A tile's type carries the dtype of the operands it derives from, which is the dtype of the
+// outputs its savers write; the values are computed in f32 (see tile_bytes()) and rounded once,
+// by the saver.
+//
+// Validity (validate()): every path from an iterator to a saver crosses exactly one iterator,
+// one accumulator and one saver; in-loop ops read only iterator or in-loop tiles, post-loop ops
+// only accumulator or post-loop tiles; every tile of the loop body and after it fits the
+// device's limits.
+//
+// Accumulators fold the per-iteration tiles t_0 .. t_{R-1} of one in-loop tensor:
+//   sum   Σ t_i                   mean  (Σ t_i) / R
+//   rms   sqrt((Σ t_i) / R)      (t_i are typically chunk means of x², so this is rms(x))
+//   max   elementwise max of t_i
+//   rescaled_sum  two operands (v_i, m_i), m_i broadcasting to v_i:
+//         Σ exp(m_i - M) · v_i with M = max_i m_i — the online-softmax rescale: with
+//         m_i the chunk's row max, v_i = exp(s_i - m_i)·V_i and l_i = rowsum(exp(s_i - m_i)),
+//         rescaled_sum(v, m) / rescaled_sum(l, m) is softmax(s)·V.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "ir/kernel_graph.h"
+
+namespace yirage::ir {
+
+inline constexpr int kReplicate = -1;
+inline constexpr int kGridAxes = 3;  // x, y, z
+
+using AxisMap = std::array<int, kGridAxes>;  // per grid axis: a tensor dim or kReplicate
+
+struct GridDims {
+  std::array<int64_t, kGridAxes> extent{1, 1, 1};
+  int64_t blocks() const { return extent[0] * extent[1] * extent[2]; }
+  friend bool operator==(const GridDims&, const GridDims&) = default;
+};
+
+// Loads, per block and iteration, one tile of the fused node's operand `operand`.
+struct InputIteratorOp {
+  int operand;
+  AxisMap imap{kReplicate, kReplicate, kReplicate};
+  int fmap = kReplicate;
+};
+
+// Reduces `dim` of extent E to `width` (width divides E) by summing each run of E/width
+// consecutive elements; width 1 is a plain sum with keepdim. Like the kernel-level axes, `dim`
+// may count from the end when added and is stored as 0..rank-1.
+struct ReduceToWidthOp {
+  int dim;
+  int64_t width;
+};
+
+enum class AccumFn : uint8_t { sum, mean, rms, max, rescaled_sum };
+
+struct AccumulatorOp {
+  AccumFn fn;
+};
+
+// Writes the block's tile of one fused-node output; outputs are numbered by saver order.
+struct OutputSaverOp {
+  AxisMap omap{kReplicate, kReplicate, kReplicate};
+};
+
+// Block-level ops reuse the kernel-level attribute structs where the meaning is the same,
+// applied to tiles.
+using BlockOp = std::variant<InputIteratorOp, MatmulOp, UnaryOp, BinaryOp, ReduceOp,
+                             ReduceToWidthOp, RmsNormOp, ConcatOp, AccumulatorOp, OutputSaverOp>;
+
+// "iterator", "reduce_to_width", "accum", "save", or the kernel-level op_name of a shared op.
+std::string_view block_op_name(const BlockOp& op);
+std::string_view accum_name(AccumFn fn);
+// block_op_name, with an accumulator's function: "accum rescaled_sum". Errors and DOT use it.
+std::string block_op_label(const BlockOp& op);
+
+// The kernel-level op a shared block op applies to tiles; nullopt for the block-only ops.
+std::optional<Op> shared_kernel_op(const BlockOp& op);
+// The block op for a kernel-level op that may run on tiles; nullopt for the others.
+std::optional<BlockOp> shared_block_op(const Op& op);
+
+// What a backend allows a block to hold; the search reads these from the device description.
+struct BlockLimits {
+  int64_t max_tile_bytes_in_loop = 0;  // all in-loop tiles of one iteration together
+  int64_t max_tile_bytes_total = 0;    // in-loop tiles plus accumulators and post-loop tiles
+  int64_t max_grid_blocks = 0;
+};
+
+struct BlockNode {
+  BlockOp op;
+  std::vector<int32_t> inputs;  // block node ids
+  TensorType tile;              // for a saver: the tile it writes
+};
+
+// Where a block node runs: in the loop body, after it, or as a saver.
+enum class BlockPhase : uint8_t { in_loop, post_loop, saver };
+
+// Nodes are kept in insertion order, which is topological. Builders check operands and infer
+// tile types as nodes are added, throwing yirage::Error with a one-line message that names the
+// block op, its operand tiles and the rule broken; validate() checks the whole-graph rules.
+class BlockGraph {
+ public:
+  // `operands` are the types of the fused node's kernel-level operands.
+  BlockGraph(GridDims grid, int64_t forloop_range, std::vector<TensorType> operands);
+
+  int32_t add(BlockOp op, std::vector<int32_t> inputs);
+  int32_t iterator(int operand, AxisMap imap, int fmap);
+  int32_t accumulate(AccumFn fn, int32_t x);
+  int32_t rescaled_sum(int32_t v, int32_t m);
+  int32_t save(int32_t x, AxisMap omap);
+
+  const GridDims& grid() const { return grid_; }
+  int64_t forloop_range() const { return forloop_range_; }
+  const std::vector<TensorType>& operands() const { return operands_; }
+  const std::vector<BlockNode>& nodes() const { return nodes_; }
+  BlockPhase phase(int32_t node) const { return phases_.at(size_t(node)); }
+  // Kernel-level types of the fused node's outputs, one per saver in insertion order.
+  std::vector<TensorType> output_types() const;
+
+  // Throws yirage::Error naming the first broken rule (see the header comment). Beyond the
+  // path rule it rejects a graph without savers, an operand no iterator loads and a tile no node
+  // reads. A limit of 0 means unlimited.
+  void validate(const BlockLimits& limits) const;
+
+  // What the memory limits count. Tiles are computed in f32, so every tile takes 4 bytes per
+  // element, except an iterator's, which holds operand data at the operand's element size, and a
+  // saver's, which is its operand's tile. A rescaled_sum also keeps its running max.
+  int64_t tile_bytes(int32_t node) const;
+  int64_t in_loop_bytes() const;  // the in-loop tiles of one iteration
+  int64_t total_bytes() const;    // every tile
+
+ private:
+  TensorType infer_tile(BlockOp& op, const std::vector<TensorType>& tiles) const;
+  TensorType iterator_tile(const InputIteratorOp& it, size_t operand_count) const;
+  BlockPhase infer_phase(const BlockOp& op, const std::vector<int32_t>& inputs,
+                         const std::vector<TensorType>& tiles) const;
+  void check_structure() const;
+
+  GridDims grid_;
+  int64_t forloop_range_;
+  std::vector<TensorType> operands_;
+  std::vector<BlockNode> nodes_;
+  std::vector<BlockPhase> phases_;
+};
+
+// JSON form (block_json.cpp), also the "body" of a fused kernel-graph node:
+//   {"grid": [x, y, z], "forloop_range": R, "operands": [{"dtype", "shape"}, ...],
+//    "nodes": [{"op": "iterator", "operand": 0, "imap": [1, -1, -1], "fmap": 0, ...}, ...]}
+nlohmann::json to_json(const BlockGraph& graph);
+// Throws yirage::Error naming the JSON path of the problem below `path`, e.g.
+// `$.nodes[2].body.nodes[3].imap[1]: ...`.
+BlockGraph block_graph_from_json(const nlohmann::json& doc, const std::string& path = "$");
+
+// Graphviz DOT text (block_dot.cpp): the loop body as a cluster inside the block's cluster.
+std::string to_dot(const BlockGraph& graph);
+
+}  // namespace yirage::ir

@@ -1,0 +1,83 @@
+#include "ir/host_tensor.h"
+
+#include <cstring>
+
+#include "support/error.h"
+
+namespace yirage::ir {
+
+HostTensor::HostTensor(TensorType t)
+    : type(std::move(t)), bytes(size_t(num_elements(type.dims)) * dtype_size(type.dtype)) {}
+
+namespace {
+template <typename T>
+T load(const std::vector<std::byte>& bytes, int64_t i) {
+  T v;
+  std::memcpy(&v, bytes.data() + size_t(i) * sizeof(T), sizeof(T));
+  return v;
+}
+template <typename T>
+void store(std::vector<std::byte>& bytes, int64_t i, T v) {
+  std::memcpy(bytes.data() + size_t(i) * sizeof(T), &v, sizeof(T));
+}
+}  // namespace
+
+float HostTensor::get(int64_t i) const {
+  switch (type.dtype) {
+    case DType::f32: return load<float>(bytes, i);
+    case DType::f16: return f16_to_f32(load<uint16_t>(bytes, i));
+    case DType::bf16: return bf16_to_f32(load<uint16_t>(bytes, i));
+    case DType::i32: return float(load<int32_t>(bytes, i));
+    case DType::i8: return float(load<int8_t>(bytes, i));
+    case DType::u8: return float(load<uint8_t>(bytes, i));
+  }
+  return 0.0f;
+}
+
+void HostTensor::set(int64_t i, float v) {
+  switch (type.dtype) {
+    case DType::f32: return store<float>(bytes, i, v);
+    case DType::f16: return store<uint16_t>(bytes, i, f32_to_f16(v));
+    case DType::bf16: return store<uint16_t>(bytes, i, f32_to_bf16(v));
+    case DType::i32: return store<int32_t>(bytes, i, int32_t(v));
+    case DType::i8: return store<int8_t>(bytes, i, int8_t(v));
+    case DType::u8: return store<uint8_t>(bytes, i, uint8_t(v));
+  }
+}
+
+int32_t HostTensor::get_i32(int64_t i) const {
+  if (type.dtype != DType::i32) fail("get_i32 on a {} tensor", dtype_name(type.dtype));
+  return load<int32_t>(bytes, i);
+}
+
+void HostTensor::set_i32(int64_t i, int32_t v) {
+  if (type.dtype != DType::i32) fail("set_i32 on a {} tensor", dtype_name(type.dtype));
+  store<int32_t>(bytes, i, v);
+}
+
+std::vector<float> HostTensor::to_floats() const {
+  std::vector<float> values(static_cast<size_t>(size()));
+  for (int64_t i = 0; i < size(); ++i) values[size_t(i)] = get(i);
+  return values;
+}
+
+void fill_random(HostTensor& t, std::mt19937_64& rng, float lo, float hi, int32_t int_bound) {
+  if (is_float(t.type.dtype)) {
+    std::uniform_real_distribution<float> dist(lo, hi);
+    for (int64_t i = 0; i < t.size(); ++i) t.set(i, dist(rng));
+  } else {
+    std::uniform_int_distribution<int32_t> dist(0, std::max(int_bound, 1) - 1);
+    for (int64_t i = 0; i < t.size(); ++i) {
+      if (t.type.dtype == DType::i32)
+        t.set_i32(i, dist(rng));
+      else
+        t.set(i, float(dist(rng) % 128));
+    }
+  }
+}
+
+void poison(HostTensor& t) {
+  std::memset(t.bytes.data(), 0xFF, t.bytes.size());
+}
+
+}  // namespace yirage::ir

@@ -1,0 +1,143 @@
+// The operations of a kernel graph, one plain struct each.
+//
+// An op holds only its attributes. Operands are the node's `inputs`; result types live in the
+// node's `outputs` and are inferred when the node is added (infer_types.cpp). Axis attributes are
+// stored normalised to 0..rank-1. Adding an op means: a struct here, a case in `op_name`, a rule
+// in infer_types.cpp, the JSON fields in json.cpp, the hash fields in hash.cpp, and the reference
+// kernel in verify/reference.cpp. The compiler points at each through the std::visit overloads.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "ir/shape.h"
+
+namespace yirage::ir {
+
+enum class UnaryFn : uint8_t {
+  exp,
+  silu,
+  gelu,
+  relu,
+  sqrt,
+  rsqrt,
+  square,
+  neg,
+  reciprocal,
+  mul_scalar
+};
+enum class BinaryFn : uint8_t { add, sub, mul, div, pow };
+enum class ReduceFn : uint8_t { sum, mean, max };
+
+// How rope pairs the elements of a head: GGUF/llama.cpp "normal" rotates adjacent pairs
+// (2i, 2i+1); the Hugging Face/NeoX layout rotates (i, i + head_dim/2).
+enum class RopeStyle : uint8_t { interleaved, neox };
+
+// A graph input. Its name is the node's name; its type is the node's single output.
+struct InputOp {};
+
+// [..., M, K] x [..., K, N] -> [..., M, N]; batch dims broadcast.
+struct MatmulOp {};
+
+// gelu is the exact erf form. `scalar` is used by mul_scalar only.
+struct UnaryOp {
+  UnaryFn fn;
+  double scalar = 0.0;
+};
+
+// NumPy broadcasting; both operands have the same dtype.
+struct BinaryOp {
+  BinaryFn fn;
+};
+
+struct ReduceOp {
+  ReduceFn fn;
+  int dim;
+  bool keepdim = true;
+};
+
+// inputs: x, then the optional weight of shape normalized_shape.
+// y = x / sqrt(mean(x^2 over the normalized dims) + eps) * weight
+struct RmsNormOp {
+  Dims normalized_shape;
+  double eps = 1e-6;
+  bool has_weight = false;
+};
+
+// inputs: x, then the optional weight, then the optional bias, each of shape normalized_shape.
+struct LayerNormOp {
+  Dims normalized_shape;
+  double eps = 1e-5;
+  bool has_weight = false;
+  bool has_bias = false;
+};
+
+struct SoftmaxOp {
+  int dim;
+};
+
+// inputs: two or more tensors equal in every dim but `dim`.
+struct ConcatOp {
+  int dim;
+};
+
+// One output per entry of `sizes`, which add up to the extent of `dim`.
+struct SplitOp {
+  int dim;
+  Dims sizes;
+};
+
+// `shape` is the resolved target shape (no -1 entries once stored).
+struct ReshapeOp {
+  Dims shape;
+};
+
+// Output dim i is input dim perm[i].
+struct PermuteOp {
+  std::vector<int> perm;
+};
+
+// inputs: table [V, D], ids (i32) of any shape -> [ids..., D]. An id outside [0, V) is an error
+// at execution time.
+struct EmbeddingOp {};
+
+// inputs: x [..., S, H, D] with even D, positions (i32) [S].
+// Rotates pair (a, b) of head element pairs by angle pos * theta^(-2i/D).
+struct RopeOp {
+  double theta = 10000.0;
+  RopeStyle style = RopeStyle::interleaved;
+};
+
+class BlockGraph;  // block_graph.h
+
+// A fused kernel: `body` runs over a grid of blocks (block_graph.h). The node's inputs are the
+// body's operands, of exactly the types body->operands(); its results are
+// body->output_types(), one per saver. Bodies are immutable, so copies of a graph share them.
+struct FusedOp {
+  std::shared_ptr<const BlockGraph> body;
+};
+
+using Op =
+    std::variant<InputOp, MatmulOp, UnaryOp, BinaryOp, ReduceOp, RmsNormOp, LayerNormOp, SoftmaxOp,
+                 ConcatOp, SplitOp, ReshapeOp, PermuteOp, EmbeddingOp, RopeOp, FusedOp>;
+
+// The op's name in JSON, DOT and error messages: "matmul", "exp", "add", "sum", "rms_norm", ...
+std::string_view op_name(const Op& op);
+
+std::string_view unary_name(UnaryFn fn);
+std::string_view binary_name(BinaryFn fn);
+std::string_view reduce_name(ReduceFn fn);
+std::string_view rope_style_name(RopeStyle style);
+
+// Helper for std::visit with lambdas.
+template <class... Fs>
+struct Overloaded : Fs... {
+  using Fs::operator()...;
+};
+template <class... Fs>
+Overloaded(Fs...) -> Overloaded<Fs...>;
+
+}  // namespace yirage::ir

@@ -1,0 +1,30 @@
+// The public workload suite: the blocks of LLM inference every benchmark and search target uses.
+//
+// Each workload is a kernel graph built from the table in DESIGN.md, parameterised by batch
+// scale `bs` (which scales the leading dimension where the workload has a batch) and dtype. The
+// examples/ folder holds these graphs as JSON, written by `yirage suite export`; a test checks
+// that the files still match this code.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ir/ir.h"
+
+namespace yirage::suite {
+
+struct WorkloadInfo {
+  std::string name;
+  std::string program;  // one line, as in the DESIGN.md table
+  bool has_batch;       // whether bs scales it
+};
+
+// The eight workloads in DESIGN.md order.
+const std::vector<WorkloadInfo>& workloads();
+
+// Builds a workload; throws yirage::Error for an unknown name (listing the known ones), bs < 1,
+// or a non-float dtype.
+ir::KernelGraph build_workload(std::string_view name, int bs = 1, ir::DType dtype = ir::DType::f32);
+
+}  // namespace yirage::suite

@@ -1,0 +1,42 @@
+// The `yirage` command line.
+#include <algorithm>
+#include <cstdio>
+#include <exception>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "support/version.h"
+#include "tools/commands.h"
+
+namespace {
+
+// Error messages are one line by contract; this keeps them so even if some library's is not.
+void print_error(std::string message) {
+  std::replace(message.begin(), message.end(), '\n', ' ');
+  fmt::print(stderr, "yirage: error: {}\n", message);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"YiRage: superoptimizer and inference engine for LLM tensor programs", "yirage"};
+  app.set_version_flag("--version", fmt::format("yirage {}", yirage::kVersion));
+  app.require_subcommand(1);
+  yirage::tools::add_backends_command(app);
+  yirage::tools::add_graph_command(app);
+  yirage::tools::add_run_command(app);
+  yirage::tools::add_suite_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const std::exception& e) {
+    print_error(e.what());
+    return 1;
+  } catch (...) {
+    print_error("unexpected failure with no message");
+    return 1;
+  }
+  return 0;
+}

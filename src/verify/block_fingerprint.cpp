@@ -1,0 +1,264 @@
+// Fused kernels over fingerprints: the block graph evaluated literally, block by block and
+// iteration by iteration, with the shared ops meaning what they mean at kernel level
+// (fingerprint_ops.cpp), so that a fused kernel fingerprints like the kernel graph it replaces.
+//
+// Accumulators fold the iterations' tiles t_0 .. t_{R-1}:
+//   sum   Σ t_i                mean  (Σ t_i) / R, exactly
+//   rms   UF_sqrt((Σ t_i) / R): the canonical sqrt, so (X·W) / rms matches rms_norm(X)·W, whose
+//         denominator is UF_sqrt(mean(x²) + eps) (with eps 0: the accumulator adds none)
+//   max   the sum of the tiles' max-set fingerprints: a max of chunk maxes is the max of the row
+//   rescaled_sum(v, m)   Σ_i exp(m_i - M)·v_i, M the max over the iterations of m. With
+//         v_i = Σ_chunk exp(s - m_i)·V, each term is exp(s - M)·V exactly (ω-powers multiply),
+//         so the result is exp(-M)·Σ exp(s)·V, and in rescaled_sum(pv, m) / rescaled_sum(l, m)
+//         the common factor exp(-M) cancels: whatever value the max takes, the ratio equals
+//         softmax(s)·V at kernel level, where the row max cancels the same way.
+#include <array>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "support/error.h"
+#include "verify/fingerprint_ops.h"
+
+namespace yirage::verify::fp {
+namespace {
+
+using ir::AccumFn;
+using ir::BlockGraph;
+using ir::BlockNode;
+using ir::BlockPhase;
+using ir::Dims;
+using ir::kGridAxes;
+using ir::kReplicate;
+using ir::TensorType;
+
+using BlockCoord = std::array<int64_t, kGridAxes>;
+
+// Elementwise a + b of equal shapes, keeping a's kind: adds max-set fingerprints as they are.
+FTensor add_fingerprints(const FTensor& a, const FTensor& b) {
+  FTensor out = a;
+  for (size_t i = 0; i < out.v.size(); ++i) out.v[i] = field::add(a.v[i], b.v[i]);
+  return out;
+}
+
+FTensor reduce_to_width(const ir::ReduceToWidthOp& op, const FTensor& x, const TensorType& tile,
+                        Trial& trial) {
+  // [..., E, ...] as [..., width, E / width, ...], summed over the runs.
+  Dims runs = x.type.dims;
+  const int64_t extent = runs[size_t(op.dim)];
+  runs[size_t(op.dim)] = op.width;
+  runs.insert(runs.begin() + op.dim + 1, extent / op.width);
+  const FTensor split = reshape(x, {x.type.dtype, runs});
+  return reduce(ir::ReduceOp{ir::ReduceFn::sum, op.dim + 1, false}, split, tile, trial);
+}
+
+// The running state of one accumulator over one block's iterations.
+class Accumulator {
+ public:
+  explicit Accumulator(AccumFn fn) : fn_(fn) {}
+
+  void fold(const FTensor& t, const FTensor* m, Trial& trial) {
+    if (fn_ == AccumFn::rescaled_sum) {
+      v_.push_back(t);
+      m_.push_back(*m);
+      return;
+    }
+    const FTensor term = fn_ == AccumFn::max ? max_elements(t, trial) : t;
+    if (!total_)
+      total_ = term;
+    else if (fn_ == AccumFn::max)
+      total_ = add_fingerprints(*total_, term);
+    else
+      total_ = binary(ir::BinaryFn::add, *total_, term, term.type, trial);
+  }
+
+  FTensor result(int64_t iterations, Trial& trial) const {
+    switch (fn_) {
+      case AccumFn::sum: return *total_;
+      case AccumFn::mean: return divided_by_count(*total_, iterations);
+      case AccumFn::rms: return uf_sqrt(divided_by_count(*total_, iterations), trial);
+      case AccumFn::max: {
+        FTensor max = *total_;
+        max.degree = {1, 0};  // its value, when read, is a fresh UF output
+        max.uniform = ~0u;
+        return max;
+      }
+      case AccumFn::rescaled_sum: return rescaled(trial);
+    }
+    fail("fingerprint: accumulator with unknown function code {}", int(fn_));
+  }
+
+ private:
+  FTensor rescaled(Trial& trial) const {
+    FTensor max_set = max_elements(m_[0], trial);
+    for (size_t i = 1; i < m_.size(); ++i)
+      max_set = add_fingerprints(max_set, max_elements(m_[i], trial));
+    const FTensor max = materialize(max_set, trial);
+    std::optional<FTensor> sum;
+    for (size_t i = 0; i < v_.size(); ++i) {
+      const FTensor shift = binary(ir::BinaryFn::sub, m_[i], max, max.type, trial);
+      const FTensor term = binary(ir::BinaryFn::mul, v_[i], exp(shift, trial), v_[i].type, trial);
+      sum = sum ? binary(ir::BinaryFn::add, *sum, term, term.type, trial) : term;
+    }
+    return *sum;
+  }
+
+  AccumFn fn_;
+  std::optional<FTensor> total_;  // sum, mean, rms: Σ t_i; max: Σ of max-set fingerprints
+  std::vector<FTensor> v_, m_;    // rescaled_sum: every iteration's operands
+};
+
+class BlockEvaluator {
+ public:
+  BlockEvaluator(const BlockGraph& graph, const std::vector<const FTensor*>& operands, Trial& trial)
+      : graph_(graph), operands_(operands), trial_(trial) {
+    for (const TensorType& type : graph.output_types()) {
+      outputs_.emplace_back(type);
+      writes_.emplace_back(outputs_.back().v.size(), 0);
+    }
+    int32_t next = 0;
+    for (size_t id = 0; id < graph.nodes().size(); ++id)
+      saver_output_.push_back(graph.phase(int32_t(id)) == BlockPhase::saver ? next++ : -1);
+  }
+
+  void run_block(const BlockCoord& block) {
+    const std::vector<BlockNode>& nodes = graph_.nodes();
+    std::vector<FTensor> values(nodes.size());
+    std::vector<std::optional<Accumulator>> accumulators(nodes.size());
+    for (size_t id = 0; id < nodes.size(); ++id)
+      if (const auto* acc = std::get_if<ir::AccumulatorOp>(&nodes[id].op))
+        accumulators[id].emplace(acc->fn);
+
+    for (int64_t iteration = 0; iteration < graph_.forloop_range(); ++iteration) {
+      for (size_t id = 0; id < nodes.size(); ++id)
+        if (graph_.phase(int32_t(id)) == BlockPhase::in_loop)
+          values[id] = in_loop_value(id, values, block, iteration);
+      for (size_t id = 0; id < nodes.size(); ++id)
+        if (accumulators[id]) {
+          locate(id);
+          const std::vector<int32_t>& in = nodes[id].inputs;
+          accumulators[id]->fold(values[size_t(in[0])],
+                                 in.size() > 1 ? &values[size_t(in[1])] : nullptr, trial_);
+        }
+    }
+
+    for (size_t id = 0; id < nodes.size(); ++id) {
+      locate(id);
+      if (accumulators[id])
+        values[id] = accumulators[id]->result(graph_.forloop_range(), trial_);
+      else if (graph_.phase(int32_t(id)) == BlockPhase::saver)
+        save(id, values[size_t(nodes[id].inputs[0])], block);
+      else if (graph_.phase(int32_t(id)) == BlockPhase::post_loop)
+        values[id] = computed(id, values);
+    }
+  }
+
+  std::vector<FTensor> finish() {
+    for (size_t o = 0; o < outputs_.size(); ++o)
+      for (size_t i = 0; i < writes_[o].size(); ++i)
+        if (writes_[o][i] != 1)
+          fail(
+              "fingerprint: fused kernel output {} ({}): element {} was written {} times; the "
+              "savers' omaps must write every element exactly once",
+              o, ir::format_type(outputs_[o].type), i, writes_[o][i]);
+    return std::move(outputs_);
+  }
+
+ private:
+  void locate(size_t id) {
+    trial_.set_location(
+        fmt::format("fused kernel node {} ({})", id, ir::block_op_label(graph_.nodes()[id].op)));
+  }
+
+  FTensor in_loop_value(size_t id, const std::vector<FTensor>& values, const BlockCoord& block,
+                        int64_t iteration) {
+    const BlockNode& node = graph_.nodes()[id];
+    if (const auto* it = std::get_if<ir::InputIteratorOp>(&node.op))
+      return load(*it, node.tile, block, iteration);
+    locate(id);
+    return computed(id, values);
+  }
+
+  FTensor computed(size_t id, const std::vector<FTensor>& values) {
+    const BlockNode& node = graph_.nodes()[id];
+    if (const auto* r = std::get_if<ir::ReduceToWidthOp>(&node.op))
+      return reduce_to_width(*r, values[size_t(node.inputs[0])], node.tile, trial_);
+    std::vector<const FTensor*> in;
+    for (int32_t i : node.inputs) in.push_back(&values[size_t(i)]);
+    return std::move(evaluate_op(*ir::shared_kernel_op(node.op), in, {node.tile}, trial_)[0]);
+  }
+
+  // Block b along an axis that partitions dim d owns chunk b of it; iteration i of a loop that
+  // walks d reads sub-tile i of the block's chunk.
+  FTensor load(const ir::InputIteratorOp& it, const TensorType& tile, const BlockCoord& block,
+               int64_t iteration) const {
+    const FTensor& operand = *operands_[size_t(it.operand)];
+    Dims offset(tile.dims.size(), 0);
+    for (int a = 0; a < kGridAxes; ++a) {
+      const int d = it.imap[size_t(a)];
+      if (d == kReplicate) continue;
+      const int64_t chunk = tile.dims[size_t(d)] * (it.fmap == d ? graph_.forloop_range() : 1);
+      offset[size_t(d)] += block[size_t(a)] * chunk;
+    }
+    if (it.fmap != kReplicate) offset[size_t(it.fmap)] += iteration * tile.dims[size_t(it.fmap)];
+    FTensor out(tile);  // the operand's kind, degree and uniform dims, on a window of it
+    out.has_q = operand.has_q;
+    out.max_set = operand.max_set;
+    out.degree = operand.degree;
+    out.uniform = operand.uniform;
+    const std::vector<int64_t> from = window_map(operand.type.dims, tile.dims, offset);
+    for (size_t i = 0; i < from.size(); ++i) out.v[i] = operand.v[size_t(from[i])];
+    return out;
+  }
+
+  void save(size_t id, const FTensor& tile, const BlockCoord& block) {
+    const auto& omap = std::get<ir::OutputSaverOp>(graph_.nodes()[id].op).omap;
+    const int32_t o = saver_output_[id];
+    FTensor& out = outputs_[size_t(o)];
+    Dims offset(tile.type.dims.size(), 0);
+    uint32_t across_blocks = 0;  // dims whose elements come from different blocks
+    for (int a = 0; a < kGridAxes; ++a) {
+      const int d = omap[size_t(a)];
+      if (d == kReplicate) continue;
+      offset[size_t(d)] = block[size_t(a)] * tile.type.dims[size_t(d)];
+      if (graph_.grid().extent[size_t(a)] > 1) across_blocks |= 1u << d;
+    }
+    const std::vector<int64_t> to = window_map(out.type.dims, tile.type.dims, offset);
+    for (size_t i = 0; i < to.size(); ++i) {
+      out.v[size_t(to[i])] = tile.v[i];
+      ++writes_[size_t(o)][size_t(to[i])];
+    }
+    // Every block saves the same node, so the kinds agree; degrees and masks combine.
+    out.has_q = tile.has_q;
+    out.max_set = tile.max_set;
+    out.degree = {std::max(out.degree.num, tile.degree.num),
+                  std::max(out.degree.den, tile.degree.den)};
+    out.uniform = out.degree.den == 0 ? ~0u : (tile.uniform & ~across_blocks);
+  }
+
+  const BlockGraph& graph_;
+  const std::vector<const FTensor*>& operands_;
+  Trial& trial_;
+  std::vector<FTensor> outputs_;
+  std::vector<std::vector<int64_t>> writes_;  // per output element: how often it was written
+  std::vector<int32_t> saver_output_;         // per node: a saver's output index, else -1
+};
+
+}  // namespace
+
+std::vector<FTensor> fingerprint_block_graph(const BlockGraph& graph,
+                                             const std::vector<const FTensor*>& operands,
+                                             Trial& trial) {
+  graph.validate(ir::BlockLimits{});
+  if (operands.size() != graph.operands().size())
+    fail("fingerprint: the fused kernel takes {} operands, got {}", graph.operands().size(),
+         operands.size());
+  BlockEvaluator evaluator(graph, operands, trial);
+  const auto& extent = graph.grid().extent;
+  for (int64_t z = 0; z < extent[2]; ++z)
+    for (int64_t y = 0; y < extent[1]; ++y)
+      for (int64_t x = 0; x < extent[0]; ++x) evaluator.run_block({x, y, z});
+  return evaluator.finish();
+}
+
+}  // namespace yirage::verify::fp

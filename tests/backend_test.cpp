@@ -1,0 +1,237 @@
+// The backend registry, run_on, the reference backend and the honest cpu and cuda backends.
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <span>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "backend/backend.h"
+#include "backend/backend_factories.h"
+#include "support/error.h"
+#include "verify/verify.h"
+
+namespace yirage::backend {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+std::string error_of(const std::function<void()>& action) {
+  try {
+    action();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no yirage::Error thrown)";
+}
+
+bool is_fingerprint(const std::string& text) {
+  return text.size() == 16 && text.find_first_not_of("0123456789abcdef") == std::string::npos;
+}
+
+const BackendInfo& info_of(const std::vector<BackendInfo>& infos, std::string_view name) {
+  for (const BackendInfo& info : infos)
+    if (info.name == name) return info;
+  throw std::runtime_error("backend not described: " + std::string(name));
+}
+
+// x[2,3] @ w[3,2], then exp: small enough to check against the reference executor directly.
+ir::KernelGraph small_graph() {
+  ir::KernelGraph g;
+  auto x = g.input("x", {2, 3}, ir::DType::f32);
+  auto w = g.input("w", {3, 2}, ir::DType::f32);
+  g.mark_output(g.exp(g.matmul(x, w)), "y");
+  g.mark_output(x, "x_again");
+  return g;
+}
+
+std::vector<ir::HostTensor> random_inputs(const ir::KernelGraph& graph) {
+  std::mt19937_64 rng(7);
+  std::vector<ir::HostTensor> inputs;
+  for (ir::TensorRef input : graph.inputs()) {
+    inputs.emplace_back(graph.type(input));
+    ir::fill_random(inputs.back(), rng);
+  }
+  return inputs;
+}
+
+TEST(BackendRegistry, ListsBackendsInOrderOfPreference) {
+  EXPECT_THAT(backend_names(), ElementsAre("cuda", "cpu", "reference"));
+  std::vector<BackendInfo> infos = describe_backends();
+  ASSERT_EQ(infos.size(), 3u);
+  EXPECT_EQ(infos[0].name, "cuda");
+  EXPECT_EQ(infos[1].name, "cpu");
+  EXPECT_EQ(infos[2].name, "reference");
+}
+
+TEST(BackendRegistry, UnknownNameListsTheKnownOnes) {
+  EXPECT_EQ(error_of([] { get_backend("nope"); }),
+            "unknown backend 'nope'; known backends: cuda, cpu, reference");
+}
+
+TEST(BackendRegistry, UnavailableBackendIsAnErrorWithItsReason) {
+  EXPECT_EQ(error_of([] { get_backend("cpu"); }),
+            "backend 'cpu' is unavailable: the cpu backend's code generator is not built yet (it "
+            "lands with the CPU backend issue); use --backend reference");
+  std::string cuda = error_of([] { get_backend("cuda"); });
+  EXPECT_THAT(cuda, StartsWith("backend 'cuda' is unavailable: "));
+  EXPECT_EQ(cuda, "backend 'cuda' is unavailable: " +
+                      info_of(describe_backends(), "cuda").availability.reason);
+}
+
+TEST(BackendRegistry, ReferenceIsAvailableAndCreatedOnce) {
+  Backend& first = get_backend("reference");
+  Backend& second = get_backend("reference");
+  EXPECT_EQ(&first, &second);
+  EXPECT_EQ(first.name(), "reference");
+  EXPECT_TRUE(first.availability().available);
+}
+
+TEST(BackendRegistry, DefaultIsTheFirstAvailable) {
+  std::string expected;
+  for (const BackendInfo& info : describe_backends())
+    if (info.availability.available && expected.empty()) expected = info.name;
+  EXPECT_EQ(default_backend_name(), expected);
+  EXPECT_NO_THROW(get_backend(default_backend_name()));
+}
+
+TEST(BackendRegistry, DescriptionsCarryDevicesAndReasons) {
+  std::vector<BackendInfo> infos = describe_backends();
+  const BackendInfo& cpu = info_of(infos, "cpu");
+  const BackendInfo& reference = info_of(infos, "reference");
+  const BackendInfo& cuda = info_of(infos, "cuda");
+  EXPECT_FALSE(cpu.availability.available);
+  EXPECT_TRUE(is_fingerprint(cpu.device.fingerprint)) << cpu.device.fingerprint;
+  EXPECT_TRUE(cpu.device.capabilities.contains("isa"));
+  EXPECT_TRUE(reference.availability.available);
+  EXPECT_TRUE(reference.availability.reason.empty());
+  EXPECT_EQ(reference.device.name, "reference (host CPU)");
+  EXPECT_TRUE(is_fingerprint(reference.device.fingerprint));
+  EXPECT_NE(reference.device.fingerprint, cpu.device.fingerprint);
+  EXPECT_EQ(reference.device.capabilities, cpu.device.capabilities);
+  EXPECT_FALSE(cuda.availability.available);
+  EXPECT_FALSE(cuda.availability.reason.empty());
+}
+
+TEST(BackendRegistry, CpuFingerprintIsStable) {
+  std::string first = info_of(describe_backends(), "cpu").device.fingerprint;
+  std::string second = info_of(describe_backends(), "cpu").device.fingerprint;
+  std::string fresh = make_cpu_backend()->device().fingerprint;
+  EXPECT_EQ(first, second);
+  EXPECT_EQ(first, fresh);
+}
+
+TEST(CpuBackend, RefusesToAllocateOrCompile) {
+  std::unique_ptr<Backend> cpu = make_cpu_backend();
+  Availability availability = cpu->availability();
+  EXPECT_FALSE(availability.available);
+  EXPECT_THAT(availability.reason, HasSubstr("code generator is not built yet"));
+  EXPECT_EQ(error_of([&] { cpu->allocate(16); }),
+            "backend 'cpu' is unavailable: " + availability.reason);
+  EXPECT_EQ(error_of([&] { cpu->compile(small_graph()); }),
+            "backend 'cpu' is unavailable: " + availability.reason);
+}
+
+TEST(CudaBackend, DescribesWhatItFoundAndRefusesToRun) {
+  std::unique_ptr<Backend> cuda = make_cuda_backend();
+  Availability availability = cuda->availability();
+  DeviceDescription device = cuda->device();
+  EXPECT_FALSE(availability.available);
+  if (availability.reason.starts_with("found ")) {
+    EXPECT_THAT(availability.reason, HasSubstr(device.name));
+    EXPECT_THAT(availability.reason, HasSubstr("code generator is not built yet"));
+    EXPECT_TRUE(is_fingerprint(device.fingerprint));
+    EXPECT_TRUE(device.capabilities.contains("multiprocessors"));
+  } else {
+    EXPECT_EQ(device.name, "no CUDA device");
+    EXPECT_EQ(device.capabilities, nlohmann::json::object());
+  }
+  EXPECT_EQ(error_of([&] { cuda->allocate(16); }),
+            "backend 'cuda' is unavailable: " + availability.reason);
+}
+
+TEST(RunOn, ReferenceBackendMatchesTheReferenceExecutor) {
+  ir::KernelGraph graph = small_graph();
+  std::vector<ir::HostTensor> inputs = random_inputs(graph);
+  std::vector<ir::HostTensor> expected = verify::run_reference(graph, inputs);
+  std::vector<ir::HostTensor> got = run_on(get_backend("reference"), graph, inputs);
+  ASSERT_EQ(got.size(), expected.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].type, expected[i].type);
+    EXPECT_EQ(got[i].bytes, expected[i].bytes);
+  }
+}
+
+TEST(RunOn, ChecksInputsFirst) {
+  ir::KernelGraph graph = small_graph();
+  std::vector<ir::HostTensor> inputs = random_inputs(graph);
+  inputs.pop_back();
+  EXPECT_THROW(run_on(get_backend("reference"), graph, inputs), Error);
+}
+
+// A backend whose modules write nothing, to see what run_on hands back then.
+class LazyBackend final : public Backend {
+ public:
+  std::string_view name() const override { return "lazy"; }
+  Availability availability() const override { return {true, {}}; }
+  DeviceDescription device() const override { return {}; }
+  std::unique_ptr<Buffer> allocate(size_t bytes) override {
+    return get_backend("reference").allocate(bytes);
+  }
+  std::unique_ptr<Module> compile(const ir::KernelGraph&) override {
+    struct Idle final : Module {
+      void launch(std::span<Buffer* const>, std::span<Buffer* const>) override {}
+    };
+    return std::make_unique<Idle>();
+  }
+};
+
+TEST(RunOn, UnwrittenOutputsReadBackAsNaN) {
+  LazyBackend lazy;
+  ir::KernelGraph graph = small_graph();
+  std::vector<ir::HostTensor> outputs = run_on(lazy, graph, random_inputs(graph));
+  ASSERT_EQ(outputs.size(), 2u);
+  for (const ir::HostTensor& output : outputs)
+    for (int64_t i = 0; i < output.size(); ++i) EXPECT_TRUE(std::isnan(output.get(i)));
+}
+
+TEST(ReferenceBackend, BuffersCheckSizes) {
+  std::unique_ptr<Buffer> buffer = get_backend("reference").allocate(8);
+  EXPECT_EQ(buffer->size(), 8u);
+  EXPECT_NE(buffer->host_address(), nullptr);
+  std::vector<std::byte> bytes(8, std::byte{0x5a});
+  buffer->write(bytes);
+  std::vector<std::byte> back(8);
+  buffer->read(back);
+  EXPECT_EQ(back, bytes);
+  std::vector<std::byte> wrong(4);
+  EXPECT_EQ(error_of([&] { buffer->write(wrong); }),
+            "reference buffer write: 4 bytes given for a buffer of 8 bytes");
+  EXPECT_THROW(buffer->read(wrong), Error);
+}
+
+TEST(ReferenceBackend, LaunchChecksBufferCountsAndSizes) {
+  Backend& reference = get_backend("reference");
+  std::unique_ptr<Module> module = reference.compile(small_graph());
+  auto x = reference.allocate(6 * 4), w = reference.allocate(6 * 4);
+  auto y = reference.allocate(4 * 4), x_again = reference.allocate(6 * 4);
+  auto short_y = reference.allocate(4);
+  std::vector<Buffer*> inputs{x.get(), w.get()};
+  std::vector<Buffer*> one_output{y.get()};
+  EXPECT_EQ(error_of([&] { module->launch(inputs, one_output); }),
+            "reference launch: 1 output buffers given, the graph has 2");
+  std::vector<Buffer*> bad_output{short_y.get(), x_again.get()};
+  EXPECT_EQ(error_of([&] { module->launch(inputs, bad_output); }),
+            "reference launch: output 'y' of type f32[2, 2] needs 16 bytes, its buffer has 4");
+  std::vector<Buffer*> swapped_inputs{y.get(), w.get()};
+  std::vector<Buffer*> outputs{y.get(), x_again.get()};
+  EXPECT_EQ(error_of([&] { module->launch(swapped_inputs, outputs); }),
+            "reference launch: input 'x' of type f32[2, 3] needs 24 bytes, its buffer has 16");
+}
+
+}  // namespace
+}  // namespace yirage::backend

@@ -1,0 +1,387 @@
+// The `yirage` command line, driven as a user drives it: through the built binary.
+#include <stdlib.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "ir/ir.h"
+#include "suite/suite.h"
+#include "support/version.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+const fs::path kExamples = fs::path(YIRAGE_SOURCE_DIR) / "examples";
+
+std::string quote(const std::string& text) {
+  std::string quoted = "'";
+  for (char c : text) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
+}
+
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+void write_text(const fs::path& path, std::string_view text) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(text.data(), std::streamsize(text.size()));
+}
+
+// A fresh directory, removed with everything in it when the test ends.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (fs::temp_directory_path() / "yirage_cli_XXXXXX").string();
+    if (!mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed");
+    path_ = pattern;
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  const fs::path& path() const { return path_; }
+  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  fs::path path_;
+};
+
+struct CliResult {
+  int exit_code;
+  std::string out, err;
+};
+
+// Runs `yirage ARGS` (ARGS is shell text, quote paths) and captures both streams.
+CliResult yirage(const std::string& args) {
+  TempDir dir;
+  std::string command = fmt::format("{} {} 2>{}", quote(YIRAGE_BINARY), args, quote(dir / "err"));
+  FILE* pipe = popen(command.c_str(), "r");
+  if (!pipe) throw std::runtime_error("popen failed");
+  CliResult result{-1, {}, {}};
+  char buffer[4096];
+  for (size_t n; (n = fread(buffer, 1, sizeof(buffer), pipe)) > 0;) result.out.append(buffer, n);
+  int status = pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  result.err = read_text(dir / "err");
+  return result;
+}
+
+// The CLI's error contract: exit code 1 and one line "yirage: error: ..." on stderr.
+void expect_one_line_error(const CliResult& result, std::string_view mentions) {
+  EXPECT_EQ(result.exit_code, 1) << result.out << result.err;
+  EXPECT_THAT(result.err, StartsWith("yirage: error: "));
+  EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1) << result.err;
+  EXPECT_THAT(result.err, HasSubstr(mentions));
+}
+
+// A C-order .npy v1.0 file, as np.save writes it.
+std::string npy(std::string_view descr, const std::vector<int64_t>& shape, const void* data,
+                size_t bytes, bool fortran = false) {
+  std::string shape_text = shape.size() == 1 ? fmt::format("({},)", shape[0])
+                                             : fmt::format("({})", fmt::join(shape, ", "));
+  std::string header = fmt::format("{{'descr': '{}', 'fortran_order': {}, 'shape': {}, }}", descr,
+                                   fortran ? "True" : "False", shape_text);
+  header.append(63 - (10 + header.size()) % 64, ' ');
+  header += '\n';
+  std::string file = "\x93NUMPY";
+  file += {'\x01', '\x00', char(header.size() & 0xff), char(header.size() >> 8)};
+  return file + header + std::string(static_cast<const char*>(data), bytes);
+}
+
+std::string npy_f32(const std::vector<int64_t>& shape, const std::vector<float>& values) {
+  return npy("<f4", shape, values.data(), values.size() * sizeof(float));
+}
+
+// The descr and the elements of an .npy file the CLI wrote.
+std::pair<std::string, std::string> parse_npy(const std::string& file) {
+  size_t header_length = size_t(uint8_t(file.at(8))) | size_t(uint8_t(file.at(9))) << 8;
+  std::string header = file.substr(10, header_length);
+  size_t at = header.find("'descr': '") + 10;
+  return {header.substr(at, header.find('\'', at) - at), file.substr(10 + header_length)};
+}
+
+std::string one_input_graph(std::string_view dtype, std::string_view shape) {
+  return fmt::format(
+      R"({{"schema": "yirage.kernel_graph", "version": 1,
+ "nodes": [{{"name": "x", "op": "input", "dtype": "{}", "shape": {}}},
+           {{"name": "y", "op": "exp", "inputs": ["x"]}}],
+ "outputs": [{{"tensor": "y", "name": "y"}}]}})",
+      dtype, shape);
+}
+
+std::vector<std::string> example_names() {
+  std::vector<std::string> names;
+  for (const fs::directory_entry& entry : fs::directory_iterator(kExamples))
+    if (entry.path().extension() == ".json") names.push_back(entry.path().stem().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+TEST(Cli, PrintsVersion) {
+  CliResult result = yirage("--version");
+  EXPECT_EQ(result.exit_code, 0);
+  EXPECT_EQ(result.out, fmt::format("yirage {}\n", yirage::kVersion));
+}
+
+TEST(Cli, BackendsJsonListsEveryBackendHonestly) {
+  CliResult result = yirage("backends --json");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  nlohmann::json list = nlohmann::json::parse(result.out);
+  ASSERT_TRUE(list.is_array());
+  ASSERT_EQ(list.size(), 3u);
+  EXPECT_EQ(list[0]["name"], "cuda");
+  EXPECT_EQ(list[1]["name"], "cpu");
+  EXPECT_EQ(list[2]["name"], "reference");
+
+  const nlohmann::json &cuda = list[0], &cpu = list[1], &reference = list[2];
+  EXPECT_EQ(reference["available"], true);
+  EXPECT_EQ(reference["device"]["name"], "reference (host CPU)");
+  EXPECT_EQ(cpu["available"], false);
+  EXPECT_THAT(cpu["reason"].get<std::string>(), HasSubstr("code generator is not built yet"));
+  EXPECT_THAT(cpu["device"]["fingerprint"].get<std::string>(),
+              ::testing::MatchesRegex("[0-9a-f]{16}"));
+  EXPECT_TRUE(cpu["device"]["capabilities"].contains("vector_bits"));
+  EXPECT_EQ(cuda["available"], false);
+  EXPECT_FALSE(cuda["reason"].get<std::string>().empty());
+  EXPECT_TRUE(cuda["device"]["capabilities"].is_object());
+}
+
+TEST(Cli, BackendsTableShowsReasons) {
+  CliResult result = yirage("backends");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_THAT(result.out, ::testing::ContainsRegex("\nreference +yes +reference \\(host CPU\\)"));
+  EXPECT_THAT(result.out, ::testing::ContainsRegex("\ncpu +no "));
+  EXPECT_THAT(result.out, HasSubstr("reason: the cpu backend's code generator is not built yet"));
+}
+
+TEST(Cli, GraphShowListsNodesInputsOutputsAndHash) {
+  std::string file = (kExamples / "llama_mlp_block.json").string();
+  CliResult result = yirage("graph show " + quote(file));
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  yirage::ir::KernelGraph graph = yirage::ir::load_kernel_graph(file);
+  EXPECT_THAT(result.out, HasSubstr("structural hash: " + yirage::ir::structural_hash_hex(graph)));
+  EXPECT_THAT(result.out, HasSubstr("inputs: X f32[1, 4096], G f32[4096], Wgu f32[4096, 28672], "
+                                    "Wd f32[14336, 4096]\n"));
+  EXPECT_THAT(result.out, HasSubstr("  normed = rms_norm(normalized_shape=[4096], eps=1e-06, "
+                                    "weight)(X, G) : f32[1, 4096]\n"));
+  EXPECT_THAT(result.out, HasSubstr("  split = split(dim=1, sizes=[14336, 14336])(gate_up) : "
+                                    "f32[1, 14336], f32[1, 14336]\n"));
+  EXPECT_THAT(result.out, HasSubstr("  hidden = mul(gate, split:1) : f32[1, 14336]\n"));
+  EXPECT_THAT(result.out, HasSubstr("outputs:\n  out = out : f32[1, 4096]\n"));
+}
+
+TEST(Cli, GraphShowWritesDotAndSvg) {
+  TempDir dir;
+  std::string file = (kExamples / "lora.json").string();
+  CliResult result = yirage(fmt::format("graph show {} --dot {} --svg {}", quote(file),
+                                        quote(dir / "g.dot"), quote(dir / "g.svg")));
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(read_text(dir / "g.dot"), yirage::ir::to_dot(yirage::ir::load_kernel_graph(file)));
+  EXPECT_THAT(read_text(dir / "g.svg"), HasSubstr("<svg"));
+}
+
+TEST(Cli, ExamplesAreTheSuiteAsExportedNow) {
+  TempDir dir;
+  CliResult result = yirage("suite export " + quote(dir.path().string()));
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  std::vector<std::string> workloads;
+  for (const yirage::suite::WorkloadInfo& w : yirage::suite::workloads())
+    workloads.push_back(w.name);
+  std::sort(workloads.begin(), workloads.end());
+  ASSERT_EQ(example_names(), workloads);
+  for (const std::string& name : workloads)
+    EXPECT_TRUE(read_text(kExamples / (name + ".json")) == read_text(dir / (name + ".json")))
+        << "examples/" << name << ".json is stale: rerun `yirage suite export examples`";
+}
+
+class CliExample : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CliExample, RunsWithoutNaNOrInf) {
+  std::string file = (kExamples / (GetParam() + ".json")).string();
+  CliResult result = yirage("run " + quote(file));
+  ASSERT_EQ(result.exit_code, 0) << result.out << result.err;
+  yirage::ir::KernelGraph graph = yirage::ir::load_kernel_graph(file);
+  EXPECT_THAT(result.out, StartsWith("backend: "));
+  EXPECT_THAT(result.out, HasSubstr("inputs: random, seed 0\n"));
+  EXPECT_THAT(result.out, HasSubstr(fmt::format(
+                              "out: {}\n", format_type(graph.type(graph.outputs()[0].tensor)))));
+  EXPECT_THAT(result.out, HasSubstr("nan 0  inf 0\n"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Examples, CliExample, ::testing::ValuesIn(example_names()),
+                         [](const auto& info) { return info.param; });
+
+TEST(Cli, MalformedJsonIsAOneLineErrorNamingTheFile) {
+  TempDir dir;
+  write_text(dir / "broken.json", "{\"schema\": \"yirage.kernel_graph\", \"nodes\": [");
+  expect_one_line_error(yirage("run " + quote(dir / "broken.json")), dir / "broken.json");
+  expect_one_line_error(yirage("graph show " + quote(dir / "broken.json")), dir / "broken.json");
+}
+
+TEST(Cli, MissingFileIsAOneLineErrorNamingTheFile) {
+  TempDir dir;
+  expect_one_line_error(yirage("run " + quote(dir / "absent.json")), dir / "absent.json");
+  expect_one_line_error(yirage("graph show " + quote(dir / "absent.json")), dir / "absent.json");
+}
+
+TEST(Cli, BackendErrorsAreOneLine) {
+  std::string file = quote((kExamples / "ntrans.json").string());
+  expect_one_line_error(yirage("run " + file + " --backend nope"),
+                        "unknown backend 'nope'; known backends: cuda, cpu, reference");
+  expect_one_line_error(yirage("run " + file + " --backend cpu"), "backend 'cpu' is unavailable: ");
+}
+
+TEST(Cli, ParseErrorsKeepCli11ExitCodes) {
+  CliResult result = yirage("run");
+  EXPECT_NE(result.exit_code, 0);
+  EXPECT_NE(result.exit_code, 1);
+  EXPECT_THAT(result.err, HasSubstr("file"));
+}
+
+TEST(Cli, SuiteRunPrintsOneLinePerWorkload) {
+  CliResult result = yirage("suite run ntrans lora --backend reference --seed 3");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_THAT(result.out,
+              ::testing::ContainsRegex("\nntrans +f32\\[8, 4096\\] +mean .* nan +0 .* ms\n"));
+  EXPECT_THAT(result.out,
+              ::testing::ContainsRegex("\nlora +f32\\[16, 4096\\] +mean .* nan +0 .* ms\n"));
+  expect_one_line_error(yirage("suite run nope"), "unknown workload 'nope'");
+}
+
+TEST(Cli, SuiteListShowsEveryProgram) {
+  CliResult result = yirage("suite list");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  for (const yirage::suite::WorkloadInfo& w : yirage::suite::workloads()) {
+    EXPECT_THAT(result.out, HasSubstr(w.name));
+    EXPECT_THAT(result.out, HasSubstr(w.program));
+  }
+}
+
+class CliNpy : public ::testing::Test {
+ protected:
+  // Writes graph.json with one input x of `dtype` and `shape`, and x.npy with `file`.
+  CliResult run_with(std::string_view dtype, std::string_view shape, const std::string& file) {
+    write_text(dir_ / "graph.json", one_input_graph(dtype, shape));
+    fs::create_directories(dir_ / "in");
+    write_text(input_path(), file);
+    return yirage(fmt::format("run {} --inputs {} --save {}", quote(dir_ / "graph.json"),
+                              quote(dir_ / "in"), quote(dir_ / "out")));
+  }
+  std::string input_path() const { return (dir_.path() / "in" / "x.npy").string(); }
+  std::string saved() const { return read_text(dir_.path() / "out" / "y.npy"); }
+
+  TempDir dir_;
+};
+
+TEST_F(CliNpy, WrongShapeNamesFileExpectedAndGot) {
+  CliResult result = run_with("f32", "[2, 3]", npy_f32({3, 2}, std::vector<float>(6, 0.5f)));
+  expect_one_line_error(result, input_path());
+  EXPECT_THAT(result.err, HasSubstr("shape [3, 2] does not match input 'x' of type f32[2, 3]"));
+}
+
+TEST_F(CliNpy, F32RoundTripsThroughSave) {
+  std::vector<float> x = {0.0f, 1.0f, -1.0f, 0.5f, 2.0f, -3.0f};
+  CliResult result = run_with("f32", "[2, 3]", npy_f32({2, 3}, x));
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  auto [descr, data] = parse_npy(saved());
+  EXPECT_EQ(descr, "<f4");
+  ASSERT_EQ(data.size(), 6 * sizeof(float));
+  for (size_t i = 0; i < x.size(); ++i) {
+    float y;
+    std::memcpy(&y, data.data() + i * sizeof(float), sizeof(float));
+    EXPECT_FLOAT_EQ(y, std::exp(x[i]));
+  }
+}
+
+TEST_F(CliNpy, Bf16TakesExactFloat32AndSavesWidened) {
+  CliResult result = run_with("bf16", "[4]", npy_f32({4}, {1.0f, -2.5f, 0.125f, 0.0f}));
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  auto [descr, data] = parse_npy(saved());
+  EXPECT_EQ(descr, "<f4");
+  ASSERT_EQ(data.size(), 16u);
+  for (size_t i = 0; i < 4; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, data.data() + i * 4, 4);
+    EXPECT_EQ(bits & 0xffffu, 0u) << "element " << i << " is not a bf16";
+  }
+}
+
+TEST_F(CliNpy, Bf16RejectsInexactValuesByIndex) {
+  CliResult result = run_with("bf16", "[3]", npy_f32({3}, {1.0f, 2.0f, 0.1f}));
+  expect_one_line_error(result, input_path());
+  EXPECT_THAT(result.err, HasSubstr("element 2 (0.1) is not exactly representable in bf16"));
+}
+
+TEST_F(CliNpy, F16TakesHalfFloatsAndSavesThem) {
+  const uint16_t halves[] = {0x3c00, 0xc000};  // 1.0, -2.0
+  CliResult result = run_with("f16", "[2]", npy("<f2", {2}, halves, sizeof(halves)));
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  auto [descr, data] = parse_npy(saved());
+  EXPECT_EQ(descr, "<f2");
+  EXPECT_EQ(data.size(), 4u);
+}
+
+TEST_F(CliNpy, I32TakesInt64ThatFitsOnly) {
+  write_text(dir_ / "graph.json", R"({"schema": "yirage.kernel_graph", "version": 1,
+ "nodes": [{"name": "table", "op": "input", "dtype": "f32", "shape": [4, 2]},
+           {"name": "x", "op": "input", "dtype": "i32", "shape": [2]},
+           {"name": "y", "op": "embedding", "inputs": ["table", "x"]}],
+ "outputs": [{"tensor": "y", "name": "y"}]})");
+  fs::create_directories(dir_ / "in");
+  write_text(dir_ / "in/table.npy", npy_f32({4, 2}, {0, 1, 2, 3, 4, 5, 6, 7}));
+  std::string command = fmt::format("run {} --inputs {} --save {}", quote(dir_ / "graph.json"),
+                                    quote(dir_ / "in"), quote(dir_ / "out"));
+  const int64_t ids[] = {3, 1};
+  write_text(input_path(), npy("<i8", {2}, ids, sizeof(ids)));
+  CliResult result = yirage(command);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  auto [descr, data] = parse_npy(saved());
+  std::vector<float> rows(4);
+  std::memcpy(rows.data(), data.data(), 16);
+  EXPECT_EQ(rows, (std::vector<float>{6, 7, 2, 3}));
+
+  const int64_t too_big[] = {1, int64_t(1) << 40};
+  write_text(input_path(), npy("<i8", {2}, too_big, sizeof(too_big)));
+  expect_one_line_error(yirage(command), "element 1 (1099511627776) does not fit in i32");
+}
+
+TEST_F(CliNpy, RejectsFortranOrderTruncationAndGarbage) {
+  std::vector<float> values(6, 1.0f);
+  CliResult fortran = run_with("f32", "[2, 3]", npy("<f4", {2, 3}, values.data(), 24, true));
+  expect_one_line_error(fortran, "Fortran-order arrays are not supported");
+
+  std::string whole = npy_f32({2, 3}, values);
+  CliResult truncated = run_with("f32", "[2, 3]", whole.substr(0, whole.size() - 5));
+  size_t data_offset = whole.size() - 24;
+  expect_one_line_error(truncated,
+                        fmt::format("{}: byte {}: truncated", input_path(), data_offset));
+
+  CliResult garbage = run_with("f32", "[2, 3]", "not numpy at all");
+  expect_one_line_error(garbage, fmt::format("{}: byte 0: not an .npy file", input_path()));
+}
+
+TEST_F(CliNpy, MissingInputFileIsNamed) {
+  write_text(dir_ / "graph.json", one_input_graph("f32", "[2]"));
+  fs::create_directories(dir_ / "in");
+  expect_one_line_error(
+      yirage(fmt::format("run {} --inputs {}", quote(dir_ / "graph.json"), quote(dir_ / "in"))),
+      "input 'x': " + input_path() + " does not exist");
+}
+
+}  // namespace
