@@ -271,6 +271,20 @@ TEST(FingerprintKernel, EmbeddingOfARebuiltTableIsTheSame) {
   EXPECT_NE(r.assumptions[0].find("ids"), std::string::npos);
 }
 
+TEST(FingerprintKernel, NestedExpIsAFunctionOfTheInnerValue) {
+  // The outer exp has no exponent field to work in; it becomes a UF of the inner value, so equal
+  // inner values still give equal results and different ones do not.
+  auto build = [](bool split_inner, bool negate) {
+    KernelGraph g;
+    auto a = g.input("a", {6}, f32), b = g.input("b", {6}, f32);
+    auto inner = split_inner ? g.mul(g.exp(a), g.exp(b)) : g.exp(g.add(a, b));
+    g.mark_output(g.exp(negate ? g.neg(inner) : inner));
+    return g;
+  };
+  expect_equivalent(build(true, false), build(false, false));
+  expect_different(build(true, false), build(false, true));
+}
+
 // ---- kernel graphs: near misses that must be rejected -----------------------------------------
 
 TEST(FingerprintKernel, RejectsSwappedMatmulOperands) {

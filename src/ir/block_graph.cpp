@@ -6,7 +6,6 @@
 // the operand's own element size for an iterator's tile, which holds the loaded operand data.
 #include "ir/block_graph.h"
 
-#include <algorithm>
 #include <string>
 
 #include <fmt/format.h>

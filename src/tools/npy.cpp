@@ -52,10 +52,16 @@ class HeaderParser {
       : text_(text), file_offset_(file_offset), path_(path) {}
 
   Header parse() {
+    // Versions 1.0 and 2.0 headers are ASCII; checking first also keeps raw bytes out of errors.
+    for (size_t i = 0; i < text_.size(); ++i) {
+      auto byte = static_cast<unsigned char>(text_[i]);
+      if ((byte < 0x20 && byte != '\n') || byte > 0x7e)
+        error_at(i, fmt::format("byte 0x{:02x} is not printable ASCII", byte));
+    }
     Header header;
     std::set<std::string> seen;
     skip_space();
-    expect('{', "the header must be a dict");
+    expect('{', "'{': the header must be a dict");
     while (true) {
       skip_space();
       if (consume('}')) break;

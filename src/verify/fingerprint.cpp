@@ -19,6 +19,10 @@
 // (the same in every trial: it depends on the graphs only), and trials are added until ε^k is at
 // most the target.
 //
+// Like any fingerprint over a fixed prime, a difference whose integer coefficients (after clearing
+// the powers of 2 of the dyadic scalars) are all multiples of q would vanish identically; the
+// bound assumes it does not, which takes coefficients beyond 2^61.
+//
 // Assumption E (for graphs with exp): the atoms ω^e of distinct exponents behave like independent
 // uniform elements of the order-q subgroup. Mirage's §5 analysis of LAX programs (linear algebra,
 // division, one level of exp) rests on it; Li & Wu (ITCS'26, "Identity Testing for Circuits with
@@ -249,13 +253,13 @@ struct TrialOutcome {
 TrialOutcome run_trial(const Program& a, const Program& b,
                        const std::vector<std::optional<int64_t>>& int_range,
                        const FingerprintOptions& options, int index) {
-  std::random_device device;
   std::string degenerate_at;
   for (int attempt = 0; attempt < kMaxDegenerateDraws; ++attempt) {
     std::vector<uint32_t> words;
     if (options.seed) {
       words = {uint32_t(*options.seed), uint32_t(*options.seed >> 32)};
     } else {
+      std::random_device device;
       for (int i = 0; i < 8; ++i) words.push_back(device());
     }
     words.push_back(uint32_t(index));

@@ -30,7 +30,8 @@ struct FTensor {
   // exist; such tensors are compared on p alone and exp of them falls back to a UF.
   bool has_q = true;
   // The elements are max-set fingerprints Σ h(x) over the multiset the max ranges over, not
-  // values (see max in fingerprint_ops.cpp). Any op but another max materializes them first.
+  // values (see max in fingerprint_ops.cpp). Shape ops move them, a max adds them up, and every
+  // other op materializes them first.
   bool max_set = false;
   Degree degree;
   // Bit j: every element's denominator is the same polynomial along dim j, so summing along j
@@ -48,7 +49,7 @@ struct DegenerateTrial {
   std::string what;
 };
 
-// Counts that enter the false-accept bound (see bound_per_trial in fingerprint.cpp).
+// Counts that enter the false-accept bound (see per_trial_bound in fingerprint.cpp).
 struct Accounting {
   double uf_calls = 0, uf_arg_degree = 0;    // UF applications and their arguments' degrees
   double exp_calls = 0, exp_arg_degree = 0;  // exp atoms ω^e and their exponents' degrees
