@@ -9,6 +9,7 @@
 #include <limits>
 #include <optional>
 #include <set>
+#include <span>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -266,21 +267,15 @@ std::string_view same_layout_descr(ir::DType dtype) {
 
 }  // namespace
 
-NpyArray read_npy(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("{}: cannot open: {}", path, std::strerror(errno));
-  std::error_code ec;
-  uint64_t file_size = std::filesystem::file_size(path, ec);
-  if (ec) fail("{}: cannot read its size: {}", path, ec.message());
-
-  unsigned char preamble[12] = {};
-  in.read(reinterpret_cast<char*>(preamble), std::streamsize(std::min<uint64_t>(12, file_size)));
+NpyArray parse_npy(std::span<const std::byte> bytes, const std::string& path) {
+  const uint64_t file_size = bytes.size();
+  const auto* raw = reinterpret_cast<const unsigned char*>(bytes.data());
   if (file_size < kMagic.size() ||
-      std::string_view(reinterpret_cast<char*>(preamble), kMagic.size()) != kMagic)
+      std::string_view(reinterpret_cast<const char*>(raw), kMagic.size()) != kMagic)
     fail("{}: byte 0: not an .npy file (no \\x93NUMPY magic)", path);
   if (file_size < kHeaderLengthOffset)
     fail("{}: byte {}: the file ends inside the .npy version", path, file_size);
-  unsigned major = preamble[kVersionOffset], minor = preamble[kVersionOffset + 1];
+  unsigned major = raw[kVersionOffset], minor = raw[kVersionOffset + 1];
   if ((major != 1 && major != 2) || minor != 0)
     fail("{}: byte {}: .npy version {}.{} is not supported (1.0 and 2.0 are)", path, kVersionOffset,
          major, minor);
@@ -288,15 +283,13 @@ NpyArray read_npy(const std::string& path) {
   size_t header_offset = kHeaderLengthOffset + length_bytes;
   if (file_size < header_offset)
     fail("{}: byte {}: the file ends inside the header length", path, kHeaderLengthOffset);
-  uint64_t header_length = read_le(preamble + kHeaderLengthOffset, length_bytes);
+  uint64_t header_length = read_le(raw + kHeaderLengthOffset, length_bytes);
   uint64_t data_offset = header_offset + header_length;
   if (data_offset > file_size)
     fail("{}: byte {}: header length {} runs past the end of the file ({} bytes)", path,
          kHeaderLengthOffset, header_length, file_size);
 
-  std::string header_text(header_length, '\0');
-  in.seekg(std::streamoff(header_offset));
-  in.read(header_text.data(), std::streamsize(header_length));
+  std::string header_text(reinterpret_cast<const char*>(raw) + header_offset, header_length);
   Header header = HeaderParser(header_text, header_offset, path).parse();
 
   std::optional<uint64_t> expected = data_bytes(header.shape, *item_size(header.descr));
@@ -309,11 +302,21 @@ NpyArray read_npy(const std::string& path) {
     fail("{}: byte {}: {} unexpected bytes after the data", path, data_offset + *expected,
          available - *expected);
 
-  NpyArray array{std::move(header.descr), std::move(header.shape),
-                 std::vector<std::byte>(*expected)};
-  in.read(reinterpret_cast<char*>(array.data.data()), std::streamsize(*expected));
-  if (!in) fail("{}: byte {}: reading the data failed", path, data_offset);
-  return array;
+  auto data = bytes.subspan(data_offset, *expected);
+  return NpyArray{std::move(header.descr), std::move(header.shape),
+                  std::vector<std::byte>(data.begin(), data.end())};
+}
+
+NpyArray read_npy(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("{}: cannot open: {}", path, std::strerror(errno));
+  std::error_code ec;
+  uint64_t file_size = std::filesystem::file_size(path, ec);
+  if (ec) fail("{}: cannot read its size: {}", path, ec.message());
+  std::vector<std::byte> bytes(file_size);
+  in.read(reinterpret_cast<char*>(bytes.data()), std::streamsize(file_size));
+  if (!in) fail("{}: byte 0: reading the file failed", path);
+  return parse_npy(bytes, path);
 }
 
 void write_npy(const std::string& path, const NpyArray& array) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,8 @@ struct NpyArray {
 
 // Reads and validates a v1.0 or v2.0 file; errors name the file and the byte offset.
 NpyArray read_npy(const std::string& path);
+// The same checks on bytes already in memory; `path` only names them in errors.
+NpyArray parse_npy(std::span<const std::byte> bytes, const std::string& path);
 void write_npy(const std::string& path, const NpyArray& array);
 
 // Converts an array for a graph input of type `expected`, named `input`. Shapes must match
