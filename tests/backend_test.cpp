@@ -1,7 +1,6 @@
 // The backend registry, run_on, the reference backend and the honest cpu and cuda backends.
 #include <cmath>
 #include <cstring>
-#include <random>
 #include <span>
 #include <vector>
 
@@ -11,23 +10,16 @@
 #include "backend/backend.h"
 #include "backend/backend_factories.h"
 #include "support/error.h"
+#include "test_util.h"
 #include "verify/verify.h"
 
 namespace yirage::backend {
 namespace {
 
+using test_util::error_of;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
-
-std::string error_of(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no yirage::Error thrown)";
-}
 
 bool is_fingerprint(const std::string& text) {
   return text.size() == 16 && text.find_first_not_of("0123456789abcdef") == std::string::npos;
@@ -47,16 +39,6 @@ ir::KernelGraph small_graph() {
   g.mark_output(g.exp(g.matmul(x, w)), "y");
   g.mark_output(x, "x_again");
   return g;
-}
-
-std::vector<ir::HostTensor> random_inputs(const ir::KernelGraph& graph) {
-  std::mt19937_64 rng(7);
-  std::vector<ir::HostTensor> inputs;
-  for (ir::TensorRef input : graph.inputs()) {
-    inputs.emplace_back(graph.type(input));
-    ir::fill_random(inputs.back(), rng);
-  }
-  return inputs;
 }
 
 TEST(BackendRegistry, ListsBackendsInOrderOfPreference) {
@@ -156,7 +138,7 @@ TEST(CudaBackend, DescribesWhatItFoundAndRefusesToRun) {
 
 TEST(RunOn, ReferenceBackendMatchesTheReferenceExecutor) {
   ir::KernelGraph graph = small_graph();
-  std::vector<ir::HostTensor> inputs = random_inputs(graph);
+  std::vector<ir::HostTensor> inputs = test_util::random_inputs(graph, 7);
   std::vector<ir::HostTensor> expected = verify::run_reference(graph, inputs);
   std::vector<ir::HostTensor> got = run_on(get_backend("reference"), graph, inputs);
   ASSERT_EQ(got.size(), expected.size());
@@ -168,7 +150,7 @@ TEST(RunOn, ReferenceBackendMatchesTheReferenceExecutor) {
 
 TEST(RunOn, ChecksInputsFirst) {
   ir::KernelGraph graph = small_graph();
-  std::vector<ir::HostTensor> inputs = random_inputs(graph);
+  std::vector<ir::HostTensor> inputs = test_util::random_inputs(graph, 7);
   inputs.pop_back();
   EXPECT_THROW(run_on(get_backend("reference"), graph, inputs), Error);
 }
@@ -193,7 +175,7 @@ class LazyBackend final : public Backend {
 TEST(RunOn, UnwrittenOutputsReadBackAsNaN) {
   LazyBackend lazy;
   ir::KernelGraph graph = small_graph();
-  std::vector<ir::HostTensor> outputs = run_on(lazy, graph, random_inputs(graph));
+  std::vector<ir::HostTensor> outputs = run_on(lazy, graph, test_util::random_inputs(graph, 7));
   ASSERT_EQ(outputs.size(), 2u);
   for (const ir::HostTensor& output : outputs)
     for (int64_t i = 0; i < output.size(); ++i) EXPECT_TRUE(std::isnan(output.get(i)));

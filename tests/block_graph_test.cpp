@@ -13,11 +13,13 @@
 #include "block_test_graphs.h"
 #include "ir/block_graph.h"
 #include "support/error.h"
+#include "test_util.h"
 #include "verify/verify.h"
 
 namespace yirage::ir {
 namespace {
 
+using test_util::error_of;
 using testing::expect_close;
 using ::testing::HasSubstr;
 using testing::kAllReplicated;
@@ -26,15 +28,6 @@ using testing::reshaped;
 using ::testing::StartsWith;
 
 constexpr DType kFloatTypes[] = {DType::f32, DType::f16, DType::bf16};
-
-std::string error_of(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 // Runs the block graph on `operands` and the kernel graph on `inputs`; one output each.
 void expect_same(const BlockGraph& block, const std::vector<HostTensor>& operands,

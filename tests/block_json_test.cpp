@@ -2,7 +2,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <functional>
 #include <sstream>
 
 #include <gmock/gmock.h>
@@ -12,22 +11,15 @@
 #include "block_test_graphs.h"
 #include "ir/block_graph.h"
 #include "support/error.h"
+#include "test_util.h"
 
 namespace yirage::ir {
 namespace {
 
 using nlohmann::json;
+using test_util::error_of;
 using ::testing::HasSubstr;
 using ::testing::Not;
-
-std::string error_of(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 std::vector<BlockGraph> all_test_graphs() {
   std::vector<BlockGraph> graphs;

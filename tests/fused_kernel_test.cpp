@@ -5,9 +5,7 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <functional>
 #include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -17,36 +15,22 @@
 #include "block_test_graphs.h"
 #include "ir/ir.h"
 #include "support/error.h"
+#include "test_util.h"
 #include "verify/verify.h"
 
 namespace yirage::ir {
 namespace {
 
 using nlohmann::json;
+using test_util::error_of;
+using test_util::random_inputs;
 using testing::expect_close;
 using ::testing::HasSubstr;
 using testing::kAllReplicated;
 using ::testing::Not;
-using testing::random_tensor;
 
 const std::filesystem::path kUGraphFile =
     std::filesystem::path(YIRAGE_SOURCE_DIR) / "tests" / "data" / "ugraph_rmsnorm_linear.json";
-
-std::string error_of(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
-std::vector<HostTensor> random_inputs(const KernelGraph& g, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<HostTensor> inputs;
-  for (TensorRef in : g.inputs()) inputs.push_back(random_tensor(g.type(in), rng));
-  return inputs;
-}
 
 std::shared_ptr<const BlockGraph> shared(BlockGraph body) {
   return std::make_shared<const BlockGraph>(std::move(body));

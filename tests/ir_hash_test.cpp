@@ -1,6 +1,7 @@
 // Structural hash: equal for every build of one program, different when the program changes.
 #include <regex>
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -172,7 +173,7 @@ TEST(IrHash, UnusedInputsCountAsAMultiset) {
   auto build_with_unused = [](bool unused_first, std::vector<DType> unused) {
     KernelGraph g;
     auto add_unused = [&] {
-      for (size_t i = 0; i < unused.size(); ++i) g.input("u" + std::to_string(i), {2}, unused[i]);
+      for (size_t i = 0; i < unused.size(); ++i) g.input(fmt::format("u{}", i), {2}, unused[i]);
     };
     if (unused_first) add_unused();
     auto x = g.input("x", {2}, DType::f32);

@@ -5,7 +5,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <functional>
 #include <sstream>
 
 #include <gmock/gmock.h>
@@ -14,10 +13,12 @@
 #include "ir/ir.h"
 #include "ir_test_graphs.h"
 #include "support/error.h"
+#include "test_util.h"
 
 namespace yirage::ir {
 namespace {
 
+using test_util::error_of;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
@@ -43,15 +44,6 @@ class ScratchDir {
  private:
   std::filesystem::path path_;
 };
-
-std::string error_of(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 std::string parse_error(const std::string& text) {
   return error_of([&] { parse_kernel_graph(text); });

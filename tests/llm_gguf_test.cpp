@@ -10,10 +10,12 @@
 #include "llm_gguf_writer.h"
 #include "llm_model_path.h"
 #include "support/error.h"
+#include "test_util.h"
 
 namespace yirage::llm {
 namespace {
 
+using test_util::error_of;
 using testing::ByteSink;
 using testing::GgufWriter;
 using ::testing::HasSubstr;
@@ -124,14 +126,6 @@ TEST(Gguf, TypedGettersExplainMismatches) {
       .string_array("names", {"a"});
   const std::vector<std::byte> bytes = w.finish();
   const GgufFile f = parse(bytes);
-  const auto error_of = [](auto&& call) -> std::string {
-    try {
-      call();
-    } catch (const Error& e) {
-      return e.what();
-    }
-    return "";
-  };
   EXPECT_EQ(error_of([&] { f.get_string("n"); }),
             "<memory>: offset 24: metadata 'n': expected string, found u32");
   EXPECT_EQ(error_of([&] { f.get("neg").as_u32(); }),

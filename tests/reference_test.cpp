@@ -10,6 +10,7 @@
 
 #include "ir/ir.h"
 #include "support/error.h"
+#include "test_util.h"
 #include "verify/verify.h"
 
 namespace yirage::verify {
@@ -49,12 +50,7 @@ std::vector<float> run_one(const KernelGraph& g, const std::vector<HostTensor>& 
 }
 
 std::string error_of(const KernelGraph& g, const std::vector<HostTensor>& inputs) {
-  try {
-    run_reference(g, inputs);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
+  return test_util::error_of([&] { run_reference(g, inputs); });
 }
 
 constexpr float kTol = 1e-6f;

@@ -1,19 +1,20 @@
 // The public workload suite: names, shapes, batch scaling, dtypes, and that two of the graphs
 // compute their programs (checked against hand-written loops on the reference executor).
 #include <cmath>
-#include <random>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "suite/suite.h"
 #include "support/error.h"
+#include "test_util.h"
 #include "verify/verify.h"
 
 namespace yirage::suite {
 namespace {
 
 using ir::DType;
+using test_util::error_of;
 using ::testing::ElementsAre;
 using ::testing::ElementsAreArray;
 using ::testing::HasSubstr;
@@ -42,16 +43,6 @@ std::vector<std::string> input_names(const ir::KernelGraph& g) {
   std::vector<std::string> names;
   for (ir::TensorRef input : g.inputs()) names.push_back(g.node(input.node).name);
   return names;
-}
-
-std::vector<ir::HostTensor> random_inputs(const ir::KernelGraph& g) {
-  std::mt19937_64 rng(3);
-  std::vector<ir::HostTensor> inputs;
-  for (ir::TensorRef input : g.inputs()) {
-    inputs.emplace_back(g.type(input));
-    ir::fill_random(inputs.back(), rng);
-  }
-  return inputs;
 }
 
 TEST(Suite, ListsTheEightWorkloadsInDesignOrder) {
@@ -96,20 +87,12 @@ TEST(Suite, EveryInputTakesTheRequestedDtype) {
 }
 
 TEST(Suite, RejectsBadRequests) {
-  auto message = [](auto build) {
-    try {
-      build();
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string("(no error)");
-  };
-  EXPECT_EQ(message([] { build_workload("mlp"); }),
+  EXPECT_EQ(error_of([] { build_workload("mlp"); }),
             "unknown workload 'mlp'; known workloads: rmsnorm_linear, gated_mlp, gqa, lora, "
             "ntrans, gemm_softmax, gemm_layernorm, llama_mlp_block");
-  EXPECT_EQ(message([] { build_workload("gqa", 0); }),
+  EXPECT_EQ(error_of([] { build_workload("gqa", 0); }),
             "workload 'gqa': bs must be at least 1, got 0");
-  EXPECT_THAT(message([] { build_workload("gqa", 1, DType::i32); }), HasSubstr("got i32"));
+  EXPECT_THAT(error_of([] { build_workload("gqa", 1, DType::i32); }), HasSubstr("got i32"));
 }
 
 double rms_scale(const std::vector<double>& row) {
@@ -120,7 +103,7 @@ double rms_scale(const std::vector<double>& row) {
 
 TEST(Suite, NtransComputesItsProgram) {
   ir::KernelGraph g = build_workload("ntrans");
-  std::vector<ir::HostTensor> in = random_inputs(g);
+  std::vector<ir::HostTensor> in = test_util::random_inputs(g, 3);
   ir::HostTensor out = verify::run_reference(g, in).at(0);
   const ir::HostTensor &h = in[0], &x = in[1], &alpha = in[2];
   const int64_t width = 4096;
@@ -140,7 +123,7 @@ TEST(Suite, NtransComputesItsProgram) {
 
 TEST(Suite, LoraComputesItsProgram) {
   ir::KernelGraph g = build_workload("lora");
-  std::vector<ir::HostTensor> in = random_inputs(g);
+  std::vector<ir::HostTensor> in = test_util::random_inputs(g, 3);
   ir::HostTensor out = verify::run_reference(g, in).at(0);
   const ir::HostTensor &x = in[0], &w = in[1], &a = in[2], &b = in[3];
   for (int64_t i : {0, 15}) {

@@ -10,7 +10,6 @@
 // Outputs start poisoned and every element's writes are counted; anything but exactly one
 // write per element is an error, which is what exposes a saver whose omap lets two blocks write
 // the same elements.
-#include <array>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -21,6 +20,7 @@
 
 #include "ir/block_graph.h"
 #include "support/error.h"
+#include "verify/indexing.h"
 #include "verify/verify.h"
 
 namespace yirage::verify {
@@ -33,37 +33,9 @@ using ir::BlockPhase;
 using ir::Dims;
 using ir::DType;
 using ir::HostTensor;
-using ir::kGridAxes;
-using ir::kReplicate;
 using ir::TensorType;
 
-using BlockCoord = std::array<int64_t, kGridAxes>;
-
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
-
-Dims unravel(int64_t index, const Dims& dims) {
-  Dims coords(dims.size());
-  for (size_t j = dims.size(); j-- > 0;) {
-    coords[j] = index % dims[j];
-    index /= dims[j];
-  }
-  return coords;
-}
-
-int64_t ravel(const Dims& coords, const Dims& dims) {
-  int64_t index = 0;
-  for (size_t j = 0; j < dims.size(); ++j) index = index * dims[j] + coords[j];
-  return index;
-}
-
-// The element of a tensor of shape `dims` that NumPy broadcasting reads at `coords`.
-int64_t broadcast_index(const Dims& coords, const Dims& dims) {
-  const size_t lead = coords.size() - dims.size();
-  int64_t index = 0;
-  for (size_t j = 0; j < dims.size(); ++j)
-    index = index * dims[j] + (dims[j] == 1 ? 0 : coords[lead + j]);
-  return index;
-}
 
 TensorType compute_type(const TensorType& tile) {
   return {DType::f32, tile.dims};
@@ -82,17 +54,14 @@ ir::KernelGraph single_op_graph(const ir::Op& op, const std::vector<TensorType>&
 HostTensor reduce_to_width(const ir::ReduceToWidthOp& op, const HostTensor& x,
                            const TensorType& tile) {
   HostTensor out(compute_type(tile));
-  const Dims& dims = x.type.dims;
-  int64_t outer = 1, inner = 1;
-  for (int j = 0; j < op.dim; ++j) outer *= dims[size_t(j)];
-  for (size_t j = size_t(op.dim) + 1; j < dims.size(); ++j) inner *= dims[j];
-  const int64_t extent = dims[size_t(op.dim)], run = extent / op.width;
-  for (int64_t o = 0; o < outer; ++o)
+  const AxisView in(x.type.dims, op.dim);
+  const int64_t run = in.extent / op.width;
+  for (int64_t o = 0; o < in.outer; ++o)
     for (int64_t w = 0; w < op.width; ++w)
-      for (int64_t i = 0; i < inner; ++i) {
+      for (int64_t i = 0; i < in.inner; ++i) {
         double sum = 0.0;
-        for (int64_t k = 0; k < run; ++k) sum += x.get((o * extent + w * run + k) * inner + i);
-        out.set((o * op.width + w) * inner + i, float(sum));
+        for (int64_t k = 0; k < run; ++k) sum += x.get(in.index(o, w * run + k, i));
+        out.set((o * op.width + w) * in.inner + i, float(sum));
       }
   return out;
 }
@@ -243,20 +212,11 @@ class BlockRunner {
     return run_reference(*kernels_[id], operands)[0];
   }
 
-  // Block b along an axis that partitions dim d owns chunk b of the dim; iteration i of a loop
-  // that walks d reads sub-tile i of the block's chunk.
   HostTensor load(const ir::InputIteratorOp& it, const TensorType& tile, const BlockCoord& block,
                   int64_t iteration) const {
     const HostTensor& operand = operands_[size_t(it.operand)];
-    const int64_t range = graph_.forloop_range();
-    Dims offset(tile.dims.size(), 0);
-    for (int a = 0; a < kGridAxes; ++a) {
-      const int d = it.imap[size_t(a)];
-      if (d == kReplicate) continue;
-      const int64_t chunk = tile.dims[size_t(d)] * (it.fmap == d ? range : 1);
-      offset[size_t(d)] += block[size_t(a)] * chunk;
-    }
-    if (it.fmap != kReplicate) offset[size_t(it.fmap)] += iteration * tile.dims[size_t(it.fmap)];
+    const Dims offset =
+        iterator_tile_offset(it, tile.dims, block, graph_.forloop_range(), iteration);
     HostTensor out(compute_type(tile));
     for (int64_t i = 0; i < out.size(); ++i) {
       Dims coords = unravel(i, tile.dims);
@@ -270,11 +230,7 @@ class BlockRunner {
             const BlockCoord& block) {
     const auto& omap = std::get<ir::OutputSaverOp>(node.op).omap;
     HostTensor& out = outputs_[size_t(output)];
-    Dims offset(node.tile.dims.size(), 0);
-    for (int a = 0; a < kGridAxes; ++a)
-      if (omap[size_t(a)] != kReplicate)
-        offset[size_t(omap[size_t(a)])] =
-            block[size_t(a)] * node.tile.dims[size_t(omap[size_t(a)])];
+    const Dims offset = saver_tile_offset(omap, node.tile.dims, block);
     for (int64_t i = 0; i < tile.size(); ++i) {
       Dims coords = unravel(i, node.tile.dims);
       for (size_t d = 0; d < coords.size(); ++d) coords[d] += offset[d];
@@ -314,10 +270,7 @@ std::vector<HostTensor> run_block_graph(const BlockGraph& graph,
                                         const std::vector<HostTensor>& operands) {
   check_operands(graph, operands);
   BlockRunner runner(graph, operands);
-  const auto& extent = graph.grid().extent;
-  for (int64_t z = 0; z < extent[2]; ++z)
-    for (int64_t y = 0; y < extent[1]; ++y)
-      for (int64_t x = 0; x < extent[0]; ++x) runner.run_block({x, y, z});
+  for_each_block(graph, [&](const BlockCoord& block) { runner.run_block(block); });
   return runner.finish();
 }
 

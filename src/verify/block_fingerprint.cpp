@@ -12,13 +12,13 @@
 //         so the result is exp(-M)·Σ exp(s)·V, and in rescaled_sum(pv, m) / rescaled_sum(l, m)
 //         the common factor exp(-M) cancels: whatever value the max takes, the ratio equals
 //         softmax(s)·V at kernel level, where the row max cancels the same way.
-#include <array>
 #include <optional>
 
 #include <fmt/format.h>
 
 #include "support/error.h"
 #include "verify/fingerprint_ops.h"
+#include "verify/indexing.h"
 
 namespace yirage::verify::fp {
 namespace {
@@ -31,8 +31,6 @@ using ir::Dims;
 using ir::kGridAxes;
 using ir::kReplicate;
 using ir::TensorType;
-
-using BlockCoord = std::array<int64_t, kGridAxes>;
 
 // Elementwise a + b of equal shapes, keeping a's kind: adds max-set fingerprints as they are.
 FTensor add_fingerprints(const FTensor& a, const FTensor& b) {
@@ -188,19 +186,11 @@ class BlockEvaluator {
     return std::move(evaluate_op(*ir::shared_kernel_op(node.op), in, {node.tile}, trial_)[0]);
   }
 
-  // Block b along an axis that partitions dim d owns chunk b of it; iteration i of a loop that
-  // walks d reads sub-tile i of the block's chunk.
   FTensor load(const ir::InputIteratorOp& it, const TensorType& tile, const BlockCoord& block,
                int64_t iteration) const {
     const FTensor& operand = *operands_[size_t(it.operand)];
-    Dims offset(tile.dims.size(), 0);
-    for (int a = 0; a < kGridAxes; ++a) {
-      const int d = it.imap[size_t(a)];
-      if (d == kReplicate) continue;
-      const int64_t chunk = tile.dims[size_t(d)] * (it.fmap == d ? graph_.forloop_range() : 1);
-      offset[size_t(d)] += block[size_t(a)] * chunk;
-    }
-    if (it.fmap != kReplicate) offset[size_t(it.fmap)] += iteration * tile.dims[size_t(it.fmap)];
+    const Dims offset =
+        iterator_tile_offset(it, tile.dims, block, graph_.forloop_range(), iteration);
     FTensor out(tile);  // the operand's kind, degree and uniform dims, on a window of it
     out.has_q = operand.has_q;
     out.max_set = operand.max_set;
@@ -215,15 +205,12 @@ class BlockEvaluator {
     const auto& omap = std::get<ir::OutputSaverOp>(graph_.nodes()[id].op).omap;
     const int32_t o = saver_output_[id];
     FTensor& out = outputs_[size_t(o)];
-    Dims offset(tile.type.dims.size(), 0);
     uint32_t across_blocks = 0;  // dims whose elements come from different blocks
-    for (int a = 0; a < kGridAxes; ++a) {
-      const int d = omap[size_t(a)];
-      if (d == kReplicate) continue;
-      offset[size_t(d)] = block[size_t(a)] * tile.type.dims[size_t(d)];
-      if (graph_.grid().extent[size_t(a)] > 1) across_blocks |= 1u << d;
-    }
-    const std::vector<int64_t> to = window_map(out.type.dims, tile.type.dims, offset);
+    for (int a = 0; a < kGridAxes; ++a)
+      if (omap[size_t(a)] != kReplicate && graph_.grid().extent[size_t(a)] > 1)
+        across_blocks |= 1u << omap[size_t(a)];
+    const std::vector<int64_t> to =
+        window_map(out.type.dims, tile.type.dims, saver_tile_offset(omap, tile.type.dims, block));
     for (size_t i = 0; i < to.size(); ++i) {
       out.v[size_t(to[i])] = tile.v[i];
       ++writes_[size_t(o)][size_t(to[i])];
@@ -254,10 +241,7 @@ std::vector<FTensor> fingerprint_block_graph(const BlockGraph& graph,
     fail("fingerprint: the fused kernel takes {} operands, got {}", graph.operands().size(),
          operands.size());
   BlockEvaluator evaluator(graph, operands, trial);
-  const auto& extent = graph.grid().extent;
-  for (int64_t z = 0; z < extent[2]; ++z)
-    for (int64_t y = 0; y < extent[1]; ++y)
-      for (int64_t x = 0; x < extent[0]; ++x) evaluator.run_block({x, y, z});
+  for_each_block(graph, [&](const BlockCoord& block) { evaluator.run_block(block); });
   return evaluator.finish();
 }
 

@@ -44,6 +44,7 @@
 
 #include "support/error.h"
 #include "verify/fingerprint_ops.h"
+#include "verify/indexing.h"
 #include "verify/verify.h"
 
 namespace yirage::verify {
@@ -205,15 +206,6 @@ FTensor draw_input(const TensorType& type, std::optional<int64_t> int_range, Tri
   std::uniform_int_distribution<uint64_t> in_p(0, field::kP - 1), in_q(0, field::kQ - 1);
   for (field::Pair& e : t.v) e = {in_p(trial.rng()), in_q(trial.rng())};
   return t;
-}
-
-Dims unravel(int64_t index, const Dims& dims) {
-  Dims coords(dims.size());
-  for (size_t j = dims.size(); j-- > 0;) {
-    coords[j] = index % dims[j];
-    index /= dims[j];
-  }
-  return coords;
 }
 
 // Where a trial tells the programs apart, if it does.

@@ -48,6 +48,7 @@
 #include <fmt/format.h>
 
 #include "support/error.h"
+#include "verify/indexing.h"
 
 namespace yirage::verify::fp {
 namespace {
@@ -88,17 +89,6 @@ std::vector<int64_t> broadcast_map(const Dims& out, const Dims& in) {
   }
   return strided_map(out, stride);
 }
-
-// A tensor as [outer, extent, inner] around one axis.
-struct AxisView {
-  int64_t outer = 1, extent = 1, inner = 1;
-  AxisView(const Dims& dims, int axis) {
-    for (int j = 0; j < axis; ++j) outer *= dims[size_t(j)];
-    extent = dims[size_t(axis)];
-    for (size_t j = size_t(axis) + 1; j < dims.size(); ++j) inner *= dims[j];
-  }
-  int64_t index(int64_t o, int64_t k, int64_t i) const { return (o * extent + k) * inner + i; }
-};
 
 // ---- degrees and uniform-denominator masks ----------------------------------------------------
 

@@ -2,7 +2,8 @@
 //
 // Every kernel reads operands widened to float (HostTensor::get), computes in double and stores
 // each result element once, rounded to the result's dtype. Index arithmetic goes through the
-// small helpers below (unravel/ravel, broadcasting, an axis view) rather than per-op tricks.
+// small helpers of verify/indexing.h (unravel/ravel, broadcasting, an axis view) rather than
+// per-op tricks.
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -18,6 +19,7 @@
 #include <fmt/ranges.h>
 
 #include "support/error.h"
+#include "verify/indexing.h"
 #include "verify/verify.h"
 
 namespace yirage::verify {
@@ -61,46 +63,6 @@ void copy_element(const HostTensor& from, int64_t from_index, HostTensor& to, in
 }
 
 // ---- index arithmetic -----------------------------------------------------------------------
-
-// Row-major flat index -> coordinates.
-Dims unravel(int64_t index, const Dims& dims) {
-  Dims coords(dims.size());
-  for (size_t j = dims.size(); j-- > 0;) {
-    coords[j] = index % dims[j];
-    index /= dims[j];
-  }
-  return coords;
-}
-
-// Coordinates -> row-major flat index.
-int64_t ravel(const Dims& coords, const Dims& dims) {
-  int64_t index = 0;
-  for (size_t j = 0; j < dims.size(); ++j) index = index * dims[j] + coords[j];
-  return index;
-}
-
-// The flat index into a tensor of shape `dims` that NumPy broadcasting reads for result
-// coordinates `coords`: dims align at the right, and a dim of extent 1 is read at index 0.
-int64_t broadcast_index(const Dims& coords, const Dims& dims) {
-  const size_t lead = coords.size() - dims.size();
-  int64_t index = 0;
-  for (size_t j = 0; j < dims.size(); ++j)
-    index = index * dims[j] + (dims[j] == 1 ? 0 : coords[lead + j]);
-  return index;
-}
-
-// A tensor seen as [outer, extent, inner] around one axis. Dropping or keeping that axis as 1
-// leaves `outer` and `inner` alone, so the same view addresses a reduction's result.
-struct AxisView {
-  int64_t outer = 1, extent = 1, inner = 1;
-
-  AxisView(const Dims& dims, int axis) {
-    for (int j = 0; j < axis; ++j) outer *= dims[size_t(j)];
-    extent = dims[size_t(axis)];
-    for (size_t j = size_t(axis) + 1; j < dims.size(); ++j) inner *= dims[j];
-  }
-  int64_t index(int64_t o, int64_t k, int64_t i) const { return (o * extent + k) * inner + i; }
-};
 
 Dims leading(const Dims& dims, size_t drop) {
   return Dims(dims.begin(), dims.end() - long(drop));

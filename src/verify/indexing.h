@@ -1,0 +1,96 @@
+// Index arithmetic shared by the executors and the fingerprinter (internal to src/verify):
+// row-major ravel/unravel, NumPy broadcast reads, a tensor viewed around one axis, the walk over a
+// block grid, and where a block's tile sits in the tensor an iterator reads or a saver writes. Each
+// executor meaning the same thing by an index is what lets their results be compared element by
+// element.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include "ir/block_graph.h"
+#include "ir/shape.h"
+
+namespace yirage::verify {
+
+using BlockCoord = std::array<int64_t, ir::kGridAxes>;
+
+// Row-major flat index -> coordinates.
+inline ir::Dims unravel(int64_t index, const ir::Dims& dims) {
+  ir::Dims coords(dims.size());
+  for (size_t j = dims.size(); j-- > 0;) {
+    coords[j] = index % dims[j];
+    index /= dims[j];
+  }
+  return coords;
+}
+
+// Coordinates -> row-major flat index.
+inline int64_t ravel(const ir::Dims& coords, const ir::Dims& dims) {
+  int64_t index = 0;
+  for (size_t j = 0; j < dims.size(); ++j) index = index * dims[j] + coords[j];
+  return index;
+}
+
+// The flat index into a tensor of shape `dims` that NumPy broadcasting reads for result
+// coordinates `coords`: dims align at the right, and a dim of extent 1 is read at index 0.
+inline int64_t broadcast_index(const ir::Dims& coords, const ir::Dims& dims) {
+  const size_t lead = coords.size() - dims.size();
+  int64_t index = 0;
+  for (size_t j = 0; j < dims.size(); ++j)
+    index = index * dims[j] + (dims[j] == 1 ? 0 : coords[lead + j]);
+  return index;
+}
+
+// A tensor seen as [outer, extent, inner] around one axis. Dropping or keeping that axis as 1
+// leaves `outer` and `inner` alone, so the same view addresses a reduction's result.
+struct AxisView {
+  int64_t outer = 1, extent = 1, inner = 1;
+
+  AxisView(const ir::Dims& dims, int axis) {
+    for (int j = 0; j < axis; ++j) outer *= dims[size_t(j)];
+    extent = dims[size_t(axis)];
+    for (size_t j = size_t(axis) + 1; j < dims.size(); ++j) inner *= dims[j];
+  }
+  int64_t index(int64_t o, int64_t k, int64_t i) const { return (o * extent + k) * inner + i; }
+};
+
+// Calls run(block) for every block of the graph's grid, x varying fastest.
+template <typename Run>
+void for_each_block(const ir::BlockGraph& graph, Run&& run) {
+  const auto& extent = graph.grid().extent;
+  for (int64_t z = 0; z < extent[2]; ++z)
+    for (int64_t y = 0; y < extent[1]; ++y)
+      for (int64_t x = 0; x < extent[0]; ++x) run(BlockCoord{x, y, z});
+}
+
+// Where the tile an iterator yields starts in its operand. Block b along an axis that partitions
+// dim d owns chunk b of the dim; iteration i of a loop that walks d reads sub-tile i of the
+// block's chunk.
+inline ir::Dims iterator_tile_offset(const ir::InputIteratorOp& it, const ir::Dims& tile,
+                                     const BlockCoord& block, int64_t forloop_range,
+                                     int64_t iteration) {
+  ir::Dims offset(tile.size(), 0);
+  for (int a = 0; a < ir::kGridAxes; ++a) {
+    const int d = it.imap[size_t(a)];
+    if (d == ir::kReplicate) continue;
+    const int64_t chunk = tile[size_t(d)] * (it.fmap == d ? forloop_range : 1);
+    offset[size_t(d)] += block[size_t(a)] * chunk;
+  }
+  if (it.fmap != ir::kReplicate) offset[size_t(it.fmap)] += iteration * tile[size_t(it.fmap)];
+  return offset;
+}
+
+// Where a block's tile goes in the output a saver writes: block b along an axis mapped to dim d
+// writes chunk b of it.
+inline ir::Dims saver_tile_offset(const ir::AxisMap& omap, const ir::Dims& tile,
+                                  const BlockCoord& block) {
+  ir::Dims offset(tile.size(), 0);
+  for (int a = 0; a < ir::kGridAxes; ++a) {
+    const int d = omap[size_t(a)];
+    if (d != ir::kReplicate) offset[size_t(d)] = block[size_t(a)] * tile[size_t(d)];
+  }
+  return offset;
+}
+
+}  // namespace yirage::verify
