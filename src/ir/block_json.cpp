@@ -102,7 +102,8 @@ class BlockGraphReader {
   BlockGraph read() {
     doc_.reject_unknown_fields({"grid", "forloop_range", "operands", "nodes"}, "a block graph");
     BlockGraph graph = make_graph();
-    const json& nodes = get_array(doc_.at("nodes"), doc_.path("nodes"));
+    const std::string nodes_path = doc_.path("nodes");
+    const json& nodes = get_array(doc_.at("nodes"), nodes_path);
     for (size_t i = 0; i < nodes.size(); ++i)
       read_node(graph, Object(nodes[i], item_path(doc_.path("nodes"), i)));
     return graph;

@@ -190,10 +190,12 @@ class GraphReader {
 
   KernelGraph read() {
     check_header();
-    const json& nodes = get_array(doc_.at("nodes"), doc_.path("nodes"));
+    const std::string nodes_path = doc_.path("nodes");
+    const json& nodes = get_array(doc_.at("nodes"), nodes_path);
     index_names(nodes);
     for (size_t i = 0; i < nodes.size(); ++i) read_node(Object(nodes[i], item_path("$.nodes", i)));
-    const json& outputs = get_array(doc_.at("outputs"), doc_.path("outputs"));
+    const std::string outputs_path = doc_.path("outputs");
+    const json& outputs = get_array(doc_.at("outputs"), outputs_path);
     for (size_t i = 0; i < outputs.size(); ++i)
       read_output(Object(outputs[i], item_path("$.outputs", i)));
     return std::move(graph_);
@@ -239,7 +241,8 @@ class GraphReader {
       }
       return;
     }
-    const json& inputs = get_array(node.at("inputs"), node.path("inputs"));
+    const std::string inputs_path = node.path("inputs");
+    const json& inputs = get_array(node.at("inputs"), inputs_path);
     std::vector<TensorRef> operands;
     for (size_t i = 0; i < inputs.size(); ++i)
       operands.push_back(resolve(inputs[i], item_path(node.path("inputs"), i), name));
