@@ -203,6 +203,20 @@ TEST(Cli, GraphShowWritesDotAndSvg) {
   EXPECT_THAT(read_text(dir / "g.svg"), HasSubstr("<svg"));
 }
 
+TEST(Cli, SuiteRunInF16StaysFinite) {
+  // Unscaled inputs make exp(Q@K) overflow f16; the suite scales them as the peers do.
+  CliResult result = yirage("suite run gqa lora --dtype f16 --backend reference");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  std::istringstream lines(result.out);
+  int workload_lines = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("gqa ", 0) != 0 && line.rfind("lora ", 0) != 0) continue;
+    ++workload_lines;
+    EXPECT_THAT(line, HasSubstr("nan    0"));
+  }
+  EXPECT_EQ(workload_lines, 2) << result.out;
+}
+
 TEST(Cli, ExamplesAreTheSuiteAsExportedNow) {
   TempDir dir;
   CliResult result = yirage("suite export " + quote(dir.path().string()));

@@ -8,6 +8,7 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "ir/ir.h"
@@ -18,6 +19,10 @@ struct WorkloadInfo {
   std::string name;
   std::string program;  // one line, as in the DESIGN.md table
   bool has_batch;       // whether bs scales it
+  // Factors for inputs drawn uniformly from [-1, 1), matching the value ranges the peer scripts
+  // use (shared/bench/*_peers.py), so that f16 runs stay finite: exp(Q@K) of unscaled inputs
+  // overflows f16. Inputs not listed keep factor 1.
+  std::vector<std::pair<std::string, float>> input_scales = {};
 };
 
 // The eight workloads in DESIGN.md order.
