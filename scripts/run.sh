@@ -6,6 +6,6 @@ cd "$(dirname "$0")/.."
 
 bash scripts/install-deps.sh
 cmake --preset release >/dev/null
-cmake --build --preset release -j "$(nproc)"
+cmake --build --preset release -j "$(nproc)" --target yirage
 build/release/yirage backends
 build/release/yirage suite run "$@"
