@@ -108,7 +108,7 @@ TEST(BlockJsonErrors, NodesNameTheirPath) {
             "$.nodes[1].op: \"softmax\" is not a block op; valid block ops: iterator, "
             "reduce_to_width, accum, save, matmul, exp, silu, gelu, relu, sqrt, rsqrt, square, "
             "neg, reciprocal, mul_scalar, add, sub, mul, div, pow, sum, mean, max, rms_norm, "
-            "concat");
+            "layer_norm, concat");
   EXPECT_EQ(node_error(R"({"op": "exp", "inputs": [1]})"),
             "$.nodes[1].inputs[0]: block node 1 is not listed before this node; a node reads "
             "only earlier nodes");

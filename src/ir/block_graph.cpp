@@ -6,6 +6,7 @@
 // the operand's own element size for an iterator's tile, which holds the loaded operand data.
 #include "ir/block_graph.h"
 
+#include <cmath>
 #include <string>
 
 #include <fmt/format.h>
@@ -96,6 +97,7 @@ std::optional<BlockOp> shared_block_op(const Op& op) {
                         [](const BinaryOp& o) -> std::optional<BlockOp> { return o; },
                         [](const ReduceOp& o) -> std::optional<BlockOp> { return o; },
                         [](const RmsNormOp& o) -> std::optional<BlockOp> { return o; },
+                        [](const LayerNormOp& o) -> std::optional<BlockOp> { return o; },
                         [](const ConcatOp& o) -> std::optional<BlockOp> { return o; },
                         [](const auto&) -> std::optional<BlockOp> { return {}; },
                     },
@@ -202,6 +204,11 @@ TensorType BlockGraph::infer_tile(BlockOp& op, const std::vector<TensorType>& ti
             return {tiles[0].dtype, dims};
           },
           [&](AccumulatorOp& acc) -> TensorType {
+            if (!(acc.eps >= 0.0 && std::isfinite(acc.eps)))
+              rule.broken(fmt::format("eps {} must be finite and >= 0", acc.eps));
+            if (acc.eps != 0.0 && acc.fn != AccumFn::rms)
+              rule.broken(
+                  fmt::format("eps {} is set, but only an rms accumulator has one", acc.eps));
             if (acc.fn != AccumFn::rescaled_sum) {
               rule.expect_operands(1, tiles.size());
               return tiles[0];
@@ -304,8 +311,8 @@ int32_t BlockGraph::iterator(int operand, AxisMap imap, int fmap) {
   return add(InputIteratorOp{operand, imap, fmap}, {});
 }
 
-int32_t BlockGraph::accumulate(AccumFn fn, int32_t x) {
-  return add(AccumulatorOp{fn}, {x});
+int32_t BlockGraph::accumulate(AccumFn fn, int32_t x, double eps) {
+  return add(AccumulatorOp{fn, eps}, {x});
 }
 
 int32_t BlockGraph::rescaled_sum(int32_t v, int32_t m) {

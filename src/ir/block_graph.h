@@ -26,7 +26,8 @@
 //
 // Accumulators fold the per-iteration tiles t_0 .. t_{R-1} of one in-loop tensor:
 //   sum   Σ t_i                   mean  (Σ t_i) / R
-//   rms   sqrt((Σ t_i) / R)      (t_i are typically chunk means of x², so this is rms(x))
+//   rms   sqrt((Σ t_i) / R + eps) (t_i are typically chunk means of x², so this is rms(x) with
+//         rms_norm's eps; eps is 0 unless set, and only rms has one)
 //   max   elementwise max of t_i
 //   rescaled_sum  two operands (v_i, m_i), m_i broadcasting to v_i:
 //         Σ exp(m_i - M) · v_i with M = max_i m_i — the online-softmax rescale: with
@@ -77,6 +78,7 @@ enum class AccumFn : uint8_t { sum, mean, rms, max, rescaled_sum };
 
 struct AccumulatorOp {
   AccumFn fn;
+  double eps = 0.0;  // rms only
 };
 
 // Writes the block's tile of one fused-node output; outputs are numbered by saver order.
@@ -86,8 +88,9 @@ struct OutputSaverOp {
 
 // Block-level ops reuse the kernel-level attribute structs where the meaning is the same,
 // applied to tiles.
-using BlockOp = std::variant<InputIteratorOp, MatmulOp, UnaryOp, BinaryOp, ReduceOp,
-                             ReduceToWidthOp, RmsNormOp, ConcatOp, AccumulatorOp, OutputSaverOp>;
+using BlockOp =
+    std::variant<InputIteratorOp, MatmulOp, UnaryOp, BinaryOp, ReduceOp, ReduceToWidthOp, RmsNormOp,
+                 LayerNormOp, ConcatOp, AccumulatorOp, OutputSaverOp>;
 
 // "iterator", "reduce_to_width", "accum", "save", or the kernel-level op_name of a shared op.
 std::string_view block_op_name(const BlockOp& op);
@@ -126,7 +129,7 @@ class BlockGraph {
 
   int32_t add(BlockOp op, std::vector<int32_t> inputs);
   int32_t iterator(int operand, AxisMap imap, int fmap);
-  int32_t accumulate(AccumFn fn, int32_t x);
+  int32_t accumulate(AccumFn fn, int32_t x, double eps = 0.0);
   int32_t rescaled_sum(int32_t v, int32_t m);
   int32_t save(int32_t x, AxisMap omap);
 

@@ -10,7 +10,8 @@
 //                     operand dim that axis partitions, or -1 to replicate), "fmap" (the dim the
 //                     for-loop walks, or -1)
 //   reduce_to_width   "dim", "width"
-//   accum             "fn": sum, mean, rms, max or rescaled_sum
+//   accum             "fn": sum, mean, rms, max or rescaled_sum; "eps" (written for rms, optional
+//                     on reading, default 0)
 //   save              "omap" (3 entries: the output dim each grid axis is laid out on, or -1)
 //   matmul, exp, ..., sum, mean, max, rms_norm, concat: the kernel-level ops that run on tiles,
 //                     with the attribute fields of the kernel-graph format (json.cpp)
@@ -50,7 +51,10 @@ ordered_json block_node_json(const BlockNode& node) {
                    j["dim"] = r.dim;
                    j["width"] = r.width;
                  },
-                 [&](const AccumulatorOp& acc) { j["fn"] = accum_name(acc.fn); },
+                 [&](const AccumulatorOp& acc) {
+                   j["fn"] = accum_name(acc.fn);
+                   if (acc.fn == AccumFn::rms) j["eps"] = acc.eps;
+                 },
                  [&](const OutputSaverOp& save) { j["omap"] = save.omap; },
                  [&](const auto& shared) { write_attributes(j, Op(shared)); },
              },
@@ -165,8 +169,10 @@ class BlockGraphReader {
                              get_int64(node.at("width"), node.path("width"))};
     }
     if (name == "accum") {
-      node.reject_unknown_fields({"op", "inputs", "fn", "dtype", "shape"}, what);
-      return AccumulatorOp{get_accum_fn(node.at("fn"), node.path("fn"))};
+      node.reject_unknown_fields({"op", "inputs", "fn", "eps", "dtype", "shape"}, what);
+      AccumulatorOp acc{get_accum_fn(node.at("fn"), node.path("fn"))};
+      if (const json* eps = node.find("eps")) acc.eps = get_number(*eps, node.path("eps"));
+      return acc;
     }
     if (name == "save") {
       node.reject_unknown_fields({"op", "inputs", "omap", "dtype", "shape"}, what);

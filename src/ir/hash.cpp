@@ -136,7 +136,10 @@ void add_block_attributes(Hasher& h, const BlockOp& op) {
                    h.add_signed(r.dim);
                    h.add_signed(r.width);
                  },
-                 [&](const AccumulatorOp& acc) { h.add_string(accum_name(acc.fn)); },
+                 [&](const AccumulatorOp& acc) {
+                   h.add_string(accum_name(acc.fn));
+                   if (acc.eps != 0.0) h.add_double(acc.eps);
+                 },
                  [&](const OutputSaverOp& save) { h.add_ints(save.omap); },
                  [&](const auto& shared) { add_attributes(h, Op(shared)); },
              },

@@ -74,8 +74,9 @@ double rescale(double from, double to) {
 // The running state of one accumulator over the iterations of one block.
 class Accumulator {
  public:
-  Accumulator(AccumFn fn, const TensorType& tile, const TensorType* m_tile)
+  Accumulator(AccumFn fn, double eps, const TensorType& tile, const TensorType* m_tile)
       : fn_(fn),
+        eps_(eps),
         tile_(tile),
         value_(size_t(ir::num_elements(tile.dims)), fn == AccumFn::max ? kNegInf : 0.0) {
     if (m_tile) running_max_.assign(size_t(ir::num_elements(m_tile->dims)), kNegInf);
@@ -97,7 +98,7 @@ class Accumulator {
     for (size_t j = 0; j < value_.size(); ++j) {
       double v = value_[j];
       if (fn_ == AccumFn::mean) v /= double(iterations);
-      if (fn_ == AccumFn::rms) v = std::sqrt(v / double(iterations));
+      if (fn_ == AccumFn::rms) v = std::sqrt(v / double(iterations) + eps_);
       out.set(int64_t(j), float(v));
     }
     return out;
@@ -121,6 +122,7 @@ class Accumulator {
   }
 
   AccumFn fn_;
+  double eps_;
   TensorType tile_;
   std::vector<double> value_;        // the running sum, or the running max for AccumFn::max
   std::vector<double> running_max_;  // rescaled_sum only: M, in the shape of m
@@ -155,7 +157,7 @@ class BlockRunner {
     std::vector<std::optional<Accumulator>> accumulators(nodes.size());
     for (size_t id = 0; id < nodes.size(); ++id)
       if (const auto* acc = std::get_if<ir::AccumulatorOp>(&nodes[id].op))
-        accumulators[id].emplace(acc->fn, nodes[id].tile, m_tile(nodes[id]));
+        accumulators[id].emplace(acc->fn, acc->eps, nodes[id].tile, m_tile(nodes[id]));
 
     for (int64_t iteration = 0; iteration < graph_.forloop_range(); ++iteration) {
       for (size_t id = 0; id < nodes.size(); ++id)

@@ -4,8 +4,8 @@
 //
 // Accumulators fold the iterations' tiles t_0 .. t_{R-1}:
 //   sum   Σ t_i                mean  (Σ t_i) / R, exactly
-//   rms   UF_sqrt((Σ t_i) / R): the canonical sqrt, so (X·W) / rms matches rms_norm(X)·W, whose
-//         denominator is UF_sqrt(mean(x²) + eps) (with eps 0: the accumulator adds none)
+//   rms   UF_sqrt((Σ t_i) / R + eps): the canonical sqrt, so (X·W) / rms matches rms_norm(X)·W,
+//         whose denominator is UF_sqrt(mean(x²) + eps), eps the exact binary value in both
 //   max   the sum of the tiles' max-set fingerprints: a max of chunk maxes is the max of the row
 //   rescaled_sum(v, m)   Σ_i exp(m_i - M)·v_i, M the max over the iterations of m. With
 //         v_i = Σ_chunk exp(s - m_i)·V, each term is exp(s - M)·V exactly (ω-powers multiply),
@@ -53,7 +53,7 @@ FTensor reduce_to_width(const ir::ReduceToWidthOp& op, const FTensor& x, const T
 // The running state of one accumulator over one block's iterations.
 class Accumulator {
  public:
-  explicit Accumulator(AccumFn fn) : fn_(fn) {}
+  Accumulator(AccumFn fn, double eps) : fn_(fn), eps_(eps) {}
 
   void fold(const FTensor& t, const FTensor* m, Trial& trial) {
     if (fn_ == AccumFn::rescaled_sum) {
@@ -74,7 +74,13 @@ class Accumulator {
     switch (fn_) {
       case AccumFn::sum: return *total_;
       case AccumFn::mean: return divided_by_count(*total_, iterations);
-      case AccumFn::rms: return uf_sqrt(divided_by_count(*total_, iterations), trial);
+      case AccumFn::rms: {
+        FTensor mean = divided_by_count(*total_, iterations);
+        if (eps_ != 0.0)
+          mean = binary(ir::BinaryFn::add, mean, constant(eps_, mean.type.dtype, trial), mean.type,
+                        trial);
+        return uf_sqrt(mean, trial);
+      }
       case AccumFn::max: {
         FTensor max = *total_;
         max.degree = {1, 0};  // its value, when read, is a fresh UF output
@@ -102,6 +108,7 @@ class Accumulator {
   }
 
   AccumFn fn_;
+  double eps_;
   std::optional<FTensor> total_;  // sum, mean, rms: Σ t_i; max: Σ of max-set fingerprints
   std::vector<FTensor> v_, m_;    // rescaled_sum: every iteration's operands
 };
@@ -125,7 +132,7 @@ class BlockEvaluator {
     std::vector<std::optional<Accumulator>> accumulators(nodes.size());
     for (size_t id = 0; id < nodes.size(); ++id)
       if (const auto* acc = std::get_if<ir::AccumulatorOp>(&nodes[id].op))
-        accumulators[id].emplace(acc->fn);
+        accumulators[id].emplace(acc->fn, acc->eps);
 
     for (int64_t iteration = 0; iteration < graph_.forloop_range(); ++iteration) {
       for (size_t id = 0; id < nodes.size(); ++id)

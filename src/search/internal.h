@@ -1,0 +1,94 @@
+// What the passes of the search share: fusion groups, block configurations, candidates.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ir/block_graph.h"
+#include "ir/ir.h"
+#include "search/search.h"
+
+namespace yirage::search {
+
+// A set of op nodes fused into one kernel, as a kernel graph of its own: its inputs are the
+// group's operands as the fused node receives them (a rank-1 operand may come as a column
+// [E, 1], a free reshape, so that it broadcasts along the rows of a tile), reshaped back where
+// the group's ops read them; its outputs are the group's tensors read outside it.
+struct Group {
+  uint64_t mask = 0;                    // node ids of the original graph
+  std::vector<int32_t> nodes;           // in topological order
+  std::vector<ir::TensorRef> operands;  // tensors of the original graph, in order of first use
+  std::vector<bool> column;             // per operand: presented as [E, 1]
+  std::vector<ir::TensorRef> outputs;   // tensors of the original graph
+  ir::KernelGraph target;
+};
+
+// Builds the group, or returns an empty optional with `why` set when an op cannot be fused.
+// `columns`: present every rank-1 operand as a column.
+std::optional<Group> make_group(const ir::KernelGraph& graph, uint64_t mask, bool columns,
+                                std::string& why);
+// Whether any operand of the group would be presented differently with `columns` set.
+bool has_rank1_operand(const ir::KernelGraph& graph, uint64_t mask);
+
+// One point of the block-level space: the grid, the loop, and where each operand and output
+// sits in it (dims.cpp derives these from the dim correspondence of the group).
+struct BlockConfig {
+  ir::GridDims grid;
+  int64_t range = 1;
+  std::vector<ir::InputIteratorOp> iterators;  // one per operand
+  std::vector<ir::AxisMap> omaps;              // one per output
+  std::string describe() const;
+};
+
+std::vector<BlockConfig> block_configs(const ir::KernelGraph& target, const SearchSpace& space);
+
+// The shared counters and stop condition of one search.
+struct Budget {
+  std::chrono::steady_clock::time_point deadline;
+  uint64_t max_states = 0;
+  std::atomic<uint64_t> states{0}, pruned{0}, candidates{0}, verified{0};
+  std::atomic<bool> stopped{false};
+  std::atomic<uint64_t> cut_items{0};  // work items stopped at their own state limit
+  bool stop() {
+    if (stopped.load(std::memory_order_relaxed)) return true;
+    const uint64_t s = states.load(std::memory_order_relaxed);
+    if ((max_states && s >= max_states) ||
+        ((s & 255) == 0 && std::chrono::steady_clock::now() >= deadline))
+      stopped = true;
+    return stopped.load(std::memory_order_relaxed);
+  }
+};
+
+struct BlockCandidate {
+  std::shared_ptr<const ir::BlockGraph> body;
+  double cost = 0;
+  std::string key;  // canonical JSON, the tie-break of equal costs
+};
+
+// Enumerates the block graphs of one group under one configuration (block_search.cpp).
+std::vector<BlockCandidate> search_block_graphs(const Group& group, const BlockConfig& config,
+                                                const SearchSpace& space, Budget& budget);
+
+// Cost estimates (cost.cpp), in seconds.
+double block_graph_cost(const ir::BlockGraph& body, const SearchSpace& space);
+double kernel_op_cost(const ir::KernelGraph& graph, const ir::Node& node, const SearchSpace& space);
+double mugraph_cost(const ir::KernelGraph& graph, const SearchSpace& space);
+
+// Kernel-level partitions (partition.cpp): every partition of the op nodes into connected,
+// convex groups, each once; a unary elementwise op always sits with its producer.
+struct Partition {
+  std::vector<uint64_t> groups;  // masks, ordered by their first node
+};
+std::vector<Partition> enumerate_partitions(const ir::KernelGraph& graph, size_t max_partitions);
+
+// The µGraph in which each of `fused` becomes one fused node running `bodies[i]`; the nodes of
+// no group stay kernel ops.
+ir::KernelGraph build_mugraph(const ir::KernelGraph& graph, const std::vector<const Group*>& fused,
+                              const std::vector<std::shared_ptr<const ir::BlockGraph>>& bodies);
+
+}  // namespace yirage::search

@@ -1,0 +1,167 @@
+// Kernel-level enumeration: partitions of the op nodes into fusion groups, and the µGraph of one.
+//
+// Partitions are generated as restricted-growth strings over the op nodes in topological order
+// (node i joins one of the groups opened before it, or opens the next), so each set partition
+// comes out once. A unary elementwise op always joins its producer's group when the producer is
+// an op: the elementwise chain is fused into its producer by rule, not enumerated. A partition
+// is kept when every group is connected and convex (no path leaves the group and comes back,
+// so the groups can run one after another) and every group of two or more ops can be fused.
+#include <algorithm>
+#include <functional>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "search/internal.h"
+#include "support/error.h"
+
+namespace yirage::search {
+namespace {
+
+bool fusable_op(const ir::Op& op) {
+  return std::holds_alternative<ir::MatmulOp>(op) || std::holds_alternative<ir::UnaryOp>(op) ||
+         std::holds_alternative<ir::BinaryOp>(op) || std::holds_alternative<ir::ReduceOp>(op) ||
+         std::holds_alternative<ir::RmsNormOp>(op) || std::holds_alternative<ir::LayerNormOp>(op) ||
+         std::holds_alternative<ir::SoftmaxOp>(op);
+}
+
+}  // namespace
+
+std::vector<Partition> enumerate_partitions(const ir::KernelGraph& graph, size_t max_partitions) {
+  const size_t n = graph.nodes().size();
+  if (n > 64) fail("search: the graph has {} nodes; the search handles at most 64", n);
+  std::vector<int32_t> ops;
+  for (size_t id = 0; id < n; ++id)
+    if (!std::holds_alternative<ir::InputOp>(graph.nodes()[id].op)) ops.push_back(int32_t(id));
+
+  // Reachability (descendants) and undirected adjacency, as bitmasks over node ids.
+  std::vector<uint64_t> reach(n, 0), adjacent(n, 0);
+  for (size_t id = n; id-- > 0;)
+    for (const ir::TensorRef& in : graph.nodes()[id].inputs) {
+      reach[size_t(in.node)] |= (uint64_t(1) << id) | reach[id];
+      adjacent[size_t(in.node)] |= uint64_t(1) << id;
+      adjacent[id] |= uint64_t(1) << in.node;
+    }
+  // Transitive closure in reverse topological order needs the children's sets complete first.
+  for (size_t id = n; id-- > 0;)
+    for (size_t c = id + 1; c < n; ++c)
+      if (reach[id] >> c & 1) reach[id] |= reach[c];
+
+  auto valid_group = [&](uint64_t s) {
+    const int size = __builtin_popcountll(s);
+    if (size > 1)
+      for (size_t id = 0; id < n; ++id)
+        if ((s >> id & 1) && !fusable_op(graph.nodes()[id].op)) return false;
+    uint64_t seen = s & (~s + 1), frontier = seen;
+    while (frontier) {
+      uint64_t next = 0;
+      for (size_t id = 0; id < n; ++id)
+        if (frontier >> id & 1) next |= adjacent[id] & s;
+      frontier = next & ~seen;
+      seen |= next;
+    }
+    if (seen != s) return false;
+    uint64_t outside = 0;
+    for (size_t id = 0; id < n; ++id)
+      if (s >> id & 1) outside |= reach[id];
+    outside &= ~s;
+    for (size_t id = 0; id < n; ++id)
+      if ((outside >> id & 1) && (reach[id] & s)) return false;
+    return true;
+  };
+
+  std::vector<Partition> out;
+  std::vector<int> label(n, -1);
+  std::function<void(size_t, int)> assign = [&](size_t i, int groups) {
+    if (out.size() >= max_partitions) return;
+    if (i == ops.size()) {
+      std::vector<uint64_t> masks(size_t(groups), 0);
+      for (int32_t id : ops) masks[size_t(label[size_t(id)])] |= uint64_t(1) << id;
+      for (uint64_t m : masks)
+        if (!valid_group(m)) return;
+      out.push_back({std::move(masks)});
+      return;
+    }
+    const int32_t id = ops[i];
+    const ir::Node& node = graph.node(id);
+    if (std::holds_alternative<ir::UnaryOp>(node.op) &&
+        !std::holds_alternative<ir::InputOp>(graph.node(node.inputs[0].node).op)) {
+      label[size_t(id)] = label[size_t(node.inputs[0].node)];
+      assign(i + 1, groups);
+      return;
+    }
+    for (int l = 0; l <= groups; ++l) {
+      label[size_t(id)] = l;
+      assign(i + 1, std::max(groups, l + 1));
+    }
+  };
+  assign(0, 0);
+  return out;
+}
+
+ir::KernelGraph build_mugraph(const ir::KernelGraph& graph, const std::vector<const Group*>& fused,
+                              const std::vector<std::shared_ptr<const ir::BlockGraph>>& bodies) {
+  const size_t n = graph.nodes().size();
+  std::vector<int> unit(n, -1);  // the fused group of a node, or -1
+  for (size_t g = 0; g < fused.size(); ++g)
+    for (int32_t id : fused[g]->nodes) unit[size_t(id)] = int(g);
+
+  ir::KernelGraph out;
+  std::map<ir::TensorRef, ir::TensorRef> mapped;
+  std::vector<bool> emitted(n, false);
+  auto free_name = [&](const std::string& want) {
+    return out.find(want) < 0 ? want : std::string();
+  };
+  auto ready = [&](int32_t id) {
+    std::vector<int32_t> members =
+        unit[size_t(id)] < 0 ? std::vector<int32_t>{id} : fused[size_t(unit[size_t(id)])]->nodes;
+    for (int32_t m : members)
+      for (const ir::TensorRef& in : graph.node(m).inputs)
+        if (unit[size_t(in.node)] != unit[size_t(id)] || unit[size_t(id)] < 0)
+          if (!emitted[size_t(in.node)]) return false;
+    return true;
+  };
+  // Kahn's algorithm over the groups and the remaining nodes, smallest node id first.
+  for (size_t done = 0; done < n;) {
+    int32_t pick = -1;
+    for (size_t id = 0; id < n && pick < 0; ++id)
+      if (!emitted[id] && ready(int32_t(id))) pick = int32_t(id);
+    if (pick < 0) fail("search: the fusion groups form a cycle; a group is not convex");
+    const int g = unit[size_t(pick)];
+    const ir::Node& node = graph.node(pick);
+    if (g < 0) {
+      if (std::holds_alternative<ir::InputOp>(node.op)) {
+        mapped[{pick, 0}] = out.input(node.name, node.outputs[0].dims, node.outputs[0].dtype);
+      } else {
+        std::vector<ir::TensorRef> inputs;
+        for (const ir::TensorRef& in : node.inputs) inputs.push_back(mapped.at(in));
+        std::vector<ir::TensorRef> results = out.add_node(node.op, inputs, free_name(node.name));
+        for (size_t p = 0; p < results.size(); ++p) mapped[{pick, int32_t(p)}] = results[p];
+      }
+      emitted[size_t(pick)] = true;
+      ++done;
+      continue;
+    }
+    const Group& group = *fused[size_t(g)];
+    std::vector<ir::TensorRef> inputs;
+    for (size_t i = 0; i < group.operands.size(); ++i) {
+      ir::TensorRef t = mapped.at(group.operands[i]);
+      if (group.column[i]) {
+        const ir::TensorType& type = out.type(t);
+        t = out.add_node(ir::ReshapeOp{{type.dims[0], 1}}, {t},
+                         free_name(out.node(t.node).name + "_column"))[0];
+      }
+      inputs.push_back(t);
+    }
+    std::vector<ir::TensorRef> results =
+        out.add_node(ir::FusedOp{bodies[size_t(g)]}, inputs,
+                     free_name("fused_" + graph.node(group.nodes[0]).name));
+    for (size_t k = 0; k < group.outputs.size(); ++k) mapped[group.outputs[k]] = results[k];
+    for (int32_t m : group.nodes) emitted[size_t(m)] = true;
+    done += group.nodes.size();
+  }
+  for (const ir::GraphOutput& o : graph.outputs()) out.mark_output(mapped.at(o.tensor), o.name);
+  return out;
+}
+
+}  // namespace yirage::search

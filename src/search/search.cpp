@@ -1,0 +1,417 @@
+// The search driver: partitions, block-level work items on threads, lazy verification, ranking.
+//
+// Work items are (fusion group, operand presentation, block configuration) triples in a fixed
+// order; threads take them by index and store each result in its slot, so the merged result does
+// not depend on which thread ran what. Partitions are then chosen best-first by estimated cost:
+// a group's cost is its cheapest candidate not yet rejected, and candidates are proved (by
+// fingerprints, against the group's own kernel graph) only when the partition that needs them is
+// the cheapest left, so only the candidates that can win are verified. The chosen µGraphs are
+// proved again as a whole against the input graph; that proof is what a Candidate carries.
+#include <algorithm>
+#include <cmath>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "search/checkpoint.h"
+#include "search/internal.h"
+#include "support/error.h"
+
+namespace yirage::search {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr size_t kMaxPartitions = 200000;
+constexpr int kMaxRejectedPerGroup = 16;  // candidates of one group proved wrong before giving up
+constexpr size_t kRankedFused = 2;        // fused µGraphs proved and ranked next to the input
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+int64_t positive_int(const nlohmann::json& s, const char* key, const std::string& device) {
+  if (!s.contains(key) || !s[key].is_number_integer() || s[key].get<int64_t>() < 1)
+    fail("device '{}': capabilities.search.{} must be a positive integer", device, key);
+  return s[key].get<int64_t>();
+}
+
+double positive_number(const nlohmann::json& s, const char* key, const std::string& device) {
+  if (!s.contains(key) || !s[key].is_number() || !(s[key].get<double>() > 0))
+    fail("device '{}': capabilities.search.{} must be a positive number", device, key);
+  return s[key].get<double>();
+}
+
+struct Variant {
+  Group group;
+  std::vector<BlockConfig> configs;
+};
+
+struct Entry {
+  BlockCandidate candidate;
+  const Group* group = nullptr;
+};
+
+struct GroupChoice {
+  std::vector<Entry> entries;  // sorted by (cost, key)
+  size_t next = 0;             // first entry not rejected
+  bool verified = false;       // entries[next] is proved
+  int rejected = 0;
+  bool exhausted() const { return next >= entries.size() || rejected >= kMaxRejectedPerGroup; }
+};
+
+FloatCheck float_check(const ir::KernelGraph& graph, const ir::KernelGraph& candidate,
+                       uint64_t seed) {
+  FloatCheck check;
+  std::mt19937_64 rng(seed ^ 0x9e3779b97f4a7c15ull);
+  std::vector<ir::HostTensor> inputs;
+  for (const ir::TensorRef& in : graph.inputs()) {
+    ir::HostTensor t(graph.type(in));
+    ir::fill_random(t, rng);
+    inputs.push_back(std::move(t));
+  }
+  const std::vector<ir::HostTensor> want = verify::run_reference(graph, inputs);
+  const std::vector<ir::HostTensor> got = verify::run_reference(candidate, inputs);
+  // Relative to 1 + |expected|: f32 allows for sums accumulated in another order; f16/bf16 for
+  // the reference rounding every intermediate where fused tiles stay f32.
+  double tolerance = 0;
+  for (size_t o = 0; o < want.size(); ++o) {
+    const ir::DType dtype = want[o].type.dtype;
+    tolerance = std::max(tolerance, dtype == ir::DType::f32   ? 1e-4
+                                    : dtype == ir::DType::f16 ? 1e-2
+                                                              : 4e-2);
+    for (int64_t i = 0; i < want[o].size(); ++i) {
+      const double e = want[o].get(i), a = got[o].get(i);
+      const double err = std::fabs(a - e) / (1.0 + std::fabs(e));
+      check.max_error = std::isnan(err) ? INFINITY : std::max(check.max_error, err);
+    }
+  }
+  check.passed = check.max_error <= tolerance;
+  check.summary = fmt::format(
+      "float check on fresh random inputs: max error {:.3g} (relative to "
+      "1 + |expected|), tolerance {:.0e}: {}",
+      check.max_error, tolerance, check.passed ? "passed" : "FAILED");
+  return check;
+}
+
+}  // namespace
+
+SearchSpace search_space(const backend::DeviceDescription& device) {
+  if (!device.capabilities.is_object() || !device.capabilities.contains("search") ||
+      !device.capabilities["search"].is_object())
+    fail(
+        "device '{}': its description has no capabilities.search, the space the search reads "
+        "(backend/backend.h); this backend cannot describe fused kernels here",
+        device.name);
+  const nlohmann::json& s = device.capabilities["search"];
+  SearchSpace space;
+  space.max_tile_bytes_in_loop = positive_int(s, "max_tile_bytes_in_loop", device.name);
+  space.max_tile_bytes_total = positive_int(s, "max_tile_bytes_total", device.name);
+  space.max_grid_blocks = positive_int(s, "max_grid_blocks", device.name);
+  space.parallel_units = positive_int(s, "parallel_units", device.name);
+  space.bytes_per_second = positive_number(s, "bytes_per_second", device.name);
+  space.flops_per_second = positive_number(s, "flops_per_second", device.name);
+  space.launch_seconds = positive_number(s, "launch_seconds", device.name);
+  return space;
+}
+
+int count_kernels(const ir::KernelGraph& graph) {
+  int kernels = 0;
+  for (const ir::Node& node : graph.nodes())
+    if (!std::holds_alternative<ir::InputOp>(node.op) &&
+        !std::holds_alternative<ir::ReshapeOp>(node.op))
+      ++kernels;
+  return kernels;
+}
+
+SearchResult superoptimize(const ir::KernelGraph& graph, const backend::DeviceDescription& device,
+                           const SearchOptions& options) {
+  const Clock::time_point start = Clock::now();
+  const SearchSpace space = search_space(device);
+  SearchResult result;
+  Budget budget;
+  budget.deadline =
+      start + std::chrono::duration_cast<Clock::duration>(
+                  std::chrono::duration<double>(std::max(options.budget_seconds, 0.0)));
+  budget.max_states = options.max_states;
+  const int threads =
+      options.threads > 0 ? options.threads : std::max(1, int(std::thread::hardware_concurrency()));
+  auto note = [&](std::string line) {
+    if (std::find(result.notes.begin(), result.notes.end(), line) == result.notes.end())
+      result.notes.push_back(std::move(line));
+  };
+
+  // Kernel level: the partitions, and the groups of two or more ops they use.
+  const std::vector<Partition> partitions = enumerate_partitions(graph, kMaxPartitions);
+  if (partitions.size() >= kMaxPartitions)
+    note(fmt::format("kernel level: stopped after {} partitions", kMaxPartitions));
+  std::vector<uint64_t> masks;
+  for (const Partition& p : partitions)
+    for (uint64_t m : p.groups)
+      if (__builtin_popcountll(m) > 1) masks.push_back(m);
+  std::sort(masks.begin(), masks.end(), [](uint64_t a, uint64_t b) {
+    const int pa = __builtin_popcountll(a), pb = __builtin_popcountll(b);
+    return pa != pb ? pa > pb : a < b;
+  });
+  masks.erase(std::unique(masks.begin(), masks.end()), masks.end());
+  for (const ir::Node& node : graph.nodes()) {
+    std::string why;
+    if (!std::holds_alternative<ir::InputOp>(node.op) &&
+        !make_group(graph, uint64_t(1) << (&node - graph.nodes().data()), false, why))
+      note(fmt::format("{}; it stays a kernel of its own", why));
+  }
+  if (masks.empty()) note("nothing to fuse: no two connected ops can share a kernel");
+
+  // Block level: one variant per operand presentation, each with its configurations.
+  std::map<uint64_t, std::vector<std::unique_ptr<Variant>>> variants;
+  struct Item {
+    uint64_t mask;
+    const Variant* variant;
+    size_t config;
+    std::string key;
+  };
+  std::vector<Item> items;
+  for (uint64_t mask : masks) {
+    for (bool columns : {false, true}) {
+      if (columns && !has_rank1_operand(graph, mask)) continue;
+      std::string why;
+      std::optional<Group> group = make_group(graph, mask, columns, why);
+      if (!group) {
+        note(fmt::format("not fused: {}", why));
+        break;
+      }
+      auto v = std::make_unique<Variant>();
+      v->group = std::move(*group);
+      v->configs = block_configs(v->group.target, space);
+      for (size_t c = 0; c < v->configs.size(); ++c)
+        items.push_back(
+            {mask, v.get(), c, fmt::format("{:x}:{}:{}", mask, columns, v->configs[c].describe())});
+      variants[mask].push_back(std::move(v));
+    }
+  }
+
+  std::optional<Checkpoint> checkpoint;
+  if (!options.checkpoint_path.empty()) {
+    checkpoint.emplace(options.checkpoint_path, ir::structural_hash_hex(graph));
+    result.stats.resumed = checkpoint->load() > 0;
+  }
+
+  std::vector<ItemResult> results(items.size());
+  std::vector<bool> finished(items.size(), false);
+  std::atomic<size_t> next_item{0};
+  std::mutex progress_mutex;
+  Clock::time_point last_progress = start;
+  uint64_t resumed_states = 0, resumed_pruned = 0, resumed_candidates = 0;
+  std::mutex resumed_mutex;
+  auto report = [&](bool force) {
+    if (!options.progress) return;
+    std::lock_guard lock(progress_mutex);
+    if (!force && seconds_since(last_progress) < 0.25) return;
+    last_progress = Clock::now();
+    SearchProgress p;
+    p.states = budget.states + resumed_states;
+    p.pruned = budget.pruned + resumed_pruned;
+    p.candidates = budget.candidates + resumed_candidates;
+    p.verified = budget.verified;
+    p.seconds = seconds_since(start);
+    p.states_per_second = p.seconds > 0 ? double(budget.states) / p.seconds : 0;
+    options.progress(p);
+  };
+  std::vector<std::string> item_errors(items.size());
+  auto worker = [&] {
+    for (size_t i; (i = next_item++) < items.size();) {
+      if (budget.stop()) return;
+      const Item& item = items[i];
+      try {
+        if (checkpoint && checkpoint->find(item.key, results[i])) {
+          std::lock_guard lock(resumed_mutex);
+          resumed_states += results[i].states;
+          resumed_pruned += results[i].pruned;
+          resumed_candidates += results[i].candidates.size();
+          finished[i] = true;
+          continue;
+        }
+        const uint64_t states0 = budget.states, pruned0 = budget.pruned;
+        results[i].candidates = search_block_graphs(
+            item.variant->group, item.variant->configs[item.config], space, budget);
+        // Counters are shared, so these are approximate per item; they only feed the resume count.
+        results[i].states = budget.states - states0;
+        results[i].pruned = budget.pruned - pruned0;
+        if (budget.stopped) continue;  // a cut item is not finished: it is searched again on resume
+        finished[i] = true;
+        if (checkpoint) checkpoint->record(item.key, results[i]);
+      } catch (const std::exception& e) {
+        item_errors[i] = e.what();
+      }
+      report(false);
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 0; t < std::min<int>(threads, int(std::max<size_t>(items.size(), 1))); ++t)
+    pool.emplace_back(worker);
+  for (std::thread& t : pool) t.join();
+  for (size_t i = 0; i < items.size(); ++i)
+    if (!item_errors[i].empty())
+      note(fmt::format("block search of {} failed: {}", items[i].key, item_errors[i]));
+  result.stats.budget_exhausted = budget.stopped;
+  if (budget.cut_items)
+    note(
+        fmt::format("{} block-level work item{} reached the per-item state limit and stopped there",
+                    budget.cut_items.load(), budget.cut_items == 1 ? "" : "s"));
+  if (budget.stopped) {
+    const size_t done = size_t(std::count(finished.begin(), finished.end(), true));
+    note(
+        fmt::format("budget exhausted after {} of {} block-level work items; the result is the "
+                    "best found so far",
+                    done, items.size()));
+  }
+
+  // Merge in item order, then sort: independent of the threads.
+  std::map<uint64_t, GroupChoice> choices;
+  for (size_t i = 0; i < items.size(); ++i)
+    for (const BlockCandidate& c : results[i].candidates)
+      choices[items[i].mask].entries.push_back({c, &items[i].variant->group});
+  for (auto& [mask, choice] : choices)
+    std::sort(choice.entries.begin(), choice.entries.end(), [](const Entry& a, const Entry& b) {
+      return std::tie(a.candidate.cost, a.candidate.key) <
+             std::tie(b.candidate.cost, b.candidate.key);
+    });
+
+  auto group_cost = [&](uint64_t mask) -> double {
+    if (__builtin_popcountll(mask) == 1) {
+      const int id = __builtin_ctzll(mask);
+      return kernel_op_cost(graph, graph.node(id), space);
+    }
+    auto it = choices.find(mask);
+    if (it == choices.end() || it->second.exhausted()) return INFINITY;
+    return it->second.entries[it->second.next].candidate.cost;
+  };
+  auto verify_group = [&](GroupChoice& choice) {
+    while (!choice.exhausted() && !choice.verified) {
+      const Entry& e = choice.entries[choice.next];
+      try {
+        verify::EquivalenceResult r =
+            verify::check_equivalent(e.group->target, *e.candidate.body, options.fingerprint);
+        if (r.equivalent && r.bound_met) {
+          choice.verified = true;
+          ++budget.verified;
+          report(false);
+          return;
+        }
+        if (choice.rejected == 0)
+          note(fmt::format("a candidate of group {:x} failed verification: {}", e.group->mask,
+                           r.summary()));
+      } catch (const Error& error) {
+        if (choice.rejected == 0)
+          note(fmt::format("a candidate of group {:x} could not be checked: {}", e.group->mask,
+                           error.what()));
+      }
+      ++choice.next;
+      ++choice.rejected;
+    }
+  };
+
+  // Best-first over the partitions.
+  struct Chosen {
+    ir::KernelGraph mugraph;
+    double cost;
+  };
+  std::vector<Chosen> chosen;
+  std::set<size_t> taken;
+  while (chosen.size() < kRankedFused) {
+    size_t best = partitions.size();
+    double best_cost = INFINITY;
+    size_t best_groups = 0;
+    for (size_t p = 0; p < partitions.size(); ++p) {
+      if (taken.count(p) ||
+          partitions[p].groups.size() == graph.nodes().size() - graph.inputs().size())
+        continue;  // the all-singletons partition is the input graph, ranked separately
+      double cost = 0;
+      for (uint64_t m : partitions[p].groups) cost += group_cost(m);
+      if (cost < best_cost || (cost == best_cost && partitions[p].groups.size() < best_groups)) {
+        best = p, best_cost = cost, best_groups = partitions[p].groups.size();
+      }
+    }
+    if (best == partitions.size()) break;
+    bool all_verified = true;
+    for (uint64_t m : partitions[best].groups) {
+      if (__builtin_popcountll(m) == 1) continue;
+      GroupChoice& choice = choices[m];
+      if (!choice.verified) verify_group(choice);
+      all_verified &= choice.verified;
+    }
+    if (!all_verified) continue;  // costs changed; pick again
+    taken.insert(best);
+    std::vector<const Group*> fused;
+    std::vector<std::shared_ptr<const ir::BlockGraph>> bodies;
+    for (uint64_t m : partitions[best].groups) {
+      if (__builtin_popcountll(m) == 1) continue;
+      const Entry& e = choices[m].entries[choices[m].next];
+      fused.push_back(e.group);
+      bodies.push_back(e.candidate.body);
+    }
+    ir::KernelGraph mugraph = build_mugraph(graph, fused, bodies);
+    chosen.push_back({std::move(mugraph), best_cost});
+  }
+  for (const auto& [mask, choice] : choices)
+    if (choice.rejected >= kMaxRejectedPerGroup)
+      note(fmt::format("group {:x}: {} candidates failed verification; gave up on it", mask,
+                       choice.rejected));
+
+  for (Chosen& c : chosen) {
+    Candidate cand;
+    cand.proof = verify::check_equivalent(graph, c.mugraph, options.fingerprint);
+    if (!cand.proof.equivalent || !cand.proof.bound_met) {
+      note(fmt::format("a µGraph whose groups were proved failed the whole-graph proof: {}",
+                       cand.proof.summary()));
+      continue;
+    }
+    cand.kernels = count_kernels(c.mugraph);
+    cand.estimated_seconds = mugraph_cost(c.mugraph, space);
+    cand.mugraph = std::move(c.mugraph);
+    result.ranked.push_back(std::move(cand));
+  }
+  {
+    Candidate input;
+    input.mugraph = graph;
+    input.kernels = count_kernels(graph);
+    input.estimated_seconds = mugraph_cost(graph, space);
+    input.proof.equivalent = true;
+    input.proof.bound_met = true;
+    input.proof.per_trial_bound = 0;
+    input.proof.false_accept_bound = 0;
+    input.proof.assumptions = {"the candidate is the input graph itself"};
+    result.ranked.push_back(std::move(input));
+  }
+  std::stable_sort(
+      result.ranked.begin(), result.ranked.end(), [](const Candidate& a, const Candidate& b) {
+        return std::tie(a.estimated_seconds, a.kernels) < std::tie(b.estimated_seconds, b.kernels);
+      });
+
+  // The float check of the best; a candidate that fails it is dropped (and said so).
+  while (true) {
+    const Candidate& best = result.ranked.front();
+    if (best.proof.assumptions ==
+        std::vector<std::string>{"the candidate is the input graph itself"}) {
+      result.float_check = {true, 0, "float check: the best candidate is the input graph itself"};
+      break;
+    }
+    result.float_check = float_check(graph, best.mugraph, options.seed);
+    if (result.float_check.passed) break;
+    note(fmt::format("dropped a proved candidate that failed the float check: {}",
+                     result.float_check.summary));
+    result.ranked.erase(result.ranked.begin());
+  }
+
+  result.stats.states = budget.states + resumed_states;
+  result.stats.pruned = budget.pruned + resumed_pruned;
+  result.stats.candidates = budget.candidates + resumed_candidates;
+  result.stats.verified = budget.verified;
+  result.stats.seconds = seconds_since(start);
+  report(true);
+  return result;
+}
+
+}  // namespace yirage::search

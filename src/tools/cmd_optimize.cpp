@@ -1,0 +1,221 @@
+// `yirage optimize`: searches a kernel graph for fused µGraphs, proves them, prints the best.
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <memory>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "search/search.h"
+#include "support/error.h"
+#include "tools/commands.h"
+
+namespace yirage::tools {
+namespace {
+
+struct OptimizeOptions {
+  std::string file;
+  std::string backend = "auto";
+  double budget = 60;
+  uint64_t max_states = 0;
+  uint64_t seed = 0;
+  int threads = 0;
+  std::string checkpoint;
+  std::string out;
+  bool json = false;
+  bool no_tune = false;  // search only, even on a backend that can run (cmd_cache.cpp tunes)
+  bool force = false;
+  std::string cache;
+};
+
+// The description to search for. Only the description is needed, so a backend that cannot run
+// here still works when it can describe its device; "auto" is the first available backend that
+// describes a search space, else the first that does at all.
+backend::BackendInfo pick_description(const std::string& name) {
+  const std::vector<backend::BackendInfo> all = backend::describe_backends();
+  auto has_space = [](const backend::BackendInfo& b) {
+    return b.device.capabilities.is_object() && b.device.capabilities.contains("search");
+  };
+  if (name == "auto") {
+    for (const auto& b : all)
+      if (b.availability.available && has_space(b)) return b;
+    for (const auto& b : all)
+      if (has_space(b)) return b;
+    fail("optimize: no backend describes a search space (capabilities.search)");
+  }
+  for (const auto& b : all)
+    if (b.name == name) return b;
+  std::vector<std::string> names;
+  for (const auto& b : all) names.push_back(b.name);
+  fail("optimize: unknown backend '{}'; known backends: {}", name, fmt::join(names, ", "));
+}
+
+std::string ref_name(const ir::KernelGraph& g, ir::TensorRef t) {
+  const ir::Node& n = g.node(t.node);
+  return n.outputs.size() == 1 ? n.name : fmt::format("{}:{}", n.name, t.port);
+}
+
+std::string block_line(const ir::BlockGraph& body, size_t id) {
+  const ir::BlockNode& node = body.nodes()[id];
+  std::string detail =
+      std::visit(ir::Overloaded{
+                     [](const ir::InputIteratorOp& it) {
+                       return fmt::format(" operand {} imap [{}] fmap {}", it.operand,
+                                          fmt::join(it.imap, ", "), it.fmap);
+                     },
+                     [](const ir::OutputSaverOp& s) {
+                       return fmt::format(" omap [{}]", fmt::join(s.omap, ", "));
+                     },
+                     [](const ir::AccumulatorOp& a) {
+                       return a.eps != 0 ? fmt::format(" eps {}", a.eps) : std::string();
+                     },
+                     [](const auto&) { return std::string(); },
+                 },
+                 node.op);
+  const char* phase = body.phase(int32_t(id)) == ir::BlockPhase::in_loop     ? "loop"
+                      : body.phase(int32_t(id)) == ir::BlockPhase::post_loop ? "post"
+                                                                             : "save";
+  return fmt::format("      {:>2} {} {}({}){} : {}", id, phase, ir::block_op_label(node.op),
+                     fmt::join(node.inputs, ", "), detail, ir::format_type(node.tile));
+}
+
+void print_mugraph(const ir::KernelGraph& g) {
+  for (const ir::Node& node : g.nodes()) {
+    std::vector<std::string> in;
+    for (const ir::TensorRef& t : node.inputs) in.push_back(ref_name(g, t));
+    std::vector<std::string> types;
+    for (const ir::TensorType& t : node.outputs) types.push_back(ir::format_type(t));
+    fmt::print("  {} = {}({}) : {}\n", node.name, ir::op_name(node.op), fmt::join(in, ", "),
+               fmt::join(types, ", "));
+    if (const auto* fused = std::get_if<ir::FusedOp>(&node.op)) {
+      const ir::BlockGraph& body = *fused->body;
+      fmt::print("    grid [{}], for-loop range {}\n", fmt::join(body.grid().extent, ", "),
+                 body.forloop_range());
+      for (size_t id = 0; id < body.nodes().size(); ++id) fmt::print("{}\n", block_line(body, id));
+    }
+  }
+  for (const ir::GraphOutput& o : g.outputs())
+    fmt::print("  output {} = {}\n", o.name, ref_name(g, o.tensor));
+}
+
+void optimize(const OptimizeOptions& o) {
+  const ir::KernelGraph graph = ir::load_kernel_graph(o.file);
+  const backend::BackendInfo info = pick_description(o.backend);
+  // The cpu backend runs here: search, compile, profile, select and cache (tune::optimize).
+  if (info.name == "cpu" && info.availability.available && !o.no_tune) {
+    tuned_optimize({.file = o.file,
+                    .backend = info.name,
+                    .cache = o.cache,
+                    .out = o.out,
+                    .budget = o.budget,
+                    .seed = o.seed,
+                    .force = o.force,
+                    .json = o.json});
+    return;
+  }
+  search::SearchOptions options;
+  options.budget_seconds = o.budget;
+  options.max_states = o.max_states;
+  options.seed = o.seed;
+  options.threads = o.threads;
+  options.checkpoint_path = o.checkpoint;
+  const bool tty = isatty(STDERR_FILENO) != 0;
+  if (tty)
+    options.progress = [](const search::SearchProgress& p) {
+      fmt::print(stderr,
+                 "\r{:.1f}s  {} states ({:.0f}/s)  {} pruned  {} candidates  {} verified   ",
+                 p.seconds, p.states, p.states_per_second, p.pruned, p.candidates, p.verified);
+      std::fflush(stderr);
+    };
+  const search::SearchResult r = search::superoptimize(graph, info.device, options);
+  if (tty) fmt::print(stderr, "\n");
+  const search::Candidate& best = r.ranked.front();
+  const bool verified = best.proof.equivalent && best.proof.bound_met && r.float_check.passed;
+
+  if (!o.out.empty()) {
+    std::ofstream out(o.out);
+    out << ir::to_json(best.mugraph).dump(2) << "\n";
+    if (!out) fail("optimize: cannot write {}", o.out);
+  }
+  if (o.json) {
+    nlohmann::json ranked = nlohmann::json::array();
+    for (const search::Candidate& c : r.ranked)
+      ranked.push_back({{"kernels", c.kernels}, {"estimated_seconds", c.estimated_seconds}});
+    nlohmann::json j = {
+        {"verified", verified},
+        {"kernels", best.kernels},
+        {"input_kernels", search::count_kernels(graph)},
+        {"estimated_seconds", best.estimated_seconds},
+        {"search_seconds", r.stats.seconds},
+        {"states", r.stats.states},
+        {"pruned", r.stats.pruned},
+        {"candidates", r.stats.candidates},
+        {"verified_candidates", r.stats.verified},
+        {"budget_exhausted", r.stats.budget_exhausted},
+        {"false_accept_bound", best.proof.false_accept_bound},
+        {"proof", best.proof.summary()},
+        {"float_check", r.float_check.summary},
+        {"backend", info.name},
+        {"backend_available", info.availability.available},
+        {"device", info.device.name},
+        {"notes", r.notes},
+        {"ranked", ranked},
+        {"mugraph", ir::to_json(best.mugraph)},
+    };
+    fmt::print("{}\n", j.dump());
+    return;
+  }
+  fmt::print("graph: {} ({} kernels unfused)\n", o.file, search::count_kernels(graph));
+  fmt::print("search space: backend {} ({}){}\n", info.name, info.device.name,
+             info.availability.available
+                 ? ""
+                 : fmt::format("; not available here ({}), but its description is all the "
+                               "search needs",
+                               info.availability.reason));
+  fmt::print("explored: {} states, {} pruned, {} candidates, {} verified, {:.2f} s{}\n",
+             r.stats.states, r.stats.pruned, r.stats.candidates, r.stats.verified, r.stats.seconds,
+             r.stats.budget_exhausted ? " (budget exhausted)" : "");
+  for (const std::string& n : r.notes) fmt::print("note: {}\n", n);
+  fmt::print("best: {} kernel{}, estimated {:.3g} s\n", best.kernels, best.kernels == 1 ? "" : "s",
+             best.estimated_seconds);
+  fmt::print("proof: {}\n", best.proof.summary());
+  fmt::print("false-accept bound: {:.3g}\n", best.proof.false_accept_bound);
+  fmt::print("{}\n", r.float_check.summary);
+  fmt::print("µGraph:\n");
+  print_mugraph(best.mugraph);
+  if (!o.out.empty()) fmt::print("wrote {}\n", o.out);
+}
+
+}  // namespace
+
+void add_optimize_command(CLI::App& app) {
+  CLI::App* command =
+      app.add_subcommand("optimize", "Search a kernel graph for fused µGraphs and prove them");
+  auto options = std::make_shared<OptimizeOptions>();
+  command->add_option("file", options->file, "Kernel graph JSON file")->required();
+  command
+      ->add_option("--backend", options->backend,
+                   "Backend whose device description sets the search space, or auto")
+      ->capture_default_str();
+  command->add_option("--budget", options->budget, "Search budget in seconds")
+      ->capture_default_str();
+  command->add_option("--max-states", options->max_states, "Stop after N states (0: no limit)");
+  command->add_option("--seed", options->seed, "Seed (same seed, same result)")
+      ->capture_default_str();
+  command->add_option("--threads", options->threads, "Search threads (0: all cores)");
+  command->add_option("--checkpoint", options->checkpoint,
+                      "Checkpoint file; resumes from it when it exists");
+  command->add_option("--out", options->out, "Write the best µGraph as a kernel graph JSON file");
+  command->add_flag("--json", options->json, "Print one JSON object instead of text");
+  command->add_flag("--no-tune", options->no_tune,
+                    "Search only: do not compile, profile or cache on a backend that can run");
+  command->add_flag("--force", options->force, "Search and profile again despite a cache hit");
+  command->add_option("--cache", options->cache,
+                      "Tuning database (default $YIRAGE_CACHE_DIR/tuning.sqlite, else the XDG "
+                      "cache dir)");
+  command->callback([options] { optimize(*options); });
+}
+
+}  // namespace yirage::tools

@@ -1,0 +1,101 @@
+// `yirage optimize` driven as a user would: the JSON report, --out, and its errors.
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "ir/ir.h"
+#include "search_targets.h"
+
+namespace yirage::search {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct CliResult {
+  int exit_code;
+  std::string out, err;
+};
+
+class OptimizeCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           fmt::format("yirage_optimize_cli_{}_{}", ::getpid(),
+                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+
+  std::string write_graph(const std::string& name) {
+    const std::string file = path(name + ".json");
+    std::ofstream(file) << ir::to_json(testing::small_target(name)).dump(1);
+    return file;
+  }
+
+  CliResult yirage(const std::string& args) {
+    const std::string err = path("err");
+    const std::string command = fmt::format("'{}' {} 2>'{}'", YIRAGE_BINARY, args, err);
+    FILE* pipe = popen(command.c_str(), "r");
+    if (!pipe) throw std::runtime_error("popen failed");
+    CliResult r{-1, {}, {}};
+    char buffer[4096];
+    for (size_t n; (n = fread(buffer, 1, sizeof(buffer), pipe)) > 0;) r.out.append(buffer, n);
+    const int status = pclose(pipe);
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    std::stringstream text;
+    text << std::ifstream(err).rdbuf();
+    r.err = text.str();
+    return r;
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(OptimizeCli, JsonReportAndOutFileThatRuns) {
+  const std::string graph = write_graph("gated_mlp");
+  const std::string out = path("best.json");
+  const CliResult r = yirage(fmt::format(
+      "optimize '{}' --no-tune --backend cpu --budget 60 --seed 1 --json --out '{}'", graph, out));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  for (const char* key : {"verified", "kernels", "search_seconds", "states", "pruned", "candidates",
+                          "false_accept_bound", "mugraph"})
+    EXPECT_TRUE(j.contains(key)) << key;
+  EXPECT_TRUE(j["verified"].get<bool>());
+  EXPECT_EQ(j["kernels"].get<int>(), 1);
+  EXPECT_LE(j["false_accept_bound"].get<double>(), 1e-9);
+  EXPECT_GT(j["states"].get<uint64_t>(), 0u);
+  // The written µGraph is a kernel graph `yirage run` accepts.
+  const CliResult run = yirage(fmt::format("run '{}' --backend reference --seed 2", out));
+  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_NE(run.out.find("out: f32[8, 32]"), std::string::npos) << run.out;
+}
+
+TEST_F(OptimizeCli, TextReportSaysWhatItExplored) {
+  const std::string graph = write_graph("gqa");
+  const CliResult r =
+      yirage(fmt::format("optimize '{}' --no-tune --backend cpu --budget 60", graph));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  for (const char* text : {"explored:", "pruned", "verified", "false-accept bound:", "float check",
+                           "µGraph:", "fused"})
+    EXPECT_NE(r.out.find(text), std::string::npos) << text << "\n" << r.out;
+}
+
+TEST_F(OptimizeCli, UnknownBackendIsAOneLineError) {
+  const std::string graph = write_graph("lora");
+  const CliResult r = yirage(fmt::format("optimize '{}' --backend nosuch", graph));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err.rfind("yirage: error: ", 0), 0u) << r.err;
+  EXPECT_NE(r.err.find("nosuch"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace yirage::search

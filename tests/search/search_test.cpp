@@ -1,0 +1,173 @@
+// The search driver's contract: determinism, budgets, checkpoints, clear messages, counting.
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include "block_test_graphs.h"
+#include "search/search.h"
+#include "search_targets.h"
+#include "support/error.h"
+
+namespace yirage::search {
+namespace {
+
+SearchOptions quick_options(int threads = 2) {
+  SearchOptions o;
+  o.budget_seconds = 120;
+  o.threads = threads;
+  o.seed = 3;
+  return o;
+}
+
+std::string best_json(const SearchResult& r) {
+  return ir::to_json(r.ranked.front().mugraph).dump();
+}
+
+TEST(Search, SameSeedSameResultWhateverTheThreads) {
+  const ir::KernelGraph graph = testing::small_target("gqa");
+  const SearchResult a = superoptimize(graph, testing::cpu_like_device(), quick_options(1));
+  const SearchResult b = superoptimize(graph, testing::cpu_like_device(), quick_options(2));
+  ASSERT_FALSE(a.stats.budget_exhausted);
+  EXPECT_EQ(best_json(a), best_json(b));
+  ASSERT_EQ(a.ranked.size(), b.ranked.size());
+  for (size_t i = 0; i < a.ranked.size(); ++i)
+    EXPECT_EQ(ir::to_json(a.ranked[i].mugraph).dump(), ir::to_json(b.ranked[i].mugraph).dump());
+  EXPECT_EQ(a.stats.candidates, b.stats.candidates);
+}
+
+TEST(Search, StateBudgetStopsTheSearchAndKeepsAValidAnswer) {
+  const ir::KernelGraph graph = testing::small_target("rmsnorm_linear");
+  SearchOptions o = quick_options();
+  o.max_states = 40;
+  const SearchResult r = superoptimize(graph, testing::cpu_like_device(), o);
+  EXPECT_TRUE(r.stats.budget_exhausted);
+  EXPECT_LE(r.stats.states, 40u + 2u);  // each thread may finish the state it was adding
+  ASSERT_FALSE(r.ranked.empty());
+  EXPECT_TRUE(r.ranked.front().proof.equivalent);
+  EXPECT_TRUE(r.float_check.passed);
+  bool said = false;
+  for (const std::string& n : r.notes) said |= n.find("budget exhausted") != std::string::npos;
+  EXPECT_TRUE(said);
+}
+
+TEST(Search, ZeroSecondsReturnsTheInputGraph) {
+  const ir::KernelGraph graph = testing::small_target("gated_mlp");
+  SearchOptions o = quick_options();
+  o.budget_seconds = 0;
+  const SearchResult r = superoptimize(graph, testing::cpu_like_device(), o);
+  EXPECT_TRUE(r.stats.budget_exhausted);
+  ASSERT_FALSE(r.ranked.empty());
+  EXPECT_EQ(r.ranked.back().kernels, count_kernels(graph));
+}
+
+TEST(Search, UnsupportedOpEndsWithAClearMessage) {
+  ir::KernelGraph g;
+  auto x = g.input("x", {8, 16}, ir::DType::f32);
+  auto w = g.input("w", {8, 16}, ir::DType::f32);
+  auto xt = g.transpose(x, 0, 1);
+  g.mark_output(g.matmul(xt, w), "out");
+  const SearchResult r = superoptimize(g, testing::cpu_like_device(), quick_options());
+  ASSERT_EQ(r.ranked.size(), 1u);
+  EXPECT_EQ(r.ranked.front().kernels, 2);
+  bool named = false;
+  for (const std::string& n : r.notes) named |= n.find("permute") != std::string::npos;
+  EXPECT_TRUE(named);
+  EXPECT_TRUE(r.float_check.passed);
+}
+
+TEST(Search, NothingToFuseSaysSo) {
+  ir::KernelGraph g;
+  auto x = g.input("x", {4, 4}, ir::DType::f32);
+  g.mark_output(g.exp(x), "out");
+  const SearchResult r = superoptimize(g, testing::cpu_like_device(), quick_options());
+  ASSERT_EQ(r.ranked.size(), 1u);
+  bool said = false;
+  for (const std::string& n : r.notes) said |= n.find("nothing to fuse") != std::string::npos;
+  EXPECT_TRUE(said);
+}
+
+// A rank-1 operand enters a fused group through a reshape; its name once collided with the
+// builder's default "t<n>" names of the graph's own nodes.
+TEST(Search, RankOneOperandOfAFusedGroupKeepsNamesApart) {
+  ir::KernelGraph g;
+  auto x = g.input("x", {2, 3}, ir::DType::f32);
+  auto y = g.input("y", {3}, ir::DType::f32);
+  g.mark_output(g.mul(g.exp(x), y));
+  const SearchResult r = superoptimize(g, testing::cpu_like_device(), quick_options());
+  ASSERT_FALSE(r.ranked.empty());
+  EXPECT_EQ(r.ranked.front().kernels, 1);  // fused, so the reshape was made
+  EXPECT_TRUE(r.ranked.front().proof.equivalent);
+  EXPECT_TRUE(r.float_check.passed) << r.float_check.summary;
+}
+
+TEST(Search, DescriptionWithoutSearchSpaceIsAnError) {
+  backend::DeviceDescription d;
+  d.name = "bare";
+  d.capabilities = {{"cores", 2}};
+  try {
+    superoptimize(testing::small_target("gated_mlp"), d, quick_options());
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("capabilities.search"), std::string::npos) << e.what();
+  }
+  d.capabilities = testing::cpu_like_device().capabilities;
+  d.capabilities["search"]["max_grid_blocks"] = 0;
+  EXPECT_THROW(search_space(d), Error);
+}
+
+TEST(Search, HostCpuDescriptionHasASearchSpace) {
+  const std::vector<backend::BackendInfo> all = backend::describe_backends();
+  bool found = false;
+  for (const auto& b : all)
+    if (b.name == "cpu") {
+      found = true;
+      const SearchSpace s = search_space(b.device);
+      EXPECT_GT(s.max_tile_bytes_in_loop, 0);
+      EXPECT_GE(s.parallel_units, 1);
+    }
+  EXPECT_TRUE(found);
+}
+
+TEST(Search, CheckpointResumesToTheSameResult) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "yirage_search_checkpoint_test.json").string();
+  std::filesystem::remove(path);
+  const ir::KernelGraph graph = testing::small_target("lora");
+  SearchOptions o = quick_options();
+  o.checkpoint_path = path;
+  const SearchResult first = superoptimize(graph, testing::cpu_like_device(), o);
+  ASSERT_TRUE(std::filesystem::exists(path));
+  EXPECT_FALSE(first.stats.resumed);
+  const SearchResult second = superoptimize(graph, testing::cpu_like_device(), o);
+  EXPECT_TRUE(second.stats.resumed);
+  EXPECT_EQ(best_json(first), best_json(second));
+  // A checkpoint of another graph is refused, not silently used.
+  EXPECT_THROW(superoptimize(testing::small_target("gqa"), testing::cpu_like_device(), o), Error);
+  std::filesystem::remove(path);
+}
+
+TEST(Search, CountKernels) {
+  EXPECT_EQ(count_kernels(testing::small_target("gqa")), 5);
+  // The hand-built µGraph: one fused node; the reshape of the norm weight is free.
+  EXPECT_EQ(count_kernels(ir::testing::rmsnorm_linear_ugraph(ir::DType::f32)), 1);
+}
+
+TEST(Search, BestOfEachTargetRunsLiterallyAndRoundTripsAsJson) {
+  const ir::KernelGraph graph = testing::small_target("rmsnorm_linear");
+  const SearchResult r = superoptimize(graph, testing::cuda_like_device(), quick_options());
+  const ir::KernelGraph& best = r.ranked.front().mugraph;
+  ASSERT_EQ(r.ranked.front().kernels, 1);
+  const ir::KernelGraph back = ir::from_json(ir::to_json(best));
+  EXPECT_EQ(ir::to_json(back).dump(), ir::to_json(best).dump());
+  // The fused kernel computes rms_norm with the suite's eps through an rms accumulator.
+  bool rms_with_eps = false;
+  for (const ir::Node& n : best.nodes())
+    if (const auto* f = std::get_if<ir::FusedOp>(&n.op))
+      for (const ir::BlockNode& b : f->body->nodes())
+        if (const auto* acc = std::get_if<ir::AccumulatorOp>(&b.op))
+          rms_with_eps |= acc->fn == ir::AccumFn::rms && acc->eps == 1e-6;
+  EXPECT_TRUE(rms_with_eps) << ir::to_json(best).dump(1);
+}
+
+}  // namespace
+}  // namespace yirage::search
