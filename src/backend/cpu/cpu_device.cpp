@@ -144,6 +144,27 @@ std::optional<int> vector_bits(const CpuFacts& facts) {
   return std::nullopt;
 }
 
+// The search space of backend.h: a block is a task on one core, whose loop-body tiles should stay
+// in half of its L2 (the other half holds the streamed operands) and all of its tiles in L2. The
+// rates are rough per-core figures, used only to rank candidates until profiles exist: one FMA
+// pipe pair at 2.5 GHz on the vector width, and 10 GB/s of memory bandwidth per core.
+namespace {
+nlohmann::json search_space(const CpuFacts& facts) {
+  const int64_t cores = std::max<int64_t>(facts.cores, 1);
+  const int64_t l2 = facts.l2_bytes.value_or(int64_t(1) << 20);
+  const double lanes = double(vector_bits(facts).value_or(128)) / 32.0;
+  return {
+      {"max_tile_bytes_in_loop", l2 / 2},
+      {"max_tile_bytes_total", l2},
+      {"max_grid_blocks", cores * 4096},
+      {"parallel_units", cores},
+      {"bytes_per_second", 10e9 * double(cores)},
+      {"flops_per_second", 2.5e9 * 2 * 2 * lanes * double(cores)},
+      {"launch_seconds", 2e-6},
+  };
+}
+}  // namespace
+
 DeviceDescription describe_cpu(const CpuFacts& facts) {
   DeviceDescription device;
   device.name = facts.model;
@@ -158,6 +179,7 @@ DeviceDescription describe_cpu(const CpuFacts& facts) {
       {"l1d_bytes", or_null(facts.l1d_bytes)},
       {"l2_bytes", or_null(facts.l2_bytes)},
       {"l3_bytes", or_null(facts.l3_bytes)},
+      {"search", search_space(facts)},
   };
   return device;
 }

@@ -1,0 +1,357 @@
+#!/usr/bin/env python3
+"""CPU benchmark of YiRage's cpu backend on the public workload suite (DESIGN.md shapes, bs 1).
+
+Measured in one run on one machine:
+  - ours, fused: the fastest µGraph `yirage optimize --backend cpu` profiled (search -> compile ->
+    profile; a fresh tuning cache, so every time comes from this run);
+  - ours, unfused: the same run's profile of the op-by-op graph;
+  - numpy + OpenBLAS (unfused), f32;
+  - ONNX Runtime (CPU execution provider), the same program as an ONNX model, f32;
+  - the 2-thread copy bandwidth, and SGEMM 1024^3 (ours vs OpenBLAS).
+Every peer runs with 2 threads and, like our profiler, cycles through copies of its inputs
+so that together they exceed twice the last-level cache: small weights are not timed from cache.
+The bf16 rows run our kernels on bf16 tensors; numpy and ONNX Runtime have no bf16 CPU path for
+these ops, so their f32 times are the comparison there. Floors: bytes the workload must move /
+copy bandwidth, and FLOPs / the best measured SGEMM rate; the reported fraction is floor / ours.
+
+Usage: python3 bench/cpu_bench.py [--yirage build/release/yirage] [--out bench/results/cpu_suite]
+"""
+import argparse
+import json
+import math
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "2")
+os.environ.setdefault("OMP_NUM_THREADS", "2")
+import numpy as np  # noqa: E402
+
+THREADS = 2
+HIDDEN, INTER = 4096, 14336
+
+
+def l3_bytes():
+    try:
+        with open("/sys/devices/system/cpu/cpu0/cache/index3/size") as f:
+            text = f.read().strip()
+        return int(text[:-1]) * (1 << 20 if text.endswith("M") else 1 << 10)
+    except (OSError, ValueError):
+        return 32 << 20
+
+
+def timeit(fn, arg_sets, min_seconds=0.5, reps=7):
+    """Median seconds per call over `reps` batches, cycling through the argument sets."""
+    for i in range(max(3, len(arg_sets))):
+        fn(*arg_sets[i % len(arg_sets)])
+    t0 = time.perf_counter()
+    fn(*arg_sets[0])
+    one = max(time.perf_counter() - t0, 1e-6)
+    n = max(len(arg_sets), int(min_seconds / reps / one))
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        for i in range(n):
+            fn(*arg_sets[i % len(arg_sets)])
+        times.append((time.perf_counter() - t0) / n)
+    return statistics.median(times)
+
+
+def rotated(make_args):
+    """Copies of the inputs so that together they exceed 2 x L3 (at most 256)."""
+    first = make_args()
+    size = sum(a.nbytes for a in first)
+    copies = max(1, min(256, math.ceil(2 * l3_bytes() / size)))
+    return [first] + [make_args() for _ in range(copies - 1)]
+
+
+# ---- the workloads: numpy programs, shapes, bytes and FLOPs ----------------------------------
+
+def rms(x, eps=1e-6):
+    return x / np.sqrt((x * x).mean(-1, keepdims=True) + eps)
+
+
+def silu(x):
+    return x / (1 + np.exp(-x))
+
+
+def softmax(x):
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def layer_norm(x, eps=1e-5):
+    m = x.mean(-1, keepdims=True)
+    return (x - m) / np.sqrt(((x - m) ** 2).mean(-1, keepdims=True) + eps)
+
+
+def llama_mlp(x, g, wgu, wd):
+    gu = rms(x) * g @ wgu
+    return (silu(gu[:, :INTER]) * gu[:, INTER:]) @ wd + x
+
+
+# name -> (input shapes in graph order, scales, numpy fn, flops)
+WORKLOADS = {
+    "rmsnorm_linear": ([("X", (2, HIDDEN)), ("G", (HIDDEN,)), ("W", (HIDDEN, 6144))],
+                       lambda X, G, W: (rms(X) * G) @ W, 2 * 2 * HIDDEN * 6144),
+    "gated_mlp": ([("X", (8, HIDDEN)), ("W1", (HIDDEN, HIDDEN)), ("W2", (HIDDEN, HIDDEN))],
+                  lambda X, A, B: silu(X @ A) * (X @ B), 2 * 2 * 8 * HIDDEN * HIDDEN),
+    "gqa": ([("Q", (2, 256, 64)), ("K", (2, 64, 4096)), ("V", (2, 4096, 64))],
+            lambda Q, K, V: (lambda E: (E / E.sum(-1, keepdims=True)) @ V)(np.exp(Q @ K)),
+            2 * 2 * 2 * 256 * 64 * 4096),
+    "lora": ([("X", (16, 256)), ("W", (256, HIDDEN)), ("A", (256, 16)), ("B", (16, HIDDEN))],
+             lambda X, W, A, B: X @ W + (X @ A) @ B, 2 * 16 * 256 * HIDDEN + 2 * 16 * 16 * (256 + HIDDEN)),
+    "ntrans": ([("H", (8, HIDDEN)), ("X", (8, HIDDEN)), ("alpha", (8, HIDDEN))],
+               lambda H, X, al: rms(X + al * (rms(H) + X)), 0),
+    "gemm_softmax": ([("X", (8, 2048)), ("W", (2048, 32000))],
+                     lambda X, W: softmax(X @ W), 2 * 8 * 2048 * 32000),
+    "gemm_layernorm": ([("X", (16, HIDDEN)), ("W", (HIDDEN, HIDDEN))],
+                       lambda X, W: layer_norm(X @ W), 2 * 16 * HIDDEN * HIDDEN),
+    "llama_mlp_block": ([("X", (1, HIDDEN)), ("G", (HIDDEN,)), ("Wgu", (HIDDEN, 2 * INTER)),
+                         ("Wd", (INTER, HIDDEN))],
+                        llama_mlp, 2 * HIDDEN * 2 * INTER + 2 * INTER * HIDDEN),
+}
+SCALES = {"W": 1 / 64, "W1": 1 / 64, "W2": 1 / 64, "Q": 1 / 8, "K": 1 / 8, "Wgu": 1 / 64,
+          "Wd": 1 / 128}
+OUT_SHAPES = {"rmsnorm_linear": (2, 6144), "gated_mlp": (8, HIDDEN), "gqa": (2, 256, 64),
+              "lora": (16, HIDDEN), "ntrans": (8, HIDDEN), "gemm_softmax": (8, 32000),
+              "gemm_layernorm": (16, HIDDEN), "llama_mlp_block": (1, HIDDEN)}
+
+
+def numpy_args(name, rng):
+    return [(rng.uniform(-1, 1, size=s).astype(np.float32) * np.float32(SCALES.get(n, 1)))
+            for n, s in WORKLOADS[name][0]]
+
+
+def bytes_moved(name, elem):
+    shapes = [s for _, s in WORKLOADS[name][0]] + [OUT_SHAPES[name]]
+    return sum(math.prod(s) for s in shapes) * elem
+
+
+# ---- ONNX models of the same programs ---------------------------------------------------------
+
+def onnx_model(name):
+    from onnx import TensorProto, helper
+    nodes, inits = [], []
+    f = TensorProto.FLOAT
+    inputs = [helper.make_tensor_value_info(n, f, list(s)) for n, s in WORKLOADS[name][0]]
+    def c(nm, v):
+        inits.append(helper.make_tensor(nm, f, [], [float(v)]))
+        return nm
+    def n(op, ins, out, **kw):
+        nodes.append(helper.make_node(op, ins, [out], **kw))
+        return out
+    def rmsn(x, p, eps=1e-6):
+        sq = n("Mul", [x, x], p + "sq")
+        ms = n("ReduceMean", [sq], p + "ms", axes=[-1], keepdims=1)
+        d = n("Sqrt", [n("Add", [ms, c(p + "eps", eps)], p + "mse")], p + "d")
+        return n("Div", [x, d], p + "out")
+    def silu_(x, p):
+        return n("Mul", [x, n("Sigmoid", [x], p + "sig")], p + "silu")
+    if name == "rmsnorm_linear":
+        n("MatMul", [n("Mul", [rmsn("X", "r"), "G"], "xg"), "W"], "out")
+    elif name == "gated_mlp":
+        n("Mul", [silu_(n("MatMul", ["X", "W1"], "a"), "s"), n("MatMul", ["X", "W2"], "b")], "out")
+    elif name == "gqa":
+        e = n("Exp", [n("MatMul", ["Q", "K"], "qk")], "e")
+        s = n("ReduceSum", [e, "axes"], "s", keepdims=1)
+        inits.append(helper.make_tensor("axes", TensorProto.INT64, [1], [-1]))
+        n("MatMul", [n("Div", [e, s], "p"), "V"], "out")
+    elif name == "lora":
+        n("Add", [n("MatMul", ["X", "W"], "base"),
+                  n("MatMul", [n("MatMul", ["X", "A"], "down"), "B"], "delta")], "out")
+    elif name == "ntrans":
+        hx = n("Add", [rmsn("H", "h"), "X"], "hx")
+        n("Identity", [rmsn(n("Add", ["X", n("Mul", ["alpha", hx], "sc")], "res"), "o")], "out")
+    elif name == "gemm_softmax":
+        n("Softmax", [n("MatMul", ["X", "W"], "l")], "out", axis=-1)
+    elif name == "gemm_layernorm":
+        inits.append(helper.make_tensor("ones", f, [HIDDEN], [1.0] * HIDDEN))
+        n("LayerNormalization", [n("MatMul", ["X", "W"], "p"), "ones"], "out", axis=-1,
+          epsilon=1e-5)
+    elif name == "llama_mlp_block":
+        gu = n("MatMul", [n("Mul", [rmsn("X", "r"), "G"], "xg"), "Wgu"], "gu")
+        inits.append(helper.make_tensor("split", TensorProto.INT64, [2], [INTER, INTER]))
+        nodes.append(helper.make_node("Split", [gu, "split"], ["g", "u"], axis=-1))
+        h = n("Mul", [silu_("g", "s"), "u"], "h")
+        n("Add", [n("MatMul", [h, "Wd"], "down"), "X"], "out")
+    out = helper.make_tensor_value_info("out", f, None)
+    graph = helper.make_graph(nodes, name, inputs, [out], initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model.SerializeToString()
+
+
+def ort_time(name, arg_sets):
+    import onnxruntime as ort
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = THREADS
+    opts.inter_op_num_threads = 1
+    sess = ort.InferenceSession(onnx_model(name), opts, providers=["CPUExecutionProvider"])
+    names = [n for n, _ in WORKLOADS[name][0]]
+    feeds = [dict(zip(names, args)) for args in arg_sets]
+    ref = WORKLOADS[name][1](*arg_sets[0])
+    got = sess.run(None, feeds[0])[0]
+    err = float(np.max(np.abs(got - ref)) / (np.max(np.abs(ref)) + 1e-12))
+    if err > 1e-3:
+        raise RuntimeError(f"ONNX Runtime disagrees with numpy on {name}: rel err {err}")
+    return timeit(lambda feed: sess.run(None, feed), [(fd,) for fd in feeds])
+
+
+# ---- machine rates ---------------------------------------------------------------------------
+
+def copy_bandwidth(mb=512):
+    """Bytes read + written per second by two threads copying halves of a large array."""
+    src = np.ones(mb << 18, dtype=np.float32)
+    dst = np.empty_like(src)
+    half = src.size // 2
+    def part(i):
+        np.copyto(dst[i * half:(i + 1) * half], src[i * half:(i + 1) * half])
+    def both():
+        ts = [threading.Thread(target=part, args=(i,)) for i in range(THREADS)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+    best = min(timeit(both, [()], min_seconds=1.0, reps=5) for _ in range(2))
+    return 2 * src.nbytes / best
+
+
+def run_yirage(yirage, graph_file, budget, env):
+    cmd = [yirage, "optimize", graph_file, "--backend", "cpu", "--json", "--budget", str(budget)]
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+    if out.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed: {out.stderr.strip()}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def sgemm_graph(path):
+    g = {"schema": "yirage.kernel_graph", "version": 1,
+         "nodes": [{"name": "A", "op": "input", "dtype": "f32", "shape": [1024, 1024]},
+                   {"name": "B", "op": "input", "dtype": "f32", "shape": [1024, 1024]},
+                   {"name": "C", "op": "matmul", "inputs": ["A", "B"]}],
+         "outputs": [{"tensor": "C", "name": "C"}]}
+    with open(path, "w") as f:
+        json.dump(g, f)
+
+
+def geomean(xs):
+    xs = [x for x in xs if x and x > 0]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--yirage", default="build/release/yirage")
+    ap.add_argument("--out", default="bench/results/cpu_suite")
+    ap.add_argument("--budget", type=float, default=30, help="search seconds per workload")
+    ap.add_argument("--dtypes", default="f32,bf16")
+    ap.add_argument("--workloads", default=",".join(WORKLOADS))
+    args = ap.parse_args()
+    yirage = os.path.abspath(args.yirage)
+    tmp = tempfile.mkdtemp(prefix="yirage-cpu-bench-")
+    env = dict(os.environ, YIRAGE_CACHE_DIR=os.path.join(tmp, "cache"), YIRAGE_CPU_THREADS=str(THREADS))
+    names = args.workloads.split(",")
+    lines, rows = [], []
+    def say(s=""):
+        print(s, flush=True)
+        lines.append(s)
+
+    say(f"# python3 bench/cpu_bench.py {' '.join(sys.argv[1:])}")
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+    say(f"# machine: {cpu}, {os.cpu_count()} cpus, L3 {l3_bytes() >> 20} MiB, {platform.platform()}")
+    say(f"# date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {THREADS} threads everywhere")
+    import onnxruntime
+    say(f"# numpy {np.__version__}, onnxruntime {onnxruntime.__version__}")
+
+    bw = copy_bandwidth()
+    say(f"copy bandwidth (2 threads, read+write): {bw / 1e9:.1f} GB/s")
+    sg = os.path.join(tmp, "sgemm.json")
+    sgemm_graph(sg)
+    r = run_yirage(yirage, sg, 1, env)
+    ours_sgemm = next(c["seconds"] for c in r["candidates"] if c["label"] == "unfused")
+    rng = np.random.default_rng(0)
+    A, B = (rng.standard_normal((1024, 1024), dtype=np.float32) for _ in range(2))
+    blas_sgemm = timeit(lambda a, b: a @ b, [(A, B)])
+    flop = 2 * 1024 ** 3
+    say(f"SGEMM 1024^3: ours {flop / ours_sgemm / 1e9:.1f} GFLOP/s, OpenBLAS "
+        f"{flop / blas_sgemm / 1e9:.1f} GFLOP/s, ours/OpenBLAS {blas_sgemm / ours_sgemm:.2f}")
+    matrix_rate = max(flop / ours_sgemm, flop / blas_sgemm)
+    say()
+
+    peers = {}
+    for dtype in args.dtypes.split(","):
+        gdir = os.path.join(tmp, dtype)
+        subprocess.run([yirage, "suite", "export", gdir, "--dtype", dtype], check=True,
+                       capture_output=True)
+        for name in names:
+            r = run_yirage(yirage, os.path.join(gdir, name + ".json"), args.budget, env)
+            ok = [c for c in r["candidates"] if c["status"] == "ok"]
+            unfused = next((c["seconds"] for c in ok if c["label"] == "unfused"), None)
+            fused = [c for c in ok if c["label"] != "unfused"]
+            best_fused = min((c["seconds"] for c in fused), default=None)
+            ours = r["chosen_seconds"]
+            if name not in peers:  # numpy and ONNX Runtime run f32 (see the docstring)
+                rng = np.random.default_rng(1)
+                sets = rotated(lambda: numpy_args(name, rng))
+                t_ort = None
+                try:
+                    t_ort = ort_time(name, sets)
+                except Exception as e:  # noqa: BLE001 - reported, not hidden
+                    say(f"# ONNX Runtime failed on {name}: {e}")
+                peers[name] = (timeit(WORKLOADS[name][1], sets), t_ort)
+                del sets
+            t_np, t_ort = peers[name]
+            elem = 4 if dtype == "f32" else 2
+            floor_mem = bytes_moved(name, elem) / bw
+            floor_flop = WORKLOADS[name][2] / matrix_rate
+            floor = max(floor_mem, floor_flop)
+            rows.append({"workload": name, "dtype": dtype, "ours_s": ours, "fused_s": best_fused,
+                         "unfused_s": unfused, "numpy_s": t_np, "ort_s": t_ort,
+                         "chosen": r["chosen"], "floor_s": floor,
+                         "floor_kind": "bandwidth" if floor_mem >= floor_flop else "compute",
+                         "bytes": bytes_moved(name, elem), "flops": WORKLOADS[name][2],
+                         "candidates": r["candidates"]})
+    shutil.rmtree(tmp, ignore_errors=True)
+
+    ms = lambda s: f"{s * 1e3:9.3f}" if s else "        -"
+    say(f"{'workload':16} {'dtype':5} {'ours ms':>9} {'fused':>9} {'unfused':>9} {'numpy':>9} "
+        f"{'ORT':>9} {'x numpy':>8} {'x ORT':>7} {'floor%':>7} {'floor':>9}  chosen")
+    for x in rows:
+        vs_np = x["numpy_s"] / x["ours_s"]
+        vs_ort = x["ort_s"] / x["ours_s"] if x["ort_s"] else float("nan")
+        x["speedup_numpy"], x["speedup_ort"] = vs_np, vs_ort
+        x["floor_fraction"] = x["floor_s"] / x["ours_s"]
+        say(f"{x['workload']:16} {x['dtype']:5} {ms(x['ours_s'])} {ms(x['fused_s'])} "
+            f"{ms(x['unfused_s'])} {ms(x['numpy_s'])} {ms(x['ort_s'])} {vs_np:8.2f} {vs_ort:7.2f} "
+            f"{100 * x['floor_fraction']:6.1f}% {x['floor_kind']:>9}  {x['chosen']}")
+    summary = {}
+    for dtype in args.dtypes.split(","):
+        sel = [x for x in rows if x["dtype"] == dtype]
+        summary[dtype] = {"geomean_vs_numpy": geomean([x["speedup_numpy"] for x in sel]),
+                          "geomean_vs_ort": geomean([x["speedup_ort"] for x in sel])}
+        say(f"geo-mean {dtype}: {summary[dtype]['geomean_vs_numpy']:.2f}x over numpy+OpenBLAS, "
+            f"{summary[dtype]['geomean_vs_ort']:.2f}x over ONNX Runtime")
+    for name in ("rmsnorm_linear", "gated_mlp", "llama_mlp_block"):
+        for x in rows:
+            if x["workload"] == name and x["dtype"] == "f32":
+                frac = x["bytes"] / x["ours_s"] / bw
+                say(f"{name} f32 bs1: {x['bytes'] / x['ours_s'] / 1e9:.1f} GB/s = {100 * frac:.0f}% "
+                    f"of the 2-thread copy bandwidth")
+
+    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
+    with open(args.out + ".txt", "w") as f:
+        f.write("\n".join(lines) + "\n")
+    with open(args.out + ".json", "w") as f:
+        json.dump({"command": lines[0], "copy_bandwidth_Bps": bw, "sgemm_ours_s": ours_sgemm,
+                   "sgemm_openblas_s": blas_sgemm, "summary": summary, "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

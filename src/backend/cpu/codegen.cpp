@@ -1,0 +1,422 @@
+// Kernel-level lowering: one runtime call (or a short generated loop) per node, in graph order.
+//
+// Every tensor is stored in its own dtype, as the reference executor rounds each intermediate,
+// and computed in f32. A marked output is computed straight into its output buffer; a reshape is
+// a renamed pointer, since a row-major tensor's bytes do not move. Fused nodes are lowered by
+// codegen_block.cpp into functions of their own.
+#include <algorithm>
+#include <map>
+#include <set>
+#include <variant>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "backend/cpu/codegen.h"
+#include "support/error.h"
+
+namespace yirage::backend::cpu {
+namespace {
+
+using ir::Dims;
+using ir::DType;
+using ir::TensorRef;
+using ir::TensorType;
+
+constexpr int64_t kAlign = 64;
+
+int64_t align_up(int64_t bytes) {
+  return (bytes + kAlign - 1) / kAlign * kAlign;
+}
+
+int64_t tensor_bytes(const TensorType& t) {
+  return ir::num_elements(t.dims) * int64_t(ir::dtype_size(t.dtype));
+}
+
+// dims padded on the left to rank 4.
+std::vector<int64_t> pad4(const Dims& dims, int64_t fill = 1) {
+  std::vector<int64_t> out(4 - dims.size(), fill);
+  out.insert(out.end(), dims.begin(), dims.end());
+  return out;
+}
+
+// The element strides with which an operand of shape `dims` is read for a result of rank-4
+// padded shape: NumPy broadcasting, so a missing or extent-1 dim has stride 0.
+std::vector<int64_t> broadcast_strides4(const Dims& dims) {
+  std::vector<int64_t> strides = row_major_strides(dims);
+  for (size_t i = 0; i < dims.size(); ++i)
+    if (dims[i] == 1) strides[i] = 0;
+  std::vector<int64_t> out(4 - dims.size(), 0);
+  out.insert(out.end(), strides.begin(), strides.end());
+  return out;
+}
+
+struct AxisSplit {
+  int64_t outer = 1, extent = 1, inner = 1;
+  AxisSplit(const Dims& dims, int axis) {
+    for (int j = 0; j < axis; ++j) outer *= dims[size_t(j)];
+    extent = dims[size_t(axis)];
+    for (size_t j = size_t(axis) + 1; j < dims.size(); ++j) inner *= dims[j];
+  }
+};
+
+std::string unary_functor(const ir::UnaryOp& op) {
+  switch (op.fn) {
+    case ir::UnaryFn::exp: return "yr::Exp()";
+    case ir::UnaryFn::silu: return "yr::Silu()";
+    case ir::UnaryFn::gelu: return "yr::Gelu()";
+    case ir::UnaryFn::relu: return "yr::Relu()";
+    case ir::UnaryFn::sqrt: return "yr::Sqrt()";
+    case ir::UnaryFn::rsqrt: return "yr::Rsqrt()";
+    case ir::UnaryFn::square: return "yr::Square()";
+    case ir::UnaryFn::neg: return "yr::Neg()";
+    case ir::UnaryFn::reciprocal: return "yr::Recip()";
+    case ir::UnaryFn::mul_scalar: return fmt::format("yr::MulScalar{{{:.9e}f}}", op.scalar);
+  }
+  fail("cpu codegen: unary op with unknown function code {}", int(op.fn));
+}
+
+std::string binary_functor(ir::BinaryFn fn) {
+  switch (fn) {
+    case ir::BinaryFn::add: return "yr::Add()";
+    case ir::BinaryFn::sub: return "yr::Sub()";
+    case ir::BinaryFn::mul: return "yr::Mul()";
+    case ir::BinaryFn::div: return "yr::Div()";
+    case ir::BinaryFn::pow: return "yr::Pow()";
+  }
+  fail("cpu codegen: binary op with unknown function code {}", int(fn));
+}
+
+class Lowering {
+ public:
+  explicit Lowering(const ir::KernelGraph& graph) : graph_(graph) {}
+
+  std::string run() {
+    assign_storage();
+    body_.indent();
+    int fused_count = 0;
+    for (size_t id = 0; id < graph_.nodes().size(); ++id) {
+      const ir::Node& node = graph_.nodes()[id];
+      body_.line("// node {} '{}': {}", id, node.name, ir::op_name(node.op));
+      try {
+        lower(int32_t(id), node, fused_count);
+      } catch (const Error& e) {
+        fail("cpu backend: node '{}' ({}): {}", node.name, ir::op_name(node.op), e.what());
+      }
+    }
+    copy_unplaced_outputs();
+    body_.line("return 0;");
+    body_.dedent();
+
+    Emitter out;
+    out.raw(kRuntimeSource);
+    out.raw("\n// ==== generated ====\n");
+    out.raw(functions_.text());
+    out.line("extern \"C\" size_t yr_workspace_bytes(int nt) {{");
+    out.line("  return size_t({}) + size_t(nt) * (size_t({}) + size_t(yr::kPackFloats) * 4);",
+             fixed_bytes_, thread_bytes_);
+    out.line("}}");
+    out.line(
+        "extern \"C\" int yr_run(void* const* in, void* const* out, char* ws, int nt, char* err, "
+        "size_t errlen) {{");
+    out.line("  (void)in; (void)out; (void)err; (void)errlen; (void)nt;");
+    out.line("  char* thr = ws + {};", fixed_bytes_);
+    out.line("  const size_t thr_stride = size_t({}) + size_t(yr::kPackFloats) * 4;",
+             thread_bytes_);
+    out.line("  (void)thr; (void)thr_stride;");
+    out.raw(body_.text());
+    out.line("}}");
+    return out.text();
+  }
+
+ private:
+  // Where each tensor lives: an input or output buffer, an alias, or the fixed workspace.
+  void assign_storage() {
+    const auto& nodes = graph_.nodes();
+    std::map<TensorRef, size_t> first_output;
+    for (size_t o = 0; o < graph_.outputs().size(); ++o)
+      first_output.emplace(graph_.outputs()[o].tensor, o);
+    int input_index = 0;
+    for (size_t id = 0; id < nodes.size(); ++id) {
+      const ir::Node& node = nodes[id];
+      for (size_t port = 0; port < node.outputs.size(); ++port) {
+        const TensorRef ref{int32_t(id), int32_t(port)};
+        const TensorType& type = node.outputs[port];
+        std::string ptr;
+        if (std::holds_alternative<ir::InputOp>(node.op)) {
+          ptr = fmt::format("(({}*)in[{}])", c_type(type.dtype), input_index++);
+        } else if (std::holds_alternative<ir::ReshapeOp>(node.op)) {
+          ptr = fmt::format("(({}*){})", c_type(type.dtype), tensor(node.inputs[0]).ptr);
+        } else if (auto it = first_output.find(ref); it != first_output.end()) {
+          ptr = fmt::format("(({}*)out[{}])", c_type(type.dtype), it->second);
+          placed_.insert(it->second);
+        } else {
+          ptr = fmt::format("(({}*)(ws + {}))", c_type(type.dtype), fixed_bytes_);
+          fixed_bytes_ += align_up(tensor_bytes(type));
+        }
+        tensors_[ref] = CTensor{ptr, type};
+      }
+    }
+  }
+
+  const CTensor& tensor(TensorRef ref) const { return tensors_.at(ref); }
+  const CTensor& in(const ir::Node& node, size_t i) const { return tensor(node.inputs.at(i)); }
+  const CTensor& out(int32_t id, int32_t port = 0) const { return tensor({id, port}); }
+
+  int64_t scratch(int64_t bytes) {
+    const int64_t at = fixed_bytes_;
+    fixed_bytes_ += align_up(bytes);
+    return at;
+  }
+
+  void need_thread_bytes(int64_t bytes) {
+    thread_bytes_ = std::max(thread_bytes_, align_up(bytes));
+  }
+
+  void lower(int32_t id, const ir::Node& node, int& fused_count) {
+    std::visit(ir::Overloaded{
+                   [&](const ir::InputOp&) {},
+                   [&](const ir::ReshapeOp&) {},
+                   [&](const ir::MatmulOp&) { matmul(id, node); },
+                   [&](const ir::UnaryOp& op) {
+                     const CTensor& x = in(node, 0);
+                     body_.line("yr::unary_par({}, {}, {}, {}, nt);", unary_functor(op), x.ptr,
+                                out(id).ptr, ir::num_elements(x.type.dims));
+                   },
+                   [&](const ir::BinaryOp& op) {
+                     const CTensor &a = in(node, 0), &b = in(node, 1);
+                     const Dims& od = out(id).type.dims;
+                     const size_t rank = od.size();
+                     Dims ad = a.type.dims, bd = b.type.dims;
+                     ad.insert(ad.begin(), rank - ad.size(), 1);
+                     bd.insert(bd.begin(), rank - bd.size(), 1);
+                     body_.line("{{ static const int64_t sa[] = {}, sb[] = {}, d[] = {};",
+                                brace_list(broadcast_strides4(ad)),
+                                brace_list(broadcast_strides4(bd)), brace_list(pad4(od)));
+                     body_.line("  yr::binary4_par({}, {}, sa, {}, sb, {}, d, nt); }}",
+                                binary_functor(op.fn), a.ptr, b.ptr, out(id).ptr);
+                   },
+                   [&](const ir::ReduceOp& op) {
+                     const CTensor& x = in(node, 0);
+                     AxisSplit v(x.type.dims, op.dim);
+                     const char* fn = op.fn == ir::ReduceFn::sum    ? "yr::Red::sum"
+                                      : op.fn == ir::ReduceFn::mean ? "yr::Red::mean"
+                                                                    : "yr::Red::max";
+                     body_.line("yr::reduce({}, {}, {}, {}, {}, {}, nt);", fn, x.ptr, out(id).ptr,
+                                v.outer, v.extent, v.inner);
+                   },
+                   [&](const ir::RmsNormOp& op) {
+                     norm(id, node, op.normalized_shape, op.eps, op.has_weight, false, false);
+                   },
+                   [&](const ir::LayerNormOp& op) {
+                     norm(id, node, op.normalized_shape, op.eps, op.has_weight, op.has_bias, true);
+                   },
+                   [&](const ir::SoftmaxOp& op) {
+                     const CTensor& x = in(node, 0);
+                     AxisSplit v(x.type.dims, op.dim);
+                     need_thread_bytes(v.extent * 4);
+                     body_.line("yr::softmax({}, {}, {}, {}, {}, thr, thr_stride, nt);", x.ptr,
+                                out(id).ptr, v.outer, v.extent, v.inner);
+                   },
+                   [&](const ir::ConcatOp& op) { concat_split(id, node, op.dim, true); },
+                   [&](const ir::SplitOp& op) { concat_split(id, node, op.dim, false); },
+                   [&](const ir::PermuteOp& op) { permute(id, node, op); },
+                   [&](const ir::EmbeddingOp&) { embedding(id, node); },
+                   [&](const ir::RopeOp& op) { rope(id, node, op); },
+                   [&](const ir::FusedOp& op) {
+                     std::vector<CTensor> operands, outputs;
+                     for (size_t i = 0; i < node.inputs.size(); ++i)
+                       operands.push_back(in(node, i));
+                     for (size_t p = 0; p < node.outputs.size(); ++p)
+                       outputs.push_back(out(id, int32_t(p)));
+                     FusedFunction f = lower_fused(
+                         *op.body, fmt::format("yr_fused_{}", fused_count++), operands, outputs);
+                     functions_.raw(f.definition);
+                     body_.line("{}", f.call);
+                     need_thread_bytes(f.thread_scratch_bytes);
+                   },
+               },
+               node.op);
+  }
+
+  void matmul(int32_t id, const ir::Node& node) {
+    const CTensor &a = in(node, 0), &b = in(node, 1);
+    const CTensor& o = out(id);
+    const Dims &ad = a.type.dims, &bd = b.type.dims, &od = o.type.dims;
+    const int64_t m = od[od.size() - 2], n = od.back(), k = ad.back();
+    const Dims batch(od.begin(), od.end() - 2);
+    const Dims a_batch(ad.begin(), ad.end() - 2), b_batch(bd.begin(), bd.end() - 2);
+    const int64_t batches = ir::num_elements(batch);
+    std::vector<int64_t> a_off, b_off;
+    for (int64_t q = 0; q < batches; ++q) {
+      Dims coords(batch.size());
+      int64_t rest = q;
+      for (size_t j = batch.size(); j-- > 0;) {
+        coords[j] = rest % batch[j];
+        rest /= batch[j];
+      }
+      auto index = [&](const Dims& dims) {
+        const size_t lead = coords.size() - dims.size();
+        int64_t index = 0;
+        for (size_t j = 0; j < dims.size(); ++j)
+          index = index * dims[j] + (dims[j] == 1 ? 0 : coords[lead + j]);
+        return index;
+      };
+      a_off.push_back(index(a_batch) * m * k);
+      b_off.push_back(index(b_batch) * k * n);
+    }
+    std::string c32 = o.ptr;
+    if (o.type.dtype != DType::f32)
+      c32 = fmt::format("((float*)(ws + {}))", scratch(batches * m * n * 4));
+    body_.line("{{ static const int64_t ao[] = {}, bo[] = {};", brace_list(a_off),
+               brace_list(b_off));
+    body_.line("  yr::matmul({}, ao, bo, {}, {}, {}, {}, {}, {}, {}, thr, thr_stride, nt); }}",
+               batches, m, n, k, a.ptr, b.ptr, o.ptr, c32);
+  }
+
+  void norm(int32_t id, const ir::Node& node, const Dims& shape, double eps, bool weight, bool bias,
+            bool centered) {
+    const CTensor& x = in(node, 0);
+    const int64_t group = ir::num_elements(shape);
+    const int64_t rows = ir::num_elements(x.type.dims) / group;
+    const std::string null = fmt::format("(const {}*)nullptr", c_type(x.type.dtype));
+    const std::string w = weight ? in(node, 1).ptr : null;
+    const std::string b = bias ? in(node, weight ? 2 : 1).ptr : null;
+    body_.line("yr::norm_rows({}, {}, {}, {}, {}, {}, {:.9e}f, {}, nt);", x.ptr, w, b, out(id).ptr,
+               rows, group, eps, centered ? "true" : "false");
+  }
+
+  // Concat copies each operand into its slot along `dim`; split copies each slot out.
+  void concat_split(int32_t id, const ir::Node& node, int dim, bool concat) {
+    const TensorType& whole = concat ? out(id).type : in(node, 0).type;
+    const AxisSplit w(whole.dims, dim);
+    const std::string whole_ptr = concat ? out(id).ptr : in(node, 0).ptr;
+    int64_t offset = 0;
+    const size_t parts = concat ? node.inputs.size() : node.outputs.size();
+    for (size_t p = 0; p < parts; ++p) {
+      const CTensor& part = concat ? in(node, p) : out(id, int32_t(p));
+      const AxisSplit v(part.type.dims, dim);
+      const std::vector<int64_t> d{1, v.outer, v.extent, v.inner};
+      const std::vector<int64_t> part_s{0, v.extent * v.inner, v.inner, 1};
+      const std::vector<int64_t> whole_s{0, w.extent * w.inner, w.inner, 1};
+      const std::string at = fmt::format("{} + {}", whole_ptr, offset * w.inner);
+      body_.line("{{ static const int64_t s[] = {}, ds[] = {}, d[] = {};",
+                 brace_list(concat ? part_s : whole_s), brace_list(concat ? whole_s : part_s),
+                 brace_list(d));
+      body_.line("  yr::copy4({}, s, {}, ds, d, nt); }}", concat ? part.ptr : at,
+                 concat ? at : part.ptr);
+      offset += v.extent;
+    }
+  }
+
+  void permute(int32_t id, const ir::Node& node, const ir::PermuteOp& op) {
+    const CTensor& x = in(node, 0);
+    const CTensor& o = out(id);
+    const std::vector<int64_t> xs = row_major_strides(x.type.dims);
+    std::vector<int64_t> s;
+    for (int p : op.perm) s.push_back(xs[size_t(p)]);
+    s.insert(s.begin(), 4 - s.size(), 0);
+    std::vector<int64_t> ds = row_major_strides(o.type.dims);
+    ds.insert(ds.begin(), 4 - ds.size(), 0);
+    body_.line("{{ static const int64_t s[] = {}, ds[] = {}, d[] = {};", brace_list(s),
+               brace_list(ds), brace_list(pad4(o.type.dims)));
+    body_.line("  yr::copy4({}, s, {}, ds, d, nt); }}", x.ptr, o.ptr);
+  }
+
+  void embedding(int32_t id, const ir::Node& node) {
+    const CTensor &table = in(node, 0), &ids = in(node, 1);
+    const int64_t vocab = table.type.dims[0], width = table.type.dims[1];
+    body_.line("for (int64_t t = 0; t < {}; ++t) {{", ir::num_elements(ids.type.dims));
+    body_.line("  const int32_t id = {}[t];", ids.ptr);
+    body_.line("  if (id < 0 || id >= {}) {{", vocab);
+    body_.line(
+        "    snprintf(err, errlen, \"embedding '{}': ids element %lld = %d is outside the "
+        "table's rows [0, {})\", (long long)t, int(id));",
+        node.name, vocab);
+    body_.line("    return 1;");
+    body_.line("  }}");
+    body_.line("  std::memcpy({} + t * {}, {} + int64_t(id) * {}, {});", out(id).ptr, width,
+               table.ptr, width, width * int64_t(ir::dtype_size(table.type.dtype)));
+    body_.line("}}");
+  }
+
+  void rope(int32_t id, const ir::Node& node, const ir::RopeOp& op) {
+    const CTensor &x = in(node, 0), &pos = in(node, 1);
+    const Dims& d = x.type.dims;
+    const int64_t seq = d[d.size() - 3], heads = d[d.size() - 2], hd = d.back();
+    const int64_t outer = ir::num_elements(d) / (seq * heads * hd);
+    const bool inter = op.style == ir::RopeStyle::interleaved;
+    body_.line("for (int64_t s = 0; s < {}; ++s) {{", seq);
+    body_.line("  const int32_t p = {}[s];", pos.ptr);
+    body_.line("  if (p < 0) {{");
+    body_.line(
+        "    snprintf(err, errlen, \"rope '{}': positions[%lld] = %d is negative; positions "
+        "count from 0\", (long long)s, int(p));",
+        node.name);
+    body_.line("    return 1;");
+    body_.line("  }}");
+    body_.line("  for (int64_t i = 0; i < {}; ++i) {{", hd / 2);
+    body_.line("    const double ang = double(p) * std::pow({:.17g}, -2.0 * double(i) / {}.0);",
+               op.theta, hd);
+    body_.line("    const float c = float(std::cos(ang)), sn = float(std::sin(ang));");
+    body_.line("    const int64_t ia = {}, ib = {};", inter ? "2 * i" : "i",
+               inter ? "2 * i + 1" : fmt::format("i + {}", hd / 2));
+    body_.line("    for (int64_t o = 0; o < {}; ++o)", outer);
+    body_.line("      for (int64_t h = 0; h < {}; ++h) {{", heads);
+    body_.line("        const int64_t base = ((o * {} + s) * {} + h) * {};", seq, heads, hd);
+    body_.line("        const float a = yr::ld({0}[base + ia]), b = yr::ld({0}[base + ib]);",
+               x.ptr);
+    body_.line("        yr::st({0} + base + ia, a * c - b * sn);", out(id).ptr);
+    body_.line("        yr::st({0} + base + ib, a * sn + b * c);", out(id).ptr);
+    body_.line("      }}");
+    body_.line("  }}");
+    body_.line("}}");
+  }
+
+  // Outputs that are inputs, reshapes of something, or marked twice get a byte copy at the end.
+  void copy_unplaced_outputs() {
+    for (size_t o = 0; o < graph_.outputs().size(); ++o) {
+      if (placed_.count(o)) continue;
+      const CTensor& t = tensor(graph_.outputs()[o].tensor);
+      body_.line("std::memcpy(out[{}], {}, {});", o, t.ptr, tensor_bytes(t.type));
+    }
+  }
+
+  const ir::KernelGraph& graph_;
+  std::map<TensorRef, CTensor> tensors_;
+  std::set<size_t> placed_;  // outputs whose buffer a node writes directly
+  int64_t fixed_bytes_ = 0;
+  int64_t thread_bytes_ = 0;
+  Emitter functions_;
+  Emitter body_;
+};
+
+}  // namespace
+
+std::string c_type(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return "float";
+    case DType::f16: return "yr::f16";
+    case DType::bf16: return "yr::bf16";
+    case DType::i32: return "int32_t";
+    case DType::i8: return "int8_t";
+    case DType::u8: return "uint8_t";
+  }
+  fail("cpu codegen: unknown dtype code {}", int(dtype));
+}
+
+std::vector<int64_t> row_major_strides(const Dims& dims) {
+  std::vector<int64_t> strides(dims.size(), 1);
+  for (size_t j = dims.size(); j-- > 1;) strides[j - 1] = strides[j] * dims[j];
+  return strides;
+}
+
+std::string brace_list(const std::vector<int64_t>& values) {
+  return fmt::format("{{{}}}", fmt::join(values, ", "));
+}
+
+std::string generate_source(const ir::KernelGraph& graph) {
+  return Lowering(graph).run();
+}
+
+}  // namespace yirage::backend::cpu

@@ -1,0 +1,262 @@
+// The pipeline: cache lookup, then search -> compile -> check -> profile -> select -> store.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <future>
+#include <map>
+#include <random>
+#include <thread>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "search/search.h"
+#include "support/error.h"
+#include "support/version.h"
+#include "tune/tune.h"
+
+namespace yirage::tune {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+std::string signature_of(const ir::KernelGraph& graph) {
+  std::vector<std::string> parts;
+  for (ir::TensorRef in : ir::canonical_input_order(graph))
+    parts.push_back(ir::format_type(graph.type(in)));
+  std::vector<std::string> outs;
+  for (const ir::GraphOutput& o : graph.outputs())
+    outs.push_back(ir::format_type(graph.type(o.tensor)));
+  return fmt::format("({}) -> ({})", fmt::join(parts, ", "), fmt::join(outs, ", "));
+}
+
+std::vector<Candidate> search_candidates(const ir::KernelGraph& graph,
+                                         const backend::DeviceDescription& device, double seconds) {
+  search::SearchOptions options;
+  options.budget_seconds = seconds;
+  search::SearchResult result = search::superoptimize(graph, device, options);
+  std::vector<Candidate> candidates;
+  for (size_t i = 0; i < result.ranked.size(); ++i) {
+    const search::Candidate& c = result.ranked[i];
+    candidates.push_back({fmt::format("search #{} ({} kernel{}, estimated {:.3g} s)", i, c.kernels,
+                                      c.kernels == 1 ? "" : "s", c.estimated_seconds),
+                          c.mugraph});
+  }
+  return candidates;
+}
+
+// Rebuilds `g` so that its inputs come in `order` (indices into g.inputs()).
+ir::KernelGraph reorder_inputs(const ir::KernelGraph& g, const std::vector<size_t>& order) {
+  const std::vector<ir::TensorRef> inputs = g.inputs();
+  ir::KernelGraph out;
+  std::map<int32_t, int32_t> node_map;
+  for (size_t i : order) {
+    const ir::Node& n = g.node(inputs[i].node);
+    node_map[inputs[i].node] = out.input(n.name, n.outputs[0].dims, n.outputs[0].dtype).node;
+  }
+  for (size_t id = 0; id < g.nodes().size(); ++id) {
+    const ir::Node& n = g.nodes()[id];
+    if (std::holds_alternative<ir::InputOp>(n.op)) continue;
+    std::vector<ir::TensorRef> operands;
+    for (ir::TensorRef t : n.inputs) operands.push_back({node_map.at(t.node), t.port});
+    node_map[int32_t(id)] = out.add_node(n.op, operands, n.name).at(0).node;
+  }
+  for (const ir::GraphOutput& o : g.outputs())
+    out.mark_output({node_map.at(o.tensor.node), o.tensor.port}, o.name);
+  return out;
+}
+
+// The winner stored for `original`, with inputs in `graph`'s order: both have the same structural
+// hash, so their inputs correspond by canonical position; the winner keeps the original's input
+// names.
+ir::KernelGraph bind_to(const ir::KernelGraph& graph, const ir::KernelGraph& original,
+                        const ir::KernelGraph& winner) {
+  const std::vector<ir::TensorRef> g_canon = ir::canonical_input_order(graph);
+  const std::vector<ir::TensorRef> o_canon = ir::canonical_input_order(original);
+  std::map<std::string, size_t> winner_index;
+  const std::vector<ir::TensorRef> w_inputs = winner.inputs();
+  for (size_t i = 0; i < w_inputs.size(); ++i) winner_index[winner.node(w_inputs[i].node).name] = i;
+  std::map<int32_t, size_t> canon_of_g;
+  for (size_t c = 0; c < g_canon.size(); ++c) canon_of_g[g_canon[c].node] = c;
+  std::vector<size_t> order;
+  bool identity = true;
+  for (ir::TensorRef in : graph.inputs()) {
+    const size_t c = canon_of_g.at(in.node);
+    const std::string& name = original.node(o_canon.at(c).node).name;
+    auto it = winner_index.find(name);
+    if (it == winner_index.end())
+      fail("tuning cache: the cached µGraph has no input '{}'; clear the entry", name);
+    identity = identity && it->second == order.size();
+    order.push_back(it->second);
+  }
+  return identity ? winner : reorder_inputs(winner, order);
+}
+
+// Largest |a - e| relative to the expected tensor's scale, per dtype tolerance.
+std::string compare_outputs(const std::vector<ir::HostTensor>& actual,
+                            const std::vector<ir::HostTensor>& expected) {
+  for (size_t o = 0; o < expected.size(); ++o) {
+    const ir::HostTensor &a = actual[o], &e = expected[o];
+    const ir::DType t = e.type.dtype;
+    const double rtol = t == ir::DType::f32 ? 1e-3 : t == ir::DType::f16 ? 3e-2 : 8e-2;
+    double scale = 1e-3;
+    for (int64_t i = 0; i < e.size(); ++i)
+      if (std::isfinite(e.get(i))) scale = std::max(scale, double(std::fabs(e.get(i))));
+    for (int64_t i = 0; i < e.size(); ++i) {
+      const double av = a.get(i), ev = e.get(i);
+      if (std::isnan(ev) && std::isnan(av)) continue;
+      if (!(std::fabs(av - ev) <= rtol * (std::fabs(ev) + 0.1 * scale)))
+        return fmt::format("output {} element {}: {} where the unfused graph gives {}", o, i, av,
+                           ev);
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+CacheKey cache_key(const ir::KernelGraph& graph, const backend::Backend& backend) {
+  return {ir::structural_hash_hex(graph), signature_of(graph), std::string(backend.name()),
+          backend.device().fingerprint, kVersion};
+}
+
+std::optional<ir::KernelGraph> cached_winner(const ir::KernelGraph& graph,
+                                             const backend::Backend& backend,
+                                             const std::filesystem::path& cache_path) {
+  TuningCache cache(cache_path.empty() ? TuningCache::default_path() : cache_path);
+  std::optional<CacheEntry> entry = cache.lookup(cache_key(graph, backend));
+  if (!entry || entry->chosen < 0 || size_t(entry->chosen) >= entry->candidates.size())
+    return std::nullopt;
+  return bind_to(graph, ir::parse_kernel_graph(entry->original_json),
+                 ir::parse_kernel_graph(entry->candidates[size_t(entry->chosen)].graph_json));
+}
+
+OptimizeResult optimize(const ir::KernelGraph& graph, backend::Backend& backend,
+                        const OptimizeOptions& options) {
+  auto log = [&](const std::string& line) {
+    if (options.log) options.log(line);
+  };
+  TuningCache cache(options.cache_path.empty() ? TuningCache::default_path() : options.cache_path);
+  const CacheKey key = cache_key(graph, backend);
+  OptimizeResult result;
+  if (options.read_cache) {
+    if (std::optional<CacheEntry> entry = cache.lookup(key);
+        entry && entry->chosen >= 0 && size_t(entry->chosen) < entry->candidates.size()) {
+      log(fmt::format("cache hit: entry {} in {} ({}, {:.3f} ms); search and profiling skipped",
+                      key.id().substr(0, 12), cache.path().string(),
+                      entry->candidates[size_t(entry->chosen)].label, entry->chosen_seconds * 1e3));
+      result.cache_hit = true;
+      result.chosen =
+          bind_to(graph, ir::parse_kernel_graph(entry->original_json),
+                  ir::parse_kernel_graph(entry->candidates[size_t(entry->chosen)].graph_json));
+      result.entry = std::move(*entry);
+      return result;
+    }
+    log(fmt::format("cache miss: no entry {} for device {} in {}", key.id().substr(0, 12),
+                    key.fingerprint, cache.path().string()));
+  }
+
+  // 1. Candidates, the unfused graph first.
+  const backend::DeviceDescription device = backend.device();
+  auto start = Clock::now();
+  std::vector<Candidate> candidates =
+      options.candidates ? options.candidates(graph, device)
+                         : search_candidates(graph, device, options.search_seconds);
+  const uint64_t unfused_hash = ir::structural_hash(graph);
+  std::vector<Candidate> ordered{{"unfused", graph}};
+  for (Candidate& c : candidates) {
+    if (int(ordered.size()) > options.max_candidates) break;
+    if (ir::structural_hash(c.graph) == unfused_hash &&
+        c.graph.nodes().size() == graph.nodes().size())
+      continue;  // the unfused graph again
+    ordered.push_back(std::move(c));
+  }
+  log(fmt::format("{} candidates in {:.2f} s", ordered.size(), seconds_since(start)));
+
+  // 2. Compile them in parallel; each failure is recorded, never fatal.
+  start = Clock::now();
+  std::vector<std::future<std::unique_ptr<backend::Module>>> compiles;
+  for (const Candidate& c : ordered)
+    compiles.push_back(
+        std::async(std::launch::async, [&backend, &c] { return backend.compile(c.graph); }));
+  std::vector<std::unique_ptr<backend::Module>> modules;
+  std::vector<CandidateRecord> records;
+  for (size_t i = 0; i < ordered.size(); ++i) {
+    CandidateRecord r{ordered[i].label, "ok", -1, {}, ir::to_json(ordered[i].graph).dump()};
+    try {
+      modules.push_back(compiles[i].get());
+    } catch (const std::exception& e) {
+      modules.push_back(nullptr);
+      r.status = "compile_error";
+      r.message = e.what();
+    }
+    records.push_back(std::move(r));
+  }
+  log(fmt::format("compiled {} candidates in {:.2f} s", ordered.size(), seconds_since(start)));
+
+  // 3. Same random inputs through every candidate; compare with the unfused graph's outputs.
+  std::mt19937_64 rng(options.profile.seed + 1);
+  std::vector<ir::HostTensor> inputs;
+  for (ir::TensorRef in : graph.inputs()) {
+    inputs.emplace_back(graph.type(in));
+    ir::fill_random(inputs.back(), rng, -0.25f, 0.25f);
+  }
+  std::optional<std::vector<ir::HostTensor>> expected;
+  for (size_t i = 0; i < ordered.size(); ++i) {
+    if (!modules[i]) continue;
+    try {
+      std::vector<ir::HostTensor> out = backend::run_on(backend, ordered[i].graph, inputs);
+      if (!expected) {
+        expected = std::move(out);  // the first that runs: the unfused graph, normally
+      } else if (std::string diff = compare_outputs(out, *expected); !diff.empty()) {
+        records[i].status = "mismatch";
+        records[i].message = diff;
+        modules[i].reset();
+      }
+    } catch (const std::exception& e) {
+      records[i].status = "run_error";
+      records[i].message = e.what();
+      modules[i].reset();
+    }
+  }
+
+  // 4. Profile the survivors; 5. select the fastest.
+  int best = -1;
+  for (size_t i = 0; i < ordered.size(); ++i) {
+    if (!modules[i]) continue;
+    Profile p = profile(backend, *modules[i], ordered[i].graph, options.profile);
+    records[i].seconds = p.median_seconds;
+    log(fmt::format("  {:<50} {:10.3f} ms (median of {}, {} input sets)", records[i].label,
+                    p.median_seconds * 1e3, p.repetitions, p.input_sets));
+    if (best < 0 || p.median_seconds < records[size_t(best)].seconds) best = int(i);
+  }
+  if (best < 0) {
+    std::vector<std::string> why;
+    for (const CandidateRecord& r : records)
+      why.push_back(fmt::format("{}: {}", r.label, r.message));
+    fail("optimize: no candidate compiled and ran on backend '{}': {}", backend.name(),
+         fmt::join(why, "; "));
+  }
+
+  // 6. Store.
+  CacheEntry entry;
+  entry.key = key;
+  entry.device_name = device.name;
+  entry.original_json = ir::to_json(graph).dump();
+  entry.chosen = best;
+  entry.chosen_seconds = records[size_t(best)].seconds;
+  entry.candidates = std::move(records);
+  cache.store(entry);
+  log(fmt::format("chose {} ({:.3f} ms); stored as entry {} in {}",
+                  entry.candidates[size_t(best)].label, entry.chosen_seconds * 1e3,
+                  key.id().substr(0, 12), cache.path().string()));
+  result.chosen = ordered[size_t(best)].graph;
+  result.entry = std::move(entry);
+  return result;
+}
+
+}  // namespace yirage::tune

@@ -1,0 +1,159 @@
+// YiRage tuning: measure candidates on the device that will run them, and remember the winner.
+//
+// This stage closes the pipeline. optimize() takes a kernel graph and a backend, asks the search
+// for ranked candidate µGraphs (the unfused graph is always one), compiles them on the backend in
+// parallel (a candidate that fails to compile is recorded with the compiler's message and
+// skipped), checks each one's outputs against the unfused graph's on the same random inputs,
+// times the survivors with the profiler, and stores the fastest in the tuning cache with every
+// candidate's time. The cache is an SQLite database in WAL mode keyed by (structural graph hash,
+// input and output types, backend, device fingerprint, engine version); a second optimize() of the
+// same program on the same device is a hit that skips search and profiling, and an entry made on
+// a device with another fingerprint is never used. The profiler warms up, repeats and takes the
+// median, and rotates several copies of the inputs so that weights that would not stay in the
+// caches in real use are not timed from them. SQLite stays inside this library.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "backend/backend.h"
+#include "ir/ir.h"
+
+namespace yirage::tune {
+
+// ==== profiler ===================================================================================
+
+struct ProfileOptions {
+  int warmup = 2;
+  int min_repetitions = 5;
+  int max_repetitions = 200;
+  double min_seconds = 0.3;  // keep repeating until this much time was measured (or max reps)
+  // Copies of the inputs cycled through, so that together they exceed twice the last-level
+  // cache (capabilities "l3_bytes", else 32 MiB); at most max_input_sets and max_rotation_bytes.
+  bool rotate_inputs = true;
+  int max_input_sets = 256;
+  int64_t max_rotation_bytes = int64_t(1) << 30;
+  uint64_t seed = 0;
+};
+
+struct Profile {
+  double median_seconds = 0;
+  double min_seconds = 0;
+  double mean_seconds = 0;
+  int repetitions = 0;
+  int input_sets = 0;
+};
+
+// Times launches of `module` (compiled from `graph` on `backend`) on random inputs: each timed
+// launch includes backend.synchronize().
+Profile profile(backend::Backend& backend, backend::Module& module, const ir::KernelGraph& graph,
+                const ProfileOptions& options = {});
+
+// ==== tuning cache ===============================================================================
+
+struct CacheKey {
+  std::string graph_hash;      // ir::structural_hash_hex
+  std::string signature;       // input and output types in canonical order
+  std::string backend;         // "cpu"
+  std::string fingerprint;     // the device's
+  std::string engine_version;  // yirage's version
+  // A 32-hex-digit id of the five fields: the entry's primary key.
+  std::string id() const;
+};
+
+CacheKey cache_key(const ir::KernelGraph& graph, const backend::Backend& backend);
+
+struct CandidateRecord {
+  std::string label;       // "unfused", "search #2 (1 kernel)", ...
+  std::string status;      // "ok", "compile_error", "mismatch", "run_error", "slower_than_budget"
+  double seconds = -1;     // the profiled median; negative when not profiled
+  std::string message;     // why it was rejected, one line
+  std::string graph_json;  // the µGraph
+};
+
+struct CacheEntry {
+  CacheKey key;
+  std::string device_name;
+  std::string original_json;  // the graph that was optimized
+  int chosen = -1;            // index into candidates
+  double chosen_seconds = 0;
+  std::string created;  // UTC, ISO 8601
+  std::vector<CandidateRecord> candidates;
+};
+
+class TuningCache {
+ public:
+  // Opens or creates the database (and its folder). Throws yirage::Error naming the file.
+  explicit TuningCache(std::filesystem::path path);
+  ~TuningCache();
+  TuningCache(const TuningCache&) = delete;
+  TuningCache& operator=(const TuningCache&) = delete;
+
+  // $YIRAGE_CACHE_DIR/tuning.sqlite, else $XDG_CACHE_HOME/yirage/tuning.sqlite, else
+  // ~/.cache/yirage/tuning.sqlite.
+  static std::filesystem::path default_path();
+  const std::filesystem::path& path() const { return path_; }
+
+  // The entry stored under exactly this key (fingerprint included), with its candidates.
+  std::optional<CacheEntry> lookup(const CacheKey& key);
+  // Replaces the entry for entry.key, atomically with its candidates.
+  void store(const CacheEntry& entry);
+  // Every entry, newest first, without candidate graphs.
+  std::vector<CacheEntry> list();
+  // The entry whose id starts with `prefix`; throws when several match.
+  std::optional<CacheEntry> find(std::string_view prefix);
+  // Removes every entry (or the one with this id); returns how many went.
+  int clear(std::optional<std::string> id = std::nullopt);
+
+  struct Db;  // the SQLite connection, opaque outside cache.cpp
+
+ private:
+  std::filesystem::path path_;
+  Db* db_ = nullptr;
+};
+
+// ==== the pipeline ===============================================================================
+
+struct Candidate {
+  std::string label;
+  ir::KernelGraph graph;
+};
+
+// Where candidates come from; the default asks search::superoptimize with search_seconds.
+using CandidateSource = std::function<std::vector<Candidate>(const ir::KernelGraph& graph,
+                                                             const backend::DeviceDescription&)>;
+
+struct OptimizeOptions {
+  std::filesystem::path cache_path;  // empty: TuningCache::default_path()
+  bool read_cache = true;            // false: search and profile even when an entry exists
+  CandidateSource candidates;        // empty: the search
+  double search_seconds = 30;
+  int max_candidates = 6;  // the best-ranked ones are compiled and profiled
+  ProfileOptions profile;
+  // Progress lines ("cache hit ...", "compiled 3 candidates in 2.1 s", ...); may be empty.
+  std::function<void(const std::string&)> log;
+};
+
+struct OptimizeResult {
+  bool cache_hit = false;
+  ir::KernelGraph chosen;  // with the original graph's inputs, in its input order
+  CacheEntry entry;
+};
+
+// search -> compile -> check -> profile -> select -> cache, or a cache hit. Throws yirage::Error
+// when no candidate compiles and runs (the messages of each are in the error).
+OptimizeResult optimize(const ir::KernelGraph& graph, backend::Backend& backend,
+                        const OptimizeOptions& options = {});
+
+// The cached winner for `graph` on `backend`'s device, bound to `graph`'s inputs in its order;
+// nullopt when the cache has no entry for it.
+std::optional<ir::KernelGraph> cached_winner(const ir::KernelGraph& graph,
+                                             const backend::Backend& backend,
+                                             const std::filesystem::path& cache_path = {});
+
+}  // namespace yirage::tune
