@@ -1,109 +1,85 @@
-// The "cuda" backend: NVIDIA GPUs through the driver API. Only the device probe exists so far;
-// until the code generator lands the backend describes the GPU it finds and says it cannot run.
+// The "cuda" backend: NVIDIA GPUs through the driver API.
 //
-// The driver is loaded at run time with dlopen, and the few entry points the probe needs are
-// declared here by hand, so that building YiRage needs neither the CUDA toolkit nor a GPU and
-// one binary runs on machines with and without a driver.
-#include <dlfcn.h>
-
-#include <cstddef>
+// The driver and NVRTC are loaded at run time (driver.h), so one binary runs on machines with
+// and without them; without a driver the backend describes nothing and says why. compile()
+// lowers the graph to CUDA C++ (codegen.h), compiles each kernel with NVRTC for the device's
+// compute capability through the cubin cache, and loads it. A module runs its kernels on one
+// stream; the second launch on the same buffers captures them into a CUDA graph, and later
+// launches on those buffers replay it.
+//
+// Capabilities: compute_capability, sm_arch, multiprocessors, shared_memory_per_block_optin_bytes,
+// l2_bytes, memory_bytes, driver_version, device_count, and "search" (backend.h).
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
 
 #include <fmt/format.h>
 
 #include "backend/backend_factories.h"
+#include "backend/cuda/cuda.h"
+#include "backend/cuda/driver.h"
 #include "backend/fingerprint.h"
 #include "support/error.h"
 
 namespace yirage::backend {
 namespace {
 
-// From cuda.h: CUresult is an enum whose success value is 0, CUdevice an int ordinal.
-using CUresult = int;
-using CUdevice = int;
-constexpr CUresult kCudaSuccess = 0;
-
-using CuInit = CUresult (*)(unsigned int flags);
-using CuDriverGetVersion = CUresult (*)(int* version);
-using CuDeviceGetCount = CUresult (*)(int* count);
-using CuDeviceGet = CUresult (*)(CUdevice* device, int ordinal);
-using CuDeviceGetName = CUresult (*)(char* name, int length, CUdevice device);
-using CuDeviceGetAttribute = CUresult (*)(int* value, int attribute, CUdevice device);
-using CuDeviceTotalMem = CUresult (*)(size_t* bytes, CUdevice device);
-using CuGetErrorName = CUresult (*)(CUresult error, const char** name);
-
-// CUdevice_attribute values from cuda.h.
-constexpr int kAttrMultiprocessorCount = 16;
-constexpr int kAttrL2CacheSize = 38;
-constexpr int kAttrComputeCapabilityMajor = 75;
-constexpr int kAttrComputeCapabilityMinor = 76;
-constexpr int kAttrMaxSharedMemoryPerBlockOptin = 97;
-
-struct DriverApi {
-  CuInit init = nullptr;
-  CuDriverGetVersion driver_get_version = nullptr;
-  CuDeviceGetCount device_get_count = nullptr;
-  CuDeviceGet device_get = nullptr;
-  CuDeviceGetName device_get_name = nullptr;
-  CuDeviceGetAttribute device_get_attribute = nullptr;
-  CuDeviceTotalMem device_total_mem = nullptr;
-  CuGetErrorName get_error_name = nullptr;  // optional: only improves messages
-};
-
-struct Probe {
-  Availability availability;
-  DeviceDescription device;
-};
+using namespace cuda;
 
 // A probe step that failed; carries the reason the backend is unavailable.
 struct ProbeFailure {
   std::string reason;
 };
 
-template <typename Fn>
-Fn symbol(void* library, const char* name) {
-  void* address = dlsym(library, name);
-  if (!address) throw ProbeFailure{fmt::format("libcuda.so.1 lacks {}", name)};
-  return reinterpret_cast<Fn>(address);
+struct Probe {
+  Availability availability;
+  DeviceDescription device;
+  CUdevice ordinal = 0;
+  int max_shared = 48 * 1024;
+};
+
+void probe_check(CUresult result, std::string_view call) {
+  try {
+    check(result, call);
+  } catch (const Error& e) {
+    throw ProbeFailure{e.what()};
+  }
 }
 
-DriverApi load_driver_api(void* library) {
-  DriverApi api;
-  api.init = symbol<CuInit>(library, "cuInit");
-  api.driver_get_version = symbol<CuDriverGetVersion>(library, "cuDriverGetVersion");
-  api.device_get_count = symbol<CuDeviceGetCount>(library, "cuDeviceGetCount");
-  api.device_get = symbol<CuDeviceGet>(library, "cuDeviceGet");
-  api.device_get_name = symbol<CuDeviceGetName>(library, "cuDeviceGetName");
-  api.device_get_attribute = symbol<CuDeviceGetAttribute>(library, "cuDeviceGetAttribute");
-  api.device_total_mem = symbol<CuDeviceTotalMem>(library, "cuDeviceTotalMem_v2");
-  api.get_error_name = reinterpret_cast<CuGetErrorName>(dlsym(library, "cuGetErrorName"));
-  return api;
-}
-
-void check(const DriverApi& api, CUresult result, std::string_view call) {
-  if (result == kCudaSuccess) return;
-  const char* name = nullptr;
-  if (api.get_error_name) api.get_error_name(result, &name);
-  throw ProbeFailure{name ? fmt::format("{} failed with CUresult {} ({})", call, result, name)
-                          : fmt::format("{} failed with CUresult {}", call, result)};
-}
-
-int attribute(const DriverApi& api, CUdevice device, int which, std::string_view what) {
+int attribute(CUdevice device, int which, std::string_view what) {
   int value = 0;
-  check(api, api.device_get_attribute(&value, which, device),
-        fmt::format("cuDeviceGetAttribute({})", what));
+  probe_check(driver().api.device_get_attribute(&value, which, device),
+              fmt::format("cuDeviceGetAttribute({})", what));
   return value;
 }
 
+// The search space of backend.h: a block is a thread block, whose tiles live in shared memory
+// (half of it for the loop body, so loads can be double-buffered); a grid of up to 64 blocks per
+// SM. The rates are rough per-SM figures of recent data-centre GPUs, used only to rank
+// candidates until profiles exist.
+nlohmann::json search_space(int64_t multiprocessors, int64_t shared_memory_per_block) {
+  return {
+      {"max_tile_bytes_in_loop", shared_memory_per_block / 2},
+      {"max_tile_bytes_total", shared_memory_per_block},
+      {"max_grid_blocks", multiprocessors * 64},
+      {"parallel_units", multiprocessors},
+      {"bytes_per_second", 25e9 * double(multiprocessors)},
+      {"flops_per_second", 2e12 * double(multiprocessors)},
+      {"launch_seconds", 4e-6},
+  };
+}
+
 // Describes GPU 0; the count says how many more of the same kind may follow.
-DeviceDescription describe_gpu(const DriverApi& api, int device_count, int driver_version) {
-  CUdevice device = 0;
-  check(api, api.device_get(&device, 0), "cuDeviceGet");
+DeviceDescription describe_gpu(CUdevice device, int device_count, int driver_version) {
+  const DriverApi& api = driver().api;
   char name[256] = {};
-  check(api, api.device_get_name(name, int(sizeof(name)), device), "cuDeviceGetName");
+  probe_check(api.device_get_name(name, int(sizeof(name)), device), "cuDeviceGetName");
   size_t memory = 0;
-  check(api, api.device_total_mem(&memory, device), "cuDeviceTotalMem_v2");
-  int major = attribute(api, device, kAttrComputeCapabilityMajor, "compute capability major");
-  int minor = attribute(api, device, kAttrComputeCapabilityMinor, "compute capability minor");
+  probe_check(api.device_total_mem(&memory, device), "cuDeviceTotalMem_v2");
+  int major = attribute(device, kAttrComputeCapabilityMajor, "compute capability major");
+  int minor = attribute(device, kAttrComputeCapabilityMinor, "compute capability minor");
 
   DeviceDescription description;
   description.name = name;
@@ -112,14 +88,17 @@ DeviceDescription describe_gpu(const DriverApi& api, int device_count, int drive
   description.capabilities = {
       {"compute_capability", fmt::format("{}.{}", major, minor)},
       {"sm_arch", fmt::format("sm_{}{}", major, minor)},
-      {"multiprocessors", attribute(api, device, kAttrMultiprocessorCount, "multiprocessor count")},
+      {"multiprocessors", attribute(device, kAttrMultiprocessorCount, "multiprocessor count")},
       {"shared_memory_per_block_optin_bytes",
-       attribute(api, device, kAttrMaxSharedMemoryPerBlockOptin, "shared memory per block")},
-      {"l2_bytes", attribute(api, device, kAttrL2CacheSize, "L2 cache size")},
+       attribute(device, kAttrMaxSharedMemoryPerBlockOptin, "shared memory per block")},
+      {"l2_bytes", attribute(device, kAttrL2CacheSize, "L2 cache size")},
       {"memory_bytes", memory},
       {"driver_version", driver_version},
       {"device_count", device_count},
   };
+  description.capabilities["search"] =
+      search_space(description.capabilities["multiprocessors"].get<int64_t>(),
+                   description.capabilities["shared_memory_per_block_optin_bytes"].get<int64_t>());
   return description;
 }
 
@@ -127,33 +106,202 @@ Probe probe_driver() {
   Probe probe;
   probe.device.name = "no CUDA device";
   probe.device.capabilities = nlohmann::json::object();
-  // Kept loaded for the life of the process: after cuInit the driver has registered exit
-  // handlers, and unloading it under them is not safe.
-  void* library = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (!library) {
-    const char* why = dlerror();
-    probe.availability.reason =
-        fmt::format("no NVIDIA driver: libcuda.so.1 not found ({})", why ? why : "no detail");
+  const Driver& d = driver();
+  if (!d.loaded) {
+    probe.availability.reason = d.reason;
     return probe;
   }
   try {
-    DriverApi api = load_driver_api(library);
-    check(api, api.init(0), "cuInit");
+    const DriverApi& api = d.api;
+    probe_check(api.init(0), "cuInit");
     int driver_version = 0;
-    check(api, api.driver_get_version(&driver_version), "cuDriverGetVersion");
+    probe_check(api.driver_get_version(&driver_version), "cuDriverGetVersion");
     int count = 0;
-    check(api, api.device_get_count(&count), "cuDeviceGetCount");
+    probe_check(api.device_get_count(&count), "cuDeviceGetCount");
     if (count == 0) throw ProbeFailure{"the NVIDIA driver reports 0 CUDA devices"};
-    probe.device = describe_gpu(api, count, driver_version);
-    probe.availability.reason = fmt::format(
-        "found {} ({}) but the cuda backend's code generator is not built yet (it lands with the "
-        "CUDA backend issue)",
-        probe.device.name, probe.device.capabilities["sm_arch"].get<std::string>());
+    probe_check(api.device_get(&probe.ordinal, 0), "cuDeviceGet");
+    probe.device = describe_gpu(probe.ordinal, count, driver_version);
+    probe.max_shared = probe.device.capabilities["shared_memory_per_block_optin_bytes"].get<int>();
+    std::string why_not;
+    if (!nvrtc_available(&why_not) && std::system("nvcc --version > /dev/null 2>&1") != 0)
+      throw ProbeFailure{
+          fmt::format("found {} but cannot compile kernels: {}, and no nvcc on the PATH",
+                      probe.device.name, why_not)};
+    probe.availability.available = true;
   } catch (const ProbeFailure& failure) {
     probe.availability.reason = failure.reason;
   }
   return probe;
 }
+
+class CudaBuffer final : public Buffer {
+ public:
+  CudaBuffer(CUcontext context, size_t bytes) : context_(context), bytes_(bytes) {
+    check(driver().api.ctx_set_current(context_), "cuCtxSetCurrent");
+    // cuMemAlloc refuses 0 bytes; an empty tensor still gets an address.
+    check(driver().api.mem_alloc(&ptr_, std::max<size_t>(bytes, 1)),
+          fmt::format("cuMemAlloc({} bytes)", bytes));
+  }
+  ~CudaBuffer() override {
+    driver().api.ctx_set_current(context_);
+    driver().api.mem_free(ptr_);
+  }
+  size_t size() const override { return bytes_; }
+  void write(std::span<const std::byte> bytes) override {
+    if (bytes.size() != bytes_)
+      fail("cuda: buffer write of {} bytes into {}", bytes.size(), bytes_);
+    check(driver().api.ctx_set_current(context_), "cuCtxSetCurrent");
+    if (bytes_) check(driver().api.memcpy_htod(ptr_, bytes.data(), bytes_), "cuMemcpyHtoD");
+  }
+  void read(std::span<std::byte> bytes) const override {
+    if (bytes.size() != bytes_) fail("cuda: buffer read of {} bytes from {}", bytes.size(), bytes_);
+    check(driver().api.ctx_set_current(context_), "cuCtxSetCurrent");
+    if (bytes_) check(driver().api.memcpy_dtoh(bytes.data(), ptr_, bytes_), "cuMemcpyDtoH");
+  }
+  CUdeviceptr address() const { return ptr_; }
+
+ private:
+  CUcontext context_;
+  size_t bytes_;
+  CUdeviceptr ptr_ = 0;
+};
+
+struct LoadedKernel {
+  CUfunction function = nullptr;
+  const KernelLaunch* launch = nullptr;
+};
+
+class CudaModule final : public Module {
+ public:
+  CudaModule(CUcontext context, CUstream stream, Program program, const std::string& arch,
+             int max_shared)
+      : context_(context), stream_(stream), program_(std::move(program)) {
+    const DriverApi& api = driver().api;
+    check(api.ctx_set_current(context_), "cuCtxSetCurrent");
+    std::map<std::string, CUmodule> by_source;
+    for (const KernelLaunch& k : program_.kernels) {
+      auto [at, fresh] = by_source.emplace(k.source, nullptr);
+      if (fresh) {
+        std::vector<char> cubin = cached_cubin(k.source, arch, k.name);
+        check(api.module_load_data(&at->second, cubin.data()),
+              fmt::format("cuModuleLoadData for {}", k.what));
+        modules_.push_back(at->second);
+      }
+      LoadedKernel loaded{nullptr, &k};
+      check(api.module_get_function(&loaded.function, at->second, k.name.c_str()),
+            fmt::format("cuModuleGetFunction({})", k.name));
+      if (k.shared_bytes > size_t(max_shared))
+        fail("cuda: {} needs {} bytes of shared memory; the device allows {}", k.what,
+             k.shared_bytes, max_shared);
+      if (k.shared_bytes > 48 * 1024)
+        check(api.func_set_attribute(loaded.function, kFuncAttrMaxDynamicSharedBytes,
+                                     int(k.shared_bytes)),
+              fmt::format("cuFuncSetAttribute(max dynamic shared memory) for {}", k.what));
+      kernels_.push_back(loaded);
+    }
+    for (const Slot& slot : program_.slots)
+      if (slot.kind == SlotKind::scratch)
+        scratch_.push_back(std::make_unique<CudaBuffer>(context_, slot.bytes));
+  }
+
+  ~CudaModule() override {
+    const DriverApi& api = driver().api;
+    api.ctx_set_current(context_);
+    drop_graph();
+    for (CUmodule m : modules_) api.module_unload(m);
+  }
+
+  void launch(std::span<Buffer* const> inputs, std::span<Buffer* const> outputs) override {
+    const DriverApi& api = driver().api;
+    check(api.ctx_set_current(context_), "cuCtxSetCurrent");
+    std::vector<CUdeviceptr> addresses = resolve(inputs, outputs);
+    if (addresses == graph_addresses_) {
+      if (!graph_exec_) capture();
+      check(api.graph_launch(graph_exec_, stream_), "cuGraphLaunch");
+      return;
+    }
+    drop_graph();
+    graph_addresses_ = addresses;
+    enqueue(addresses);
+  }
+
+  size_t kernel_count() const { return kernels_.size(); }
+  CUstream stream() const { return stream_; }
+  CUcontext context() const { return context_; }
+
+ private:
+  std::vector<CUdeviceptr> resolve(std::span<Buffer* const> inputs,
+                                   std::span<Buffer* const> outputs) const {
+    std::vector<CUdeviceptr> addresses;
+    size_t scratch = 0;
+    for (const Slot& slot : program_.slots) {
+      const CudaBuffer* buffer = nullptr;
+      if (slot.kind == SlotKind::scratch) {
+        buffer = scratch_[scratch++].get();
+      } else {
+        std::span<Buffer* const> list = slot.kind == SlotKind::input ? inputs : outputs;
+        if (size_t(slot.index) >= list.size())
+          fail("cuda: module launched with {} {} buffers, needs more", list.size(),
+               slot.kind == SlotKind::input ? "input" : "output");
+        buffer = dynamic_cast<const CudaBuffer*>(list[size_t(slot.index)]);
+        if (!buffer) fail("cuda: a buffer passed to a cuda module was not allocated by it");
+        if (buffer->size() != slot.bytes)
+          fail("cuda: {} buffer {} holds {} bytes, the tensor needs {}",
+               slot.kind == SlotKind::input ? "input" : "output", slot.index, buffer->size(),
+               slot.bytes);
+      }
+      addresses.push_back(buffer->address());
+    }
+    return addresses;
+  }
+
+  void enqueue(const std::vector<CUdeviceptr>& addresses) {
+    const DriverApi& api = driver().api;
+    for (const LoadedKernel& k : kernels_) {
+      std::vector<CUdeviceptr> values;
+      for (int slot : k.launch->args) values.push_back(addresses[size_t(slot)]);
+      std::vector<void*> params;
+      for (CUdeviceptr& v : values) params.push_back(&v);
+      const auto& grid = k.launch->grid;
+      check(api.launch_kernel(k.function, grid[0], grid[1], grid[2], k.launch->threads, 1, 1,
+                              unsigned(k.launch->shared_bytes), stream_, params.data(), nullptr),
+            fmt::format("cuLaunchKernel for {}", k.launch->what));
+    }
+  }
+
+  void capture() {
+    const DriverApi& api = driver().api;
+    check(api.stream_begin_capture(stream_, kCaptureModeThreadLocal), "cuStreamBeginCapture");
+    try {
+      enqueue(graph_addresses_);
+    } catch (...) {
+      CUgraph broken = nullptr;
+      api.stream_end_capture(stream_, &broken);
+      if (broken) api.graph_destroy(broken);
+      throw;
+    }
+    check(api.stream_end_capture(stream_, &graph_), "cuStreamEndCapture");
+    check(api.graph_instantiate(&graph_exec_, graph_, 0), "cuGraphInstantiate");
+  }
+
+  void drop_graph() {
+    const DriverApi& api = driver().api;
+    if (graph_exec_) api.graph_exec_destroy(graph_exec_);
+    if (graph_) api.graph_destroy(graph_);
+    graph_exec_ = nullptr;
+    graph_ = nullptr;
+  }
+
+  CUcontext context_;
+  CUstream stream_;
+  Program program_;
+  std::vector<CUmodule> modules_;
+  std::vector<LoadedKernel> kernels_;
+  std::vector<std::unique_ptr<CudaBuffer>> scratch_;
+  std::vector<CUdeviceptr> graph_addresses_;
+  CUgraph graph_ = nullptr;
+  CUgraphExec graph_exec_ = nullptr;
+};
 
 class CudaBackend final : public Backend {
  public:
@@ -163,18 +311,94 @@ class CudaBackend final : public Backend {
   Availability availability() const override { return probe_.availability; }
   DeviceDescription device() const override { return probe_.device; }
 
-  std::unique_ptr<Buffer> allocate(size_t) override { unavailable(); }
-  std::unique_ptr<Module> compile(const ir::KernelGraph&) override { unavailable(); }
+  std::unique_ptr<Buffer> allocate(size_t bytes) override {
+    return std::make_unique<CudaBuffer>(context(), bytes);
+  }
+
+  std::unique_ptr<Module> compile(const ir::KernelGraph& graph) override {
+    CUcontext ctx = context();
+    CodegenOptions options;
+    options.max_shared_bytes = probe_.max_shared;
+    return std::make_unique<CudaModule>(ctx, stream_, lower(graph, options), arch(),
+                                        probe_.max_shared);
+  }
+
+  void synchronize() override {
+    check(driver().api.ctx_set_current(context()), "cuCtxSetCurrent");
+    check(driver().api.stream_synchronize(stream_), "cuStreamSynchronize (a kernel failed)");
+  }
+
+  std::string arch() const { return probe_.device.capabilities.value("sm_arch", "sm_80"); }
 
  private:
   [[noreturn]] void unavailable() const {
     fail("backend 'cuda' is unavailable: {}", probe_.availability.reason);
   }
 
+  // The device's primary context (the one the CUDA runtime and PyTorch share) and the stream
+  // every module runs on, made on first use.
+  CUcontext context() {
+    if (!probe_.availability.available) unavailable();
+    std::call_once(once_, [&] {
+      const DriverApi& api = driver().api;
+      check(api.primary_ctx_retain(&context_, probe_.ordinal), "cuDevicePrimaryCtxRetain");
+      check(api.ctx_set_current(context_), "cuCtxSetCurrent");
+      // A blocking stream: it waits for, and is waited on by, the legacy default stream that the
+      // synchronous copies of CudaBuffer use, so reads and writes order with launches.
+      check(api.stream_create(&stream_, 0), "cuStreamCreate");
+    });
+    check(driver().api.ctx_set_current(context_), "cuCtxSetCurrent");
+    return context_;
+  }
+
   Probe probe_;
+  std::once_flag once_;
+  CUcontext context_ = nullptr;
+  CUstream stream_ = nullptr;
 };
 
 }  // namespace
+
+namespace cuda {
+
+Timing time_module(Module& module, std::span<Buffer* const> inputs,
+                   std::span<Buffer* const> outputs, int warmup, int iters, int reps) {
+  auto* m = dynamic_cast<CudaModule*>(&module);
+  if (!m) fail("cuda: time_module needs a module compiled by the cuda backend");
+  const DriverApi& api = driver().api;
+  for (int i = 0; i < warmup; ++i) m->launch(inputs, outputs);
+  CUevent start = nullptr, stop = nullptr;
+  check(api.event_create(&start, 0), "cuEventCreate");
+  check(api.event_create(&stop, 0), "cuEventCreate");
+  std::vector<double> per_launch;
+  for (int r = 0; r < reps; ++r) {
+    check(api.event_record(start, m->stream()), "cuEventRecord");
+    for (int i = 0; i < iters; ++i) m->launch(inputs, outputs);
+    check(api.event_record(stop, m->stream()), "cuEventRecord");
+    check(api.event_synchronize(stop), "cuEventSynchronize (a kernel failed)");
+    float ms = 0;
+    check(api.event_elapsed_time(&ms, start, stop), "cuEventElapsedTime");
+    per_launch.push_back(double(ms) * 1000.0 / iters);
+  }
+  api.event_destroy(start);
+  api.event_destroy(stop);
+  std::sort(per_launch.begin(), per_launch.end());
+  return {per_launch[per_launch.size() / 2], per_launch.front()};
+}
+
+size_t kernel_count(const Module& module) {
+  const auto* m = dynamic_cast<const CudaModule*>(&module);
+  if (!m) fail("cuda: kernel_count needs a module compiled by the cuda backend");
+  return m->kernel_count();
+}
+
+std::string device_arch(Backend& backend) {
+  auto* b = dynamic_cast<CudaBackend*>(&backend);
+  if (!b) fail("cuda: device_arch needs the cuda backend");
+  return b->arch();
+}
+
+}  // namespace cuda
 
 std::unique_ptr<Backend> make_cuda_backend() {
   return std::make_unique<CudaBackend>();

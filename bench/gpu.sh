@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The GPU job, run on the device machine from the repository root: builds the cuda targets,
+# records `yirage backends`, runs the CUDA tests with the GPU required (every generated kernel
+# against the reference executor), then the suite benchmark against PyTorch (bench/gpu_bench.py).
+# Results go to $RESULTS (default $OUT, else bench/results/run): h200_suite.{md,json},
+# backends.json, and the logs.
+#
+#   bash bench/gpu.sh [--no-compile] [--workloads a,b,...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build/gpu}
+RESULTS=${RESULTS:-${OUT:-bench/results/run}}
+mkdir -p "$RESULTS"
+export PYTHONUNBUFFERED=1
+
+# The device image has no SQLite headers; if the tree needs SQLite, take the header carried in
+# .gpudeps/ and the runtime library the image has.
+extra=()
+if [[ ! -f /usr/include/sqlite3.h && -f .gpudeps/sqlite3.h ]]; then
+  lib=$(ls /usr/lib/x86_64-linux-gnu/libsqlite3.so* 2>/dev/null | head -1 || true)
+  [[ -n "$lib" ]] && extra+=(-DSQLite3_INCLUDE_DIR="$PWD/.gpudeps" -DSQLite3_LIBRARY="$lib")
+fi
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DYIRAGE_WERROR=ON "${extra[@]}" \
+  > "$RESULTS/configure.log" 2>&1 || { tail -30 "$RESULTS/configure.log"; exit 1; }
+cmake --build "$BUILD" -j16 --target yirage yirage_cuda_tests yirage_cuda_bench 2>&1 |
+  tail -5
+"$BUILD/yirage" backends --json > "$RESULTS/backends.json" || true
+"$BUILD/yirage" backends | tee "$RESULTS/backends.txt" || true
+tests_rc=0
+YIRAGE_REQUIRE_CUDA=1 "$BUILD/tests/cuda/yirage_cuda_tests" --gtest_filter='CudaGpu.*' \
+  > "$RESULTS/gpu_tests.log" 2>&1 || tests_rc=$?
+grep -E "^\[|Failure|error|expected|Which is" "$RESULTS/gpu_tests.log" | tail -40 || true
+echo "CUDA GPU tests exit status: $tests_rc"
+# The benchmark keeps the generated sources for the SASS summary below.
+export YIRAGE_CUDA_DUMP="$PWD/$BUILD/dump"
+# BENCH_TIMEOUT bounds the benchmark (seconds); results are written after every row.
+timeout "${BENCH_TIMEOUT:-100000}" python3 bench/gpu_bench.py \
+  --ours-bin "$BUILD/tests/cuda/yirage_cuda_bench" --out "$RESULTS" \
+  --command "${GPU_COMMAND:-bash bench/gpu.sh $*}" "$@" 2>&1 | tee "$RESULTS/bench.log" |
+  grep -v '^ours '
+# Evidence for the report: registers/spills and instruction counts of the main fused kernels.
+if command -v cuobjdump > /dev/null; then
+  for f in "$YIRAGE_CUDA_DUMP"/yr_fused_fused_{rmsnorm_linear,gated_mlp,attention,norm_gate_up}-*.cu; do
+    [[ -f "$f" ]] || continue
+    echo "== $(basename "$f")"
+    nvcc -cubin -arch=sm_90 -Xptxas -v -o /tmp/yr_k.cubin "$f" 2>&1 | grep -E "registers|spill"
+    cuobjdump -sass /tmp/yr_k.cubin > /tmp/yr_k.sass
+    for op in HMMA LDGSTS LDS STS BAR SHFL FFMA LDL STL; do
+      echo "$op $(grep -cE "[[:space:]]$op[. ]" /tmp/yr_k.sass)"
+    done
+  done > "$RESULTS/sass_summary.txt" 2>&1 || true
+fi
+exit "$tests_rc"

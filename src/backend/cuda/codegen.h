@@ -1,0 +1,60 @@
+// Lowering of µGraphs to CUDA C++. Internal to backend/cuda, and used by its tests.
+//
+// A kernel graph lowers to a list of kernel launches over *slots*, the device buffers of its
+// tensors: the graph's inputs, its marked outputs, and scratch buffers for the intermediates. A
+// reshape costs nothing (its result shares its operand's slot), except where it is itself marked
+// as an output, which takes a copy. Every other node becomes one kernel, or a few (one per output
+// of a split, one per operand of a concat):
+//   - a fused node (FusedOp) becomes one kernel that runs its block graph (codegen_block.cpp):
+//     one thread block per grid block, the for-loop over tiles in shared memory with the next
+//     iteration's tiles loaded by cp.async while this one computes, block ops on f32 tiles,
+//     accumulators in shared memory, and the savers as the epilogue;
+//   - the other ops become plain kernels (codegen_ops.cpp): elementwise with NumPy broadcasting,
+//     reductions, rms_norm, layer_norm, softmax, split, concat, permute, and a tiled matmul.
+// Every kernel is specialised for its shapes (extents are compile-time constants), reads and
+// writes its tensors' dtypes (f32, f16, bf16) and computes in f32. Each kernel is a translation
+// unit of its own, so equal kernels share one cache entry.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/ir.h"
+
+namespace yirage::backend::cuda {
+
+enum class SlotKind { input, output, scratch };
+
+struct Slot {
+  SlotKind kind;
+  int index;     // input or output number, or scratch number
+  size_t bytes;  // the size of the tensor it holds
+};
+
+struct KernelLaunch {
+  std::string name;    // the __global__ function's name in `source`
+  std::string source;  // a complete CUDA C++ translation unit, no includes needed
+  std::array<unsigned, 3> grid{1, 1, 1};
+  unsigned threads = 256;
+  size_t shared_bytes = 0;  // dynamic shared memory
+  std::vector<int> args;    // slot ids, in parameter order
+  std::string what;         // the node it lowers, for messages
+};
+
+struct Program {
+  std::vector<Slot> slots;
+  std::vector<KernelLaunch> kernels;
+};
+
+struct CodegenOptions {
+  // A block's shared memory, at most; the device's opt-in limit. A fused node that needs more
+  // is an error naming the node.
+  int64_t max_shared_bytes = 227 * 1024;
+};
+
+// Throws yirage::Error naming the node and op it cannot lower.
+Program lower(const ir::KernelGraph& graph, const CodegenOptions& options = {});
+
+}  // namespace yirage::backend::cuda

@@ -1,0 +1,325 @@
+// Plain kernels for the kernel-level ops outside fused nodes. They are simple and correct rather
+// than fast: the fast path for a program is a fused node. Elementwise ops use a grid-stride loop,
+// reductions a warp per output, the row ops (norms, softmax) a block per row, matmul a 64x64
+// shared-memory tile per block with f32 accumulation.
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "backend/cuda/codegen_util.h"
+#include "support/error.h"
+
+namespace yirage::backend::cuda::detail {
+namespace {
+
+using ir::Dims;
+
+unsigned grid_for(int64_t items, int64_t per_block) {
+  return unsigned(std::clamp<int64_t>((items + per_block - 1) / per_block, 1, 8192));
+}
+
+struct Emit {
+  KernelLaunch k;
+  std::string params;  // "const float* __restrict__ in0, ..."
+};
+
+Emit start(const ir::KernelGraph& graph, const ir::Node& node, const std::vector<int>& in,
+           const std::vector<int>& out, const std::string& suffix = {}) {
+  Emit e;
+  e.k.what = fmt::format("node '{}' ({})", node.name, ir::op_name(node.op));
+  e.k.name = "yr_" + identifier(node.name) + suffix;
+  for (size_t i = 0; i < in.size(); ++i) {
+    e.params += fmt::format("{}const {}* __restrict__ in{}", e.params.empty() ? "" : ", ",
+                            ctype(graph.type(node.inputs[i]).dtype), i);
+    e.k.args.push_back(in[i]);
+  }
+  for (size_t i = 0; i < out.size(); ++i) {
+    e.params += fmt::format(", {}* __restrict__ out{}", ctype(node.outputs[i].dtype), i);
+    e.k.args.push_back(out[i]);
+  }
+  return e;
+}
+
+void finish(Emit& e, const std::string& body) {
+  e.k.source =
+      prelude() +
+      fmt::format("\nextern \"C\" __global__ void __launch_bounds__(256) {}({}) {{\n{}}}\n",
+                  e.k.name, e.params, body);
+}
+
+KernelLaunch elementwise(const ir::KernelGraph& graph, const ir::Node& node,
+                         const std::vector<int>& in, const std::vector<int>& out,
+                         const std::string& expr_of_operands) {
+  Emit e = start(graph, node, in, out);
+  const Dims& dims = node.outputs[0].dims;
+  const int64_t n = ir::num_elements(dims);
+  std::string loads;
+  for (size_t i = 0; i < node.inputs.size(); ++i)
+    loads += fmt::format("    const float x{} = yr_to_f(in{}[{}]);\n", i, i,
+                         broadcast_index(dims, graph.type(node.inputs[i]).dims, "i"));
+  finish(e, fmt::format("  for (long long i = blockIdx.x * 256ll + threadIdx.x; i < {}ll; i += "
+                        "gridDim.x * 256ll) {{\n{}    yr_store(out0 + i, {});\n  }}\n",
+                        n, loads, expr_of_operands));
+  e.k.grid = {grid_for(n, 256), 1, 1};
+  return e.k;
+}
+
+// Outer / extent / inner of `dims` around `dim`.
+struct Split3 {
+  int64_t outer = 1, extent = 1, inner = 1;
+};
+Split3 around(const Dims& dims, int dim) {
+  Split3 s;
+  for (int j = 0; j < int(dims.size()); ++j)
+    (j < dim ? s.outer : j == dim ? s.extent : s.inner) *= dims[size_t(j)];
+  return s;
+}
+
+KernelLaunch reduce(const ir::KernelGraph& graph, const ir::Node& node, const ir::ReduceOp& op,
+                    const std::vector<int>& in, const std::vector<int>& out) {
+  Emit e = start(graph, node, in, out);
+  const Split3 s = around(graph.type(node.inputs[0]).dims, op.dim);
+  const bool is_max = op.fn == ir::ReduceFn::max;
+  const int64_t outputs = s.outer * s.inner;
+  finish(e, fmt::format(
+                R"(  const int lane = threadIdx.x & 31;
+  for (long long o = (blockIdx.x * 256ll + threadIdx.x) >> 5; o < {outputs}ll; o += gridDim.x * 8ll) {{
+    const long long base = (o / {inner}ll) * {extent}ll * {inner}ll + o % {inner}ll;
+    float acc = {init};
+    for (long long r = lane; r < {extent}ll; r += 32) {{
+      const float v = yr_to_f(in0[base + r * {inner}ll]);
+      acc = {combine};
+    }}
+    acc = {warp}(acc);
+    if (lane == 0) yr_store(out0 + o, acc{scale});
+  }}
+)",
+                fmt::arg("outputs", outputs), fmt::arg("inner", s.inner),
+                fmt::arg("extent", s.extent), fmt::arg("init", is_max ? "-INFINITY" : "0.0f"),
+                fmt::arg("combine", is_max ? "fmaxf(acc, v)" : "acc + v"),
+                fmt::arg("warp", is_max ? "yr_warp_max" : "yr_warp_sum"),
+                fmt::arg("scale", op.fn == ir::ReduceFn::mean ? fmt::format(" / {}.0f", s.extent)
+                                                              : std::string())));
+  e.k.grid = {grid_for(outputs, 8), 1, 1};
+  return e.k;
+}
+
+// rms_norm, layer_norm and softmax: one block per row of `extent` elements at stride `inner`.
+KernelLaunch row_op(const ir::KernelGraph& graph, const ir::Node& node, const std::vector<int>& in,
+                    const std::vector<int>& out, const Split3& s, const std::string& body) {
+  Emit e = start(graph, node, in, out);
+  finish(e, fmt::format(R"(  __shared__ float scratch[32];
+  const long long row = blockIdx.x;
+  const long long base = (row / {inner}ll) * {extent}ll * {inner}ll + row % {inner}ll;
+#define AT(r) (base + (long long)(r) * {inner}ll)
+{body}
+#undef AT
+)",
+                        fmt::arg("inner", s.inner), fmt::arg("extent", s.extent),
+                        fmt::arg("body", body)));
+  e.k.grid = {unsigned(s.outer * s.inner), 1, 1};
+  return e.k;
+}
+
+KernelLaunch norm(const ir::KernelGraph& graph, const ir::Node& node, const Dims& normalized,
+                  double eps, bool layer, bool has_weight, bool has_bias,
+                  const std::vector<int>& in, const std::vector<int>& out) {
+  const Dims& dims = graph.type(node.inputs[0]).dims;
+  Split3 s;
+  s.extent = ir::num_elements(normalized);
+  s.outer = ir::num_elements(dims) / s.extent;
+  const std::string n = fmt::format("{}", s.extent);
+  std::string body = "  float mean = 0.0f;\n";
+  if (layer)
+    body += fmt::format(
+        "  {{ float a = 0.0f; for (int r = threadIdx.x; r < {0}; r += 256) a += "
+        "yr_to_f(in0[AT(r)]);\n    mean = yr_block_reduce(a, scratch, false) / {0}.0f; }}\n",
+        n);
+  body += fmt::format(
+      "  float a = 0.0f;\n  for (int r = threadIdx.x; r < {0}; r += 256) {{ const float d = "
+      "yr_to_f(in0[AT(r)]) - mean; a += d * d; }}\n"
+      "  const float scale = 1.0f / sqrtf(yr_block_reduce(a, scratch, false) / {0}.0f + "
+      "{1:.9e}f);\n"
+      "  for (int r = threadIdx.x; r < {0}; r += 256) {{\n"
+      "    float y = (yr_to_f(in0[AT(r)]) - mean) * scale;\n",
+      n, float(eps));
+  if (has_weight) body += "    y *= yr_to_f(in1[r]);\n";
+  if (has_bias) body += fmt::format("    y += yr_to_f(in{}[r]);\n", has_weight ? 2 : 1);
+  body += "    yr_store(out0 + AT(r), y);\n  }\n";
+  return row_op(graph, node, in, out, s, body);
+}
+
+KernelLaunch softmax(const ir::KernelGraph& graph, const ir::Node& node, int dim,
+                     const std::vector<int>& in, const std::vector<int>& out) {
+  const Split3 s = around(graph.type(node.inputs[0]).dims, dim);
+  const std::string body = fmt::format(R"(  float m = -INFINITY;
+  for (int r = threadIdx.x; r < {0}; r += 256) m = fmaxf(m, yr_to_f(in0[AT(r)]));
+  m = yr_block_reduce(m, scratch, true);
+  float a = 0.0f;
+  for (int r = threadIdx.x; r < {0}; r += 256) a += expf(yr_to_f(in0[AT(r)]) - m);
+  const float inv = 1.0f / yr_block_reduce(a, scratch, false);
+  for (int r = threadIdx.x; r < {0}; r += 256) yr_store(out0 + AT(r), expf(yr_to_f(in0[AT(r)]) - m) * inv);
+)",
+                                       s.extent);
+  return row_op(graph, node, in, out, s, body);
+}
+
+KernelLaunch matmul(const ir::KernelGraph& graph, const ir::Node& node, const std::vector<int>& in,
+                    const std::vector<int>& out) {
+  Emit e = start(graph, node, in, out);
+  const Dims& a = graph.type(node.inputs[0]).dims;
+  const Dims& b = graph.type(node.inputs[1]).dims;
+  const Dims& c = node.outputs[0].dims;
+  const int64_t m = c[c.size() - 2], n = c[c.size() - 1], k = a[a.size() - 1];
+  // Batch dims broadcast: address each operand's matrix by its own batch index.
+  Dims cb(c.begin(), c.end() - 2), ab(a.begin(), a.end() - 2), bb(b.begin(), b.end() - 2);
+  const int64_t batches = ir::num_elements(cb);
+  const std::string abatch = ab.empty() ? "0ll" : broadcast_index(cb, ab, "bz");
+  const std::string bbatch = bb.empty() ? "0ll" : broadcast_index(cb, bb, "bz");
+  finish(e, fmt::format(
+                R"(  // 64x64 output tile per block, 16-deep K slices, 4x4 outputs per thread.
+  __shared__ float As[16][64 + 1];
+  __shared__ float Bs[16][64 + 1];
+  const long long bz = blockIdx.z;
+  const {ta}* A = in0 + ({abatch}) * {m}ll * {k}ll;
+  const {tb}* B = in1 + ({bbatch}) * {k}ll * {n}ll;
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+  const long long row0 = blockIdx.y * 64ll, col0 = blockIdx.x * 64ll;
+  float acc[4][4] = {{}};
+  for (long long k0 = 0; k0 < {k}ll; k0 += 16) {{
+    for (int i = threadIdx.x; i < 16 * 64; i += 256) {{
+      const int kk = i / 64, mm = i % 64;
+      const long long r = row0 + mm, kc = k0 + kk;
+      As[kk][mm] = (r < {m}ll && kc < {k}ll) ? yr_to_f(A[r * {k}ll + kc]) : 0.0f;
+      const long long cc = col0 + mm;
+      Bs[kk][mm] = (kc < {k}ll && cc < {n}ll) ? yr_to_f(B[kc * {n}ll + cc]) : 0.0f;
+    }}
+    __syncthreads();
+    for (int kk = 0; kk < 16; ++kk)
+      for (int i = 0; i < 4; ++i)
+        for (int j = 0; j < 4; ++j) acc[i][j] += As[kk][ty + 16 * i] * Bs[kk][tx + 16 * j];
+    __syncthreads();
+  }}
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j) {{
+      const long long r = row0 + ty + 16 * i, cc = col0 + tx + 16 * j;
+      if (r < {m}ll && cc < {n}ll) yr_store(out0 + bz * {m}ll * {n}ll + r * {n}ll + cc, acc[i][j]);
+    }}
+)",
+                fmt::arg("ta", ctype(graph.type(node.inputs[0]).dtype)),
+                fmt::arg("tb", ctype(graph.type(node.inputs[1]).dtype)), fmt::arg("abatch", abatch),
+                fmt::arg("bbatch", bbatch), fmt::arg("m", m), fmt::arg("n", n), fmt::arg("k", k)));
+  e.k.grid = {unsigned((n + 63) / 64), unsigned((m + 63) / 64), unsigned(batches)};
+  return e.k;
+}
+
+// Copies the slab [offset, offset + extent) of `dim` between a tensor and its part; `to_part`
+// says which way (split: whole -> part; concat: part -> whole).
+KernelLaunch slab_copy(const ir::Node& node, const Dims& whole, int dim, int64_t offset,
+                       int64_t extent, bool to_part, int from_slot, int to_slot, ir::DType dtype,
+                       const std::string& suffix) {
+  Emit e;
+  e.k.what = fmt::format("node '{}' ({})", node.name, ir::op_name(node.op));
+  e.k.name = "yr_" + identifier(node.name) + suffix;
+  e.k.args = {from_slot, to_slot};
+  e.params = fmt::format("const {0}* __restrict__ in0, {0}* __restrict__ out0", ctype(dtype));
+  const Split3 s = around(whole, dim);
+  const int64_t n = s.outer * extent * s.inner;
+  const std::string whole_index = fmt::format(
+      "((i / ({0}ll * {1}ll)) * {2}ll * {1}ll + ((i / {1}ll) % {0}ll + {3}ll) * {1}ll + i % {1}ll)",
+      extent, s.inner, s.extent, offset);
+  finish(e, fmt::format("  for (long long i = blockIdx.x * 256ll + threadIdx.x; i < {}ll; i += "
+                        "gridDim.x * 256ll)\n    {};\n",
+                        n,
+                        to_part ? "out0[i] = in0[" + whole_index + "]"
+                                : "out0[" + whole_index + "] = in0[i]"));
+  e.k.grid = {grid_for(n, 256), 1, 1};
+  return e.k;
+}
+
+KernelLaunch permute(const ir::KernelGraph& graph, const ir::Node& node, const ir::PermuteOp& op,
+                     const std::vector<int>& in, const std::vector<int>& out) {
+  Emit e = start(graph, node, in, out);
+  const Dims& src = graph.type(node.inputs[0]).dims;
+  const Dims& dst = node.outputs[0].dims;
+  const Dims src_strides = ir::row_major_strides(src), dst_strides = ir::row_major_strides(dst);
+  std::string index;
+  for (size_t i = 0; i < dst.size(); ++i)
+    index += fmt::format("{}((i / {}ll) % {}ll) * {}ll", i ? " + " : "", dst_strides[i], dst[i],
+                         src_strides[size_t(op.perm[i])]);
+  const int64_t n = ir::num_elements(dst);
+  finish(e, fmt::format("  for (long long i = blockIdx.x * 256ll + threadIdx.x; i < {}ll; i += "
+                        "gridDim.x * 256ll)\n    out0[i] = in0[{}];\n",
+                        n, index.empty() ? "0" : index));
+  e.k.grid = {grid_for(n, 256), 1, 1};
+  return e.k;
+}
+
+}  // namespace
+
+std::vector<KernelLaunch> lower_op(const ir::KernelGraph& graph, const ir::Node& node,
+                                   const std::vector<int>& in, const std::vector<int>& out) {
+  auto unsupported = [&]() -> std::vector<KernelLaunch> {
+    fail("cuda: cannot lower node '{}': op '{}' has no CUDA kernel yet", node.name,
+         ir::op_name(node.op));
+  };
+  return std::visit(
+      ir::Overloaded{
+          [&](const ir::InputOp&) -> std::vector<KernelLaunch> { return {}; },
+          [&](const ir::MatmulOp&) -> std::vector<KernelLaunch> {
+            return {matmul(graph, node, in, out)};
+          },
+          [&](const ir::UnaryOp& op) -> std::vector<KernelLaunch> {
+            return {elementwise(graph, node, in, out, unary_expr(op, "x0"))};
+          },
+          [&](const ir::BinaryOp& op) -> std::vector<KernelLaunch> {
+            return {elementwise(graph, node, in, out, binary_expr(op.fn, "x0", "x1"))};
+          },
+          [&](const ir::ReduceOp& op) -> std::vector<KernelLaunch> {
+            return {reduce(graph, node, op, in, out)};
+          },
+          [&](const ir::RmsNormOp& op) -> std::vector<KernelLaunch> {
+            return {norm(graph, node, op.normalized_shape, op.eps, false, op.has_weight, false, in,
+                         out)};
+          },
+          [&](const ir::LayerNormOp& op) -> std::vector<KernelLaunch> {
+            return {norm(graph, node, op.normalized_shape, op.eps, true, op.has_weight, op.has_bias,
+                         in, out)};
+          },
+          [&](const ir::SoftmaxOp& op) -> std::vector<KernelLaunch> {
+            return {softmax(graph, node, op.dim, in, out)};
+          },
+          [&](const ir::ConcatOp& op) -> std::vector<KernelLaunch> {
+            std::vector<KernelLaunch> ks;
+            int64_t offset = 0;
+            for (size_t i = 0; i < node.inputs.size(); ++i) {
+              const int64_t extent = graph.type(node.inputs[i]).dims[size_t(op.dim)];
+              ks.push_back(slab_copy(node, node.outputs[0].dims, op.dim, offset, extent, false,
+                                     in[i], out[0], node.outputs[0].dtype, fmt::format("_{}", i)));
+              offset += extent;
+            }
+            return ks;
+          },
+          [&](const ir::SplitOp& op) -> std::vector<KernelLaunch> {
+            std::vector<KernelLaunch> ks;
+            int64_t offset = 0;
+            for (size_t i = 0; i < op.sizes.size(); ++i) {
+              ks.push_back(slab_copy(node, graph.type(node.inputs[0]).dims, op.dim, offset,
+                                     op.sizes[i], true, in[0], out[i], node.outputs[i].dtype,
+                                     fmt::format("_{}", i)));
+              offset += op.sizes[i];
+            }
+            return ks;
+          },
+          [&](const ir::ReshapeOp&) -> std::vector<KernelLaunch> { return {}; },
+          [&](const ir::PermuteOp& op) -> std::vector<KernelLaunch> {
+            return {permute(graph, node, op, in, out)};
+          },
+          [&](const ir::EmbeddingOp&) { return unsupported(); },
+          [&](const ir::RopeOp&) { return unsupported(); },
+          [&](const ir::FusedOp&) { return unsupported(); },
+      },
+      node.op);
+}
+
+}  // namespace yirage::backend::cuda::detail

@@ -1,0 +1,45 @@
+// Helpers shared by the CUDA code generators. Internal to backend/cuda.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/codegen.h"
+#include "ir/ir.h"
+
+namespace yirage::backend::cuda::detail {
+
+// The device-side type that stores `dtype`: float, yr_half, yr_bfloat or int.
+std::string ctype(ir::DType dtype);
+
+// The helpers every generated translation unit starts with: f16/bf16 storage types with their
+// conversions (inline PTX, so no CUDA header is needed under NVRTC), stores that round once,
+// cp.async, and warp/block reductions.
+const std::string& prelude();
+
+// A float expression for the unary / binary function applied to the float expressions given.
+std::string unary_expr(const ir::UnaryOp& op, const std::string& x);
+std::string binary_expr(ir::BinaryFn fn, const std::string& a, const std::string& b);
+
+// The flat index into a tensor of `in` dims that NumPy broadcasting reads for the element at
+// flat index `var` of a tensor of `out` dims (a C expression over 64-bit integers).
+std::string broadcast_index(const ir::Dims& out, const ir::Dims& in, const std::string& var);
+
+// A C identifier made of `text`'s letters and digits, for kernel names.
+std::string identifier(const std::string& text);
+
+// Kernel-level ops other than fused nodes (codegen_ops.cpp). `args` are the slots of the
+// node's inputs then outputs; returns one or more launches.
+std::vector<KernelLaunch> lower_op(const ir::KernelGraph& graph, const ir::Node& node,
+                                   const std::vector<int>& input_slots,
+                                   const std::vector<int>& output_slots);
+// A plain copy of `bytes` (for a reshape marked as an output).
+KernelLaunch copy_kernel(size_t bytes, int from, int to, const std::string& what);
+
+// A fused node (codegen_block.cpp).
+KernelLaunch lower_fused(const ir::BlockGraph& body, const std::string& name,
+                         const std::vector<int>& input_slots, const std::vector<int>& output_slots,
+                         const CodegenOptions& options);
+
+}  // namespace yirage::backend::cuda::detail

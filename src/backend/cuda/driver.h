@@ -1,0 +1,109 @@
+// The CUDA driver and NVRTC, loaded at run time. Internal to backend/cuda.
+//
+// Both libraries are opened with dlopen and their few entry points declared here by hand, so that
+// building YiRage needs neither the CUDA toolkit nor a GPU, and one binary runs on machines with
+// and without them: a missing library becomes the reason the backend is unavailable (or, for
+// NVRTC alone, the reason generated kernels cannot be compiled), never a link or load error.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace yirage::backend::cuda {
+
+// From cuda.h: handles are opaque pointers, CUresult an enum whose success value is 0.
+using CUresult = int;
+using CUdevice = int;
+using CUdeviceptr = unsigned long long;
+using CUcontext = struct CUctx_st*;
+using CUmodule = struct CUmod_st*;
+using CUfunction = struct CUfunc_st*;
+using CUstream = struct CUstream_st*;
+using CUevent = struct CUevent_st*;
+using CUgraph = struct CUgraph_st*;
+using CUgraphExec = struct CUgraphExec_st*;
+
+struct DriverApi {
+  CUresult (*init)(unsigned int);
+  CUresult (*driver_get_version)(int*);
+  CUresult (*device_get_count)(int*);
+  CUresult (*device_get)(CUdevice*, int);
+  CUresult (*device_get_name)(char*, int, CUdevice);
+  CUresult (*device_get_attribute)(int*, int, CUdevice);
+  CUresult (*device_total_mem)(size_t*, CUdevice);
+  CUresult (*primary_ctx_retain)(CUcontext*, CUdevice);
+  CUresult (*ctx_set_current)(CUcontext);
+  CUresult (*mem_alloc)(CUdeviceptr*, size_t);
+  CUresult (*mem_free)(CUdeviceptr);
+  CUresult (*memcpy_htod)(CUdeviceptr, const void*, size_t);
+  CUresult (*memcpy_dtoh)(void*, CUdeviceptr, size_t);
+  CUresult (*memcpy_dtod_async)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
+  CUresult (*module_load_data)(CUmodule*, const void*);
+  CUresult (*module_unload)(CUmodule);
+  CUresult (*module_get_function)(CUfunction*, CUmodule, const char*);
+  CUresult (*func_set_attribute)(CUfunction, int, int);
+  CUresult (*launch_kernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                            unsigned, CUstream, void**, void**);
+  CUresult (*stream_create)(CUstream*, unsigned int);
+  CUresult (*stream_synchronize)(CUstream);
+  CUresult (*stream_begin_capture)(CUstream, int);
+  CUresult (*stream_end_capture)(CUstream, CUgraph*);
+  CUresult (*graph_instantiate)(CUgraphExec*, CUgraph, unsigned long long);
+  CUresult (*graph_launch)(CUgraphExec, CUstream);
+  CUresult (*graph_exec_destroy)(CUgraphExec);
+  CUresult (*graph_destroy)(CUgraph);
+  CUresult (*event_create)(CUevent*, unsigned int);
+  CUresult (*event_record)(CUevent, CUstream);
+  CUresult (*event_synchronize)(CUevent);
+  CUresult (*event_elapsed_time)(float*, CUevent, CUevent);
+  CUresult (*event_destroy)(CUevent);
+  CUresult (*get_error_name)(CUresult, const char**);  // may be null: only improves messages
+};
+
+// CUdevice_attribute and other enum values from cuda.h.
+inline constexpr int kAttrMultiprocessorCount = 16;
+inline constexpr int kAttrL2CacheSize = 38;
+inline constexpr int kAttrComputeCapabilityMajor = 75;
+inline constexpr int kAttrComputeCapabilityMinor = 76;
+inline constexpr int kAttrMaxSharedMemoryPerBlockOptin = 97;
+inline constexpr int kFuncAttrMaxDynamicSharedBytes = 8;
+inline constexpr int kStreamNonBlocking = 1;
+inline constexpr int kCaptureModeThreadLocal = 1;
+
+// The driver, or why it cannot be had. Loaded once per process and never unloaded: after cuInit
+// the driver has registered exit handlers, and unloading it under them is not safe.
+struct Driver {
+  bool loaded = false;
+  std::string reason;  // when not loaded
+  DriverApi api{};
+};
+const Driver& driver();
+
+// Throws yirage::Error "<call> failed with CUresult N (NAME)" unless `result` is success.
+void check(CUresult result, std::string_view call);
+
+// NVRTC: compiles CUDA C++ to a cubin for one architecture ("sm_90").
+struct CompileResult {
+  std::vector<char> cubin;
+  std::string log;
+};
+// Whether NVRTC could be loaded, and why not.
+bool nvrtc_available(std::string* reason = nullptr);
+// Compiles `source` for `arch`; throws yirage::Error with the compiler log on failure, naming
+// `what` (the kernel). When NVRTC is missing, falls back to `nvcc` on the PATH.
+CompileResult compile_cuda(const std::string& source, const std::string& arch,
+                           const std::string& what);
+// A string that changes whenever the compiler would: NVRTC's version or "nvcc".
+std::string compiler_id();
+
+// compile_cuda through an on-disk cubin cache, keyed by a hash of the source, the architecture,
+// the options and compiler_id(): $XDG_CACHE_HOME/yirage/cuda (else ~/.cache/yirage/cuda). A
+// cache that cannot be written is skipped, not an error. YIRAGE_CUDA_DUMP=DIR also writes each
+// source compiled into DIR.
+std::vector<char> cached_cubin(const std::string& source, const std::string& arch,
+                               const std::string& what);
+
+}  // namespace yirage::backend::cuda

@@ -1,0 +1,94 @@
+// Compile-only: the CUDA source generated for every suite workload (the hand-built µGraphs of
+// suite_mugraphs.h at bs 1 and 8, the unfused suite graphs at f16, and the fused kernels of
+// block_test_graphs.h) compiles with NVRTC for sm_80 and sm_90. Needs NVRTC, not a GPU; fails,
+// rather than skips, where NVRTC is missing.
+#include <cstdlib>
+#include <fstream>
+#include <set>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "backend/cuda/codegen.h"
+#include "backend/cuda/driver.h"
+#include "block_test_graphs.h"
+#include "suite/suite.h"
+#include "suite_mugraphs.h"
+
+namespace yirage::backend::cuda {
+namespace {
+
+// Compiles every kernel of `graph` not compiled before for both architectures.
+void compile_all(const ir::KernelGraph& graph, const std::string& what,
+                 std::set<std::string>& seen) {
+  std::string reason;
+  ASSERT_TRUE(nvrtc_available(&reason))
+      << "the CUDA compile test needs NVRTC (the CUDA toolkit's libnvrtc): " << reason;
+  Program program = lower(graph);
+  ASSERT_FALSE(program.kernels.empty()) << what;
+  for (const KernelLaunch& k : program.kernels) {
+    if (!seen.insert(k.source).second) continue;
+    // YIRAGE_CUDA_DUMP=DIR keeps the sources, for nvcc -Xptxas -v or reading.
+    if (const char* dump = std::getenv("YIRAGE_CUDA_DUMP"); dump && *dump)
+      std::ofstream(fmt::format("{}/{}-{}.cu", dump, k.name, seen.size())) << k.source;
+    for (const char* arch : {"sm_80", "sm_90"}) {
+      try {
+        CompileResult r = compile_cuda(k.source, arch, k.name);
+        EXPECT_FALSE(r.cubin.empty()) << what << ": " << k.what << " for " << arch;
+      } catch (const Error& e) {
+        ADD_FAILURE() << what << ": " << e.what() << "\n--- source ---\n" << k.source;
+      }
+    }
+  }
+}
+
+TEST(CudaCompile, SuiteMuGraphs) {
+  std::set<std::string> seen;
+  for (const suite::WorkloadInfo& w : suite::workloads())
+    for (int bs : w.has_batch ? std::vector<int>{1, 8} : std::vector<int>{1})
+      for (const cuda_suite::Variant& v : cuda_suite::variants(w.name, bs))
+        compile_all(v.graph, fmt::format("{} bs{} {}", w.name, bs, v.name), seen);
+}
+
+TEST(CudaCompile, UnfusedSuiteGraphs) {
+  std::set<std::string> seen;
+  for (const suite::WorkloadInfo& w : suite::workloads())
+    compile_all(suite::build_workload(w.name, 1, ir::DType::f16), w.name + " unfused", seen);
+}
+
+TEST(CudaCompile, BlockTestGraphs) {
+  using namespace ir::testing;
+  std::set<std::string> seen;
+  for (ir::DType t : {ir::DType::f32, ir::DType::f16, ir::DType::bf16}) {
+    compile_all(rmsnorm_linear_ugraph(t), "rmsnorm_linear_ugraph", seen);
+    auto one = [&](ir::BlockGraph body, const std::string& name) {
+      ir::KernelGraph g;
+      std::vector<ir::TensorRef> inputs;
+      for (size_t i = 0; i < body.operands().size(); ++i)
+        inputs.push_back(
+            g.input(fmt::format("in{}", i), body.operands()[i].dims, body.operands()[i].dtype));
+      auto shared = std::make_shared<const ir::BlockGraph>(std::move(body));
+      g.mark_output(g.add_node(ir::FusedOp{shared}, inputs, name)[0], "out");
+      compile_all(g, name, seen);
+    };
+    one(gated_mlp_block(t), "gated_mlp");
+    one(attention_exp_block(t), "attention_exp");
+    one(attention_softmax_block(t), "attention_softmax");
+    one(split_k_block(t), "split_k");
+  }
+}
+
+// A generated kernel that does not compile must fail loudly, naming the kernel.
+TEST(CudaCompile, BrokenSourceFails) {
+  std::string reason;
+  ASSERT_TRUE(nvrtc_available(&reason)) << reason;
+  try {
+    compile_cuda("extern \"C\" __global__ void k() { undefined_thing(); }", "sm_90", "broken");
+    FAIL() << "a broken kernel compiled";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("broken"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace yirage::backend::cuda

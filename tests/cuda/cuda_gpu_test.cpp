@@ -1,0 +1,196 @@
+// The cuda backend on a GPU: generated kernels against the reference executor on fresh random
+// inputs with poisoned outputs (backend::run_on). Skipped where no GPU is usable, unless
+// YIRAGE_REQUIRE_CUDA=1 (bench/gpu.sh sets it), which turns the skip into a failure.
+#include <cmath>
+#include <cstdlib>
+#include <random>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "backend/backend.h"
+#include "backend/cuda/cuda.h"
+#include "block_test_graphs.h"
+#include "suite_mugraphs.h"
+#include "verify/verify.h"
+
+namespace yirage::backend {
+namespace {
+
+Backend* cuda_or_skip() {
+  for (const BackendInfo& info : describe_backends()) {
+    if (info.name != "cuda") continue;
+    if (info.availability.available) return &get_backend("cuda");
+    const char* require = std::getenv("YIRAGE_REQUIRE_CUDA");
+    if (require && std::string(require) == "1")
+      ADD_FAILURE() << "cuda is required here but unavailable: " << info.availability.reason;
+    return nullptr;
+  }
+  return nullptr;
+}
+
+#define CUDA_OR_SKIP(var)                                         \
+  Backend* var = cuda_or_skip();                                  \
+  if (!var) GTEST_SKIP() << "no usable CUDA GPU on this machine"; \
+  static_assert(true)
+
+uint64_t fresh_seed() {
+  return std::random_device{}();
+}
+
+// Relative L2 error and NaN count against the reference, with the dtype's tolerance.
+void expect_matches(const ir::KernelGraph& graph, Backend& cuda, uint64_t seed,
+                    const std::string& what) {
+  std::mt19937_64 rng(seed);
+  std::vector<ir::HostTensor> inputs;
+  for (ir::TensorRef in : graph.inputs()) {
+    inputs.emplace_back(graph.type(in));
+    ir::fill_random(inputs.back(), rng, -1.0f, 1.0f, 4);
+  }
+  const std::vector<ir::HostTensor> expected = verify::run_reference(graph, inputs);
+  const std::vector<ir::HostTensor> actual = run_on(cuda, graph, inputs);
+  ASSERT_EQ(actual.size(), expected.size());
+  for (size_t o = 0; o < expected.size(); ++o) {
+    const ir::DType t = expected[o].type.dtype;
+    const double tol = t == ir::DType::f32 ? 1e-5 : t == ir::DType::f16 ? 2e-3 : 1.5e-2;
+    double diff = 0, norm = 0;
+    int64_t bad = 0;
+    for (int64_t i = 0; i < expected[o].size(); ++i) {
+      const double a = actual[o].get(i), e = expected[o].get(i);
+      if (!std::isfinite(a)) ++bad;
+      diff += (a - e) * (a - e);
+      norm += e * e;
+    }
+    EXPECT_EQ(bad, 0) << what << " output " << o << ": elements not finite (unwritten?)";
+    EXPECT_LE(std::sqrt(diff / std::max(norm, 1e-30)), tol)
+        << what << " output " << o << " (" << ir::dtype_name(t) << "), seed " << seed;
+  }
+}
+
+ir::KernelGraph single_fused(ir::BlockGraph body, const std::string& name) {
+  ir::KernelGraph g;
+  std::vector<ir::TensorRef> inputs;
+  for (size_t i = 0; i < body.operands().size(); ++i)
+    inputs.push_back(
+        g.input(fmt::format("in{}", i), body.operands()[i].dims, body.operands()[i].dtype));
+  auto shared = std::make_shared<const ir::BlockGraph>(std::move(body));
+  g.mark_output(g.add_node(ir::FusedOp{shared}, inputs, name)[0], "out");
+  return g;
+}
+
+TEST(CudaGpu, FusedBlockGraphsMatchReference) {
+  CUDA_OR_SKIP(cuda);
+  using namespace ir::testing;
+  for (ir::DType t : {ir::DType::f32, ir::DType::f16, ir::DType::bf16}) {
+    const std::string d(ir::dtype_name(t));
+    expect_matches(rmsnorm_linear_ugraph(t), *cuda, fresh_seed(), "rmsnorm_linear " + d);
+    expect_matches(single_fused(gated_mlp_block(t), "gated"), *cuda, fresh_seed(), "gated " + d);
+    expect_matches(single_fused(attention_exp_block(t), "att_exp"), *cuda, fresh_seed(),
+                   "attention_exp " + d);
+    expect_matches(single_fused(attention_softmax_block(t), "att_softmax"), *cuda, fresh_seed(),
+                   "attention_softmax " + d);
+  }
+}
+
+// The tensor-core path (mma.sync): 16-bit tiles with K a multiple of 16, rows padded to 16
+// (m = 3), several row tiles (m = 40), split K across warps (few output tiles), an f32 A operand
+// (rms_norm's scaled X) and a residual.
+TEST(CudaGpu, TensorCoreMatmulsMatchReference) {
+  CUDA_OR_SKIP(cuda);
+  for (ir::DType t : {ir::DType::f16, ir::DType::bf16})
+    for (int64_t m : {3, 40}) {
+      const std::string what = fmt::format("{} m{}", ir::dtype_name(t), m);
+      ir::KernelGraph g;
+      auto x = g.input("X", {m, 256}, t);
+      auto gain = g.input("G", {256}, t);
+      auto w = g.input("W", {256, 64}, t);
+      auto r = g.input("R", {m, 64}, t);
+      g.mark_output(cuda_suite::rmsnorm_linear_node(g, x, gain, w, 32, 64, "norm_linear"), "a");
+      g.mark_output(cuda_suite::linear_node(g, x, w, r, 16, 128, "linear_residual"), "b");
+      g.mark_output(cuda_suite::linear_node(g, x, w, std::nullopt, 64, 256, "linear_one_step"),
+                    "c");
+      expect_matches(g, *cuda, fresh_seed(), what);
+    }
+}
+
+TEST(CudaGpu, SplitKWithKernelLevelSum) {
+  CUDA_OR_SKIP(cuda);
+  using namespace ir::testing;
+  for (ir::DType t : {ir::DType::f32, ir::DType::f16}) {
+    ir::KernelGraph g;
+    auto x = g.input("X", {1, kSplitM, kSplitK}, t);
+    auto w = g.input("W", {kSplitK, kSplitN}, t);
+    auto body = std::make_shared<const ir::BlockGraph>(split_k_block(t));
+    auto partial = g.add_node(ir::FusedOp{body}, {x, w}, "split_k")[0];
+    g.mark_output(g.reduce(ir::ReduceFn::sum, partial, 0, false), "out");
+    expect_matches(g, *cuda, fresh_seed(), "split_k");
+  }
+}
+
+TEST(CudaGpu, KernelLevelOpsMatchReference) {
+  CUDA_OR_SKIP(cuda);
+  for (ir::DType t : {ir::DType::f32, ir::DType::f16}) {
+    ir::KernelGraph g;
+    auto a = g.input("A", {3, 5, 40}, t);
+    auto b = g.input("B", {40, 24}, t);
+    auto c = g.input("C", {24}, t);
+    auto mm = g.matmul(a, b);                                       // batched, broadcast B
+    auto biased = g.add(mm, c);                                     // broadcast add
+    auto sm = g.softmax(biased, 1);                                 // softmax over a middle dim
+    auto ln = g.layer_norm(g.gelu(biased), {24});                   // layer_norm
+    auto rn = g.rms_norm(g.permute(ln, {0, 2, 1}), {5}, {}, 1e-5);  // permute, rms_norm
+    auto parts = g.split(sm, 2, {10, 14});
+    auto joined = g.concat({parts[1], parts[0]}, 2);
+    g.mark_output(g.reduce(ir::ReduceFn::max, joined, 1, true), "max");
+    g.mark_output(g.reduce(ir::ReduceFn::mean, rn, 2, false), "mean");
+    g.mark_output(g.reshape(g.exp(g.mul_scalar(sm, 0.5)), {15, 24}), "reshaped");
+    g.mark_output(a, "passthrough");
+    expect_matches(g, *cuda, fresh_seed(), fmt::format("kernel ops {}", ir::dtype_name(t)));
+  }
+}
+
+// Launching again on the same buffers replays a captured CUDA graph; it must see new inputs.
+TEST(CudaGpu, GraphReplaySeesNewInputs) {
+  CUDA_OR_SKIP(cuda);
+  const ir::KernelGraph g = ir::testing::rmsnorm_linear_ugraph(ir::DType::f16);
+  std::unique_ptr<Module> module = cuda->compile(g);
+  std::vector<std::unique_ptr<Buffer>> in, out;
+  std::vector<Buffer*> in_ptr, out_ptr;
+  for (ir::TensorRef t : g.inputs()) {
+    ir::HostTensor h(g.type(t));
+    in.push_back(cuda->allocate(h.bytes.size()));
+    in_ptr.push_back(in.back().get());
+  }
+  ir::HostTensor result(g.type(g.outputs()[0].tensor));
+  out.push_back(cuda->allocate(result.bytes.size()));
+  out_ptr.push_back(out.back().get());
+  for (int round = 0; round < 4; ++round) {
+    std::mt19937_64 rng(fresh_seed());
+    std::vector<ir::HostTensor> inputs;
+    for (size_t i = 0; i < in.size(); ++i) {
+      inputs.emplace_back(g.type(g.inputs()[i]));
+      ir::fill_random(inputs.back(), rng);
+      in[i]->write(inputs.back().bytes);
+    }
+    ir::poison(result);
+    out[0]->write(result.bytes);
+    module->launch(in_ptr, out_ptr);
+    cuda->synchronize();
+    out[0]->read(result.bytes);
+    const ir::HostTensor expected = verify::run_reference(g, inputs)[0];
+    for (int64_t i = 0; i < expected.size(); ++i)
+      ASSERT_NEAR(result.get(i), expected.get(i), 1e-2 * (1 + std::fabs(expected.get(i))))
+          << "round " << round << " element " << i;
+  }
+}
+
+TEST(CudaGpu, DescribesTheDevice) {
+  CUDA_OR_SKIP(cuda);
+  const DeviceDescription d = cuda->device();
+  EXPECT_GT(d.capabilities["multiprocessors"].get<int>(), 0);
+  EXPECT_GT(d.capabilities["shared_memory_per_block_optin_bytes"].get<int>(), 48 * 1024);
+  EXPECT_EQ(cuda::device_arch(*cuda).substr(0, 3), "sm_");
+}
+
+}  // namespace
+}  // namespace yirage::backend

@@ -1,0 +1,272 @@
+// Hand-built µGraphs of the public suite at full size, the fused kernels the CUDA backend runs
+// until the search (src/search) produces them: for each workload, a few tilings of the same
+// fusion, which the benchmark profiles and the compile test compiles. Each graph takes exactly
+// the workload's inputs (names, order, types) and gives its output, so the reference of the
+// suite's kernel graph checks it.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "ir/block_graph.h"
+#include "ir/ir.h"
+#include "suite/suite.h"
+#include "support/error.h"
+
+namespace yirage::cuda_suite {
+
+using ir::AccumFn;
+using ir::BlockGraph;
+using ir::DType;
+using ir::KernelGraph;
+using ir::kReplicate;
+using ir::TensorRef;
+
+struct Variant {
+  std::string name;  // the tiling, e.g. "n64_k128"
+  KernelGraph graph;
+};
+
+inline constexpr ir::AxisMap kAll{kReplicate, kReplicate, kReplicate};
+inline constexpr ir::AxisMap kOnX0{0, kReplicate, kReplicate};
+inline constexpr ir::AxisMap kOnX1{1, kReplicate, kReplicate};
+inline constexpr int64_t kHidden = 4096;
+
+inline TensorRef fused(KernelGraph& g, BlockGraph body, std::vector<TensorRef> inputs,
+                       const std::string& name) {
+  return g.add_node(ir::FusedOp{std::make_shared<const BlockGraph>(std::move(body))},
+                    std::move(inputs), name)[0];
+}
+
+// rms_norm(X, G) · W in one kernel: blocks split W's columns by n, the loop walks K by kc. The
+// norm weight scales X's columns ((X ⊙ G) · W = X · (G ⊙ W)), so the weight tile goes to the
+// tensor cores as loaded; G comes in as a [1, K] row that broadcasts over X's rows.
+inline TensorRef rmsnorm_linear_node(KernelGraph& g, TensorRef x, TensorRef gain, TensorRef w,
+                                     int64_t n, int64_t kc, const std::string& name) {
+  const ir::TensorType xt = g.type(x), wt = g.type(w);
+  const int64_t k = xt.dims[1], cols = wt.dims[1];
+  TensorRef row = g.reshape(gain, {1, k});
+  BlockGraph b({{cols / n, 1, 1}}, k / kc, {xt, g.type(row), wt});
+  int32_t xi = b.iterator(0, kAll, 1);
+  int32_t gi = b.iterator(1, kAll, 1);
+  int32_t wi = b.iterator(2, kOnX1, 0);
+  int32_t xg = b.add(ir::BinaryOp{ir::BinaryFn::mul}, {xi, gi});
+  int32_t sum = b.accumulate(AccumFn::sum, b.add(ir::MatmulOp{}, {xg, wi}));
+  int32_t sq = b.add(ir::UnaryOp{ir::UnaryFn::square}, {xi});
+  int32_t rms = b.accumulate(AccumFn::rms, b.add(ir::ReduceOp{ir::ReduceFn::mean, 1}, {sq}), 1e-6);
+  b.save(b.add(ir::BinaryOp{ir::BinaryFn::div}, {sum, rms}), kOnX1);
+  return fused(g, std::move(b), {x, row, w}, name);
+}
+
+// X · W (+ R, a residual of the output's shape): blocks split columns by n, the loop walks K.
+inline TensorRef linear_node(KernelGraph& g, TensorRef x, TensorRef w, std::optional<TensorRef> r,
+                             int64_t n, int64_t kc, const std::string& name) {
+  const ir::TensorType xt = g.type(x), wt = g.type(w);
+  const int64_t k = xt.dims[1], cols = wt.dims[1];
+  std::vector<ir::TensorType> operands{xt, wt};
+  if (r) operands.push_back(g.type(*r));
+  BlockGraph b({{cols / n, 1, 1}}, k / kc, operands);
+  int32_t xi = b.iterator(0, kAll, 1);
+  int32_t wi = b.iterator(1, kOnX1, 0);
+  int32_t out = b.accumulate(AccumFn::sum, b.add(ir::MatmulOp{}, {xi, wi}));
+  if (r) {
+    // The residual tile is the same every iteration; its mean over the loop is itself.
+    int32_t ri = b.iterator(2, kOnX1, kReplicate);
+    out = b.add(ir::BinaryOp{ir::BinaryFn::add}, {out, b.accumulate(AccumFn::mean, ri)});
+  }
+  b.save(out, kOnX1);
+  std::vector<TensorRef> inputs{x, w};
+  if (r) inputs.push_back(*r);
+  return fused(g, std::move(b), inputs, name);
+}
+
+inline std::vector<Variant> rmsnorm_linear(int bs) {
+  std::vector<Variant> out;
+  for (auto [n, kc] : {std::pair{32, 256}, {64, 256}, {16, 512}}) {
+    KernelGraph g;
+    TensorRef x = g.input("X", {2 * bs, kHidden}, DType::f16);
+    TensorRef gain = g.input("G", {kHidden}, DType::f16);
+    TensorRef w = g.input("W", {kHidden, 6144}, DType::f16);
+    g.mark_output(rmsnorm_linear_node(g, x, gain, w, n, kc, "fused_rmsnorm_linear"), "out");
+    out.push_back({fmt::format("n{}_k{}", n, kc), std::move(g)});
+  }
+  return out;
+}
+
+inline std::vector<Variant> gated_mlp(int bs) {
+  std::vector<Variant> out;
+  // Shared memory bounds the tiles: X's tile grows with bs.
+  const auto tilings = bs == 1 ? std::vector<std::pair<int, int>>{{32, 256}, {16, 512}, {64, 128}}
+                               : std::vector<std::pair<int, int>>{{32, 128}, {16, 256}, {64, 64}};
+  for (auto [n, kc] : tilings) {
+    KernelGraph g;
+    TensorRef x = g.input("X", {8 * bs, kHidden}, DType::f16);
+    TensorRef w1 = g.input("W1", {kHidden, kHidden}, DType::f16);
+    TensorRef w2 = g.input("W2", {kHidden, kHidden}, DType::f16);
+    BlockGraph b({{kHidden / n, 1, 1}}, kHidden / kc, {g.type(x), g.type(w1), g.type(w2)});
+    int32_t xi = b.iterator(0, kAll, 1);
+    int32_t w1i = b.iterator(1, kOnX1, 0);
+    int32_t w2i = b.iterator(2, kOnX1, 0);
+    int32_t gate = b.accumulate(AccumFn::sum, b.add(ir::MatmulOp{}, {xi, w1i}));
+    int32_t up = b.accumulate(AccumFn::sum, b.add(ir::MatmulOp{}, {xi, w2i}));
+    int32_t silu = b.add(ir::UnaryOp{ir::UnaryFn::silu}, {gate});
+    b.save(b.add(ir::BinaryOp{ir::BinaryFn::mul}, {silu, up}), kOnX1);
+    g.mark_output(fused(g, std::move(b), {x, w1, w2}, "fused_gated_mlp"), "out");
+    out.push_back({fmt::format("n{}_k{}", n, kc), std::move(g)});
+  }
+  return out;
+}
+
+// exp(Q·K) / rowsum · V as one kernel: blocks split heads (x) and query rows (y) by qb; the loop
+// walks the keys by lc, accumulating exp(S)·V and the row sums (tests/block_test_graphs.h's
+// attention_exp_block at full size).
+inline std::vector<Variant> gqa(int bs) {
+  std::vector<Variant> out;
+  for (auto [qb, lc] : {std::pair{16, 64}, {16, 128}, {32, 128}}) {
+    KernelGraph g;
+    const int64_t heads = 2 * bs, queries = 256, d = 64, keys = 4096;
+    TensorRef q = g.input("Q", {heads, queries, d}, DType::f16);
+    TensorRef k = g.input("K", {heads, d, keys}, DType::f16);
+    TensorRef v = g.input("V", {heads, keys, d}, DType::f16);
+    BlockGraph b({{heads, queries / qb, 1}}, keys / lc, {g.type(q), g.type(k), g.type(v)});
+    int32_t qi = b.iterator(0, {0, 1, kReplicate}, kReplicate);
+    int32_t ki = b.iterator(1, {0, kReplicate, kReplicate}, 2);
+    int32_t vi = b.iterator(2, {0, kReplicate, kReplicate}, 1);
+    int32_t e = b.add(ir::UnaryOp{ir::UnaryFn::exp}, {b.add(ir::MatmulOp{}, {qi, ki})});
+    int32_t ev = b.accumulate(AccumFn::sum, b.add(ir::MatmulOp{}, {e, vi}));
+    int32_t l = b.accumulate(AccumFn::sum, b.add(ir::ReduceOp{ir::ReduceFn::sum, 2}, {e}));
+    b.save(b.add(ir::BinaryOp{ir::BinaryFn::div}, {ev, l}), {0, 1, kReplicate});
+    g.mark_output(fused(g, std::move(b), {q, k, v}, "fused_attention"), "out");
+    out.push_back({fmt::format("qb{}_lc{}", qb, lc), std::move(g)});
+  }
+  return out;
+}
+
+// X·W + (X·A)·B in one kernel; each block recomputes the small X·A.
+inline std::vector<Variant> lora(int) {
+  std::vector<Variant> out;
+  for (int64_t n : {32, 64}) {
+    KernelGraph g;
+    TensorRef x = g.input("X", {16, 256}, DType::f16);
+    TensorRef w = g.input("W", {256, kHidden}, DType::f16);
+    TensorRef a = g.input("A", {256, 16}, DType::f16);
+    TensorRef bm = g.input("B", {16, kHidden}, DType::f16);
+    BlockGraph b({{kHidden / n, 1, 1}}, 1, {g.type(x), g.type(w), g.type(a), g.type(bm)});
+    int32_t xi = b.iterator(0, kAll, kReplicate);
+    int32_t wi = b.iterator(1, kOnX1, kReplicate);
+    int32_t ai = b.iterator(2, kAll, kReplicate);
+    int32_t bi = b.iterator(3, kOnX1, kReplicate);
+    int32_t base = b.add(ir::MatmulOp{}, {xi, wi});
+    int32_t delta = b.add(ir::MatmulOp{}, {b.add(ir::MatmulOp{}, {xi, ai}), bi});
+    int32_t sum = b.add(ir::BinaryOp{ir::BinaryFn::add}, {base, delta});
+    b.save(b.accumulate(AccumFn::sum, sum), kOnX1);
+    g.mark_output(fused(g, std::move(b), {x, w, a, bm}, "fused_lora"), "out");
+    out.push_back({fmt::format("n{}", n), std::move(g)});
+  }
+  return out;
+}
+
+// rms(X + α ⊙ (rms(H) + X)) in one kernel, a block per row.
+inline std::vector<Variant> ntrans(int bs) {
+  KernelGraph g;
+  const ir::Dims dims{8 * bs, kHidden};
+  TensorRef h = g.input("H", dims, DType::f16);
+  TensorRef x = g.input("X", dims, DType::f16);
+  TensorRef alpha = g.input("alpha", dims, DType::f16);
+  BlockGraph b({{8 * bs, 1, 1}}, 1, {g.type(h), g.type(x), g.type(alpha)});
+  const ir::RmsNormOp rms{.normalized_shape = {kHidden}};
+  int32_t hi = b.iterator(0, kOnX0, kReplicate);
+  int32_t xi = b.iterator(1, kOnX0, kReplicate);
+  int32_t ai = b.iterator(2, kOnX0, kReplicate);
+  int32_t hn = b.add(rms, {hi});
+  int32_t inner = b.add(ir::BinaryOp{ir::BinaryFn::add}, {hn, xi});
+  int32_t scaled = b.add(ir::BinaryOp{ir::BinaryFn::mul}, {ai, inner});
+  int32_t residual = b.add(ir::BinaryOp{ir::BinaryFn::add}, {xi, scaled});
+  int32_t acc = b.accumulate(AccumFn::sum, residual);
+  b.save(b.add(rms, {acc}), kOnX0);
+  g.mark_output(fused(g, std::move(b), {h, x, alpha}, "fused_ntrans"), "out");
+  std::vector<Variant> out;
+  out.push_back({"row", std::move(g)});
+  return out;
+}
+
+// A fused linear, then the kernel-level softmax.
+inline std::vector<Variant> gemm_softmax(int) {
+  std::vector<Variant> out;
+  for (auto [n, kc] : {std::pair{64, 256}, {32, 512}}) {
+    KernelGraph g;
+    TensorRef x = g.input("X", {8, 2048}, DType::f16);
+    TensorRef w = g.input("W", {2048, 32000}, DType::f16);
+    TensorRef logits = linear_node(g, x, w, std::nullopt, n, kc, "fused_linear");
+    g.mark_output(g.softmax(logits, -1), "out");
+    out.push_back({fmt::format("n{}_k{}", n, kc), std::move(g)});
+  }
+  return out;
+}
+
+// A fused linear, then the kernel-level layer_norm.
+inline std::vector<Variant> gemm_layernorm(int) {
+  std::vector<Variant> out;
+  for (auto [n, kc] : {std::pair{32, 256}, {16, 512}}) {
+    KernelGraph g;
+    TensorRef x = g.input("X", {16, kHidden}, DType::f16);
+    TensorRef w = g.input("W", {kHidden, kHidden}, DType::f16);
+    TensorRef proj = linear_node(g, x, w, std::nullopt, n, kc, "fused_linear");
+    g.mark_output(g.layer_norm(proj, {kHidden}), "out");
+    out.push_back({fmt::format("n{}_k{}", n, kc), std::move(g)});
+  }
+  return out;
+}
+
+// rms_norm · Wgu fused; the split into gate and up halves; silu(g)·u fused into the down
+// projection with the residual add.
+inline std::vector<Variant> llama_mlp_block(int bs) {
+  std::vector<Variant> out;
+  const int64_t inter = 14336;
+  struct Tiling {
+    int64_t n, kc, dn, dk;
+  };
+  for (auto [n, kc, dn, dk] : {Tiling{64, 256, 32, 256}, Tiling{32, 512, 16, 512}}) {
+    KernelGraph g;
+    TensorRef x = g.input("X", {bs, kHidden}, DType::f16);
+    TensorRef gain = g.input("G", {kHidden}, DType::f16);
+    TensorRef wgu = g.input("Wgu", {kHidden, 2 * inter}, DType::f16);
+    TensorRef wd = g.input("Wd", {inter, kHidden}, DType::f16);
+    TensorRef gu = rmsnorm_linear_node(g, x, gain, wgu, n, kc, "fused_norm_gate_up");
+    std::vector<TensorRef> parts =
+        g.add_node(ir::SplitOp{.dim = 1, .sizes = {inter, inter}}, {gu}, "split");
+    BlockGraph b({{kHidden / dn, 1, 1}}, inter / dk,
+                 {g.type(parts[0]), g.type(parts[1]), g.type(wd), g.type(x)});
+    int32_t gi = b.iterator(0, kAll, 1);
+    int32_t ui = b.iterator(1, kAll, 1);
+    int32_t wi = b.iterator(2, kOnX1, 0);
+    int32_t xi = b.iterator(3, kOnX1, kReplicate);
+    int32_t h =
+        b.add(ir::BinaryOp{ir::BinaryFn::mul}, {b.add(ir::UnaryOp{ir::UnaryFn::silu}, {gi}), ui});
+    int32_t down = b.accumulate(AccumFn::sum, b.add(ir::MatmulOp{}, {h, wi}));
+    int32_t res = b.add(ir::BinaryOp{ir::BinaryFn::add}, {down, b.accumulate(AccumFn::mean, xi)});
+    b.save(res, kOnX1);
+    g.mark_output(fused(g, std::move(b), {parts[0], parts[1], wd, x}, "fused_mlp_down"), "out");
+    out.push_back({fmt::format("n{}_k{}_down_n{}_k{}", n, kc, dn, dk), std::move(g)});
+  }
+  return out;
+}
+
+// The variants of a workload by its suite name.
+inline std::vector<Variant> variants(const std::string& workload, int bs) {
+  if (workload == "rmsnorm_linear") return rmsnorm_linear(bs);
+  if (workload == "gated_mlp") return gated_mlp(bs);
+  if (workload == "gqa") return gqa(bs);
+  if (workload == "lora") return lora(bs);
+  if (workload == "ntrans") return ntrans(bs);
+  if (workload == "gemm_softmax") return gemm_softmax(bs);
+  if (workload == "gemm_layernorm") return gemm_layernorm(bs);
+  if (workload == "llama_mlp_block") return llama_mlp_block(bs);
+  fail("no hand-built CUDA µGraph for workload '{}'", workload);
+}
+
+}  // namespace yirage::cuda_suite
