@@ -6,11 +6,17 @@
 // Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q6_K); `Tokenizer` rebuilds the model's byte-level BPE or
 // SentencePiece tokenizer from the metadata and matches llama.cpp token for token;
 // `StreamingDecoder` turns generated ids into complete UTF-8; `ChatTemplate` renders
-// conversations for ChatML models. The model graph, KV cache, sampler and generation loop build
-// on these and will be declared here as they arrive.
+// conversations for ChatML models. On top of them: `LlamaModel` (model.h) holds the config, the
+// quantized weights borrowed from the mapping, the KV cache and the forward pass as hot blocks;
+// kernels.h has the quantized matmul kernels; `Sampler` picks tokens; and `Llm` (engine.h) is the
+// generation API the CLI and the Python package use.
 #pragma once
 
 #include "llm/chat.h"       // IWYU pragma: export
+#include "llm/engine.h"     // IWYU pragma: export
 #include "llm/gguf.h"       // IWYU pragma: export
+#include "llm/kernels.h"    // IWYU pragma: export
+#include "llm/model.h"      // IWYU pragma: export
 #include "llm/quant.h"      // IWYU pragma: export
+#include "llm/sampler.h"    // IWYU pragma: export
 #include "llm/tokenizer.h"  // IWYU pragma: export

@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""YiRage's LLM engine against llama.cpp (llama-cpp-python) on the same GGUF, in the same run.
+
+Measures, with the same thread count for both:
+  - prefill: tokens/s for a prompt of --prompt-tokens tokens (one batch);
+  - decode: tokens/s for --decode-tokens greedy steps after a short prompt.
+Each engine runs --runs times, alternating, after a warm-up; the best run of each counts, which
+is the fairest figure on a machine shared with other work (the load average is printed).
+
+  python3 bench/llm_vs_llamacpp.py --yirage build/release/yirage [--threads 2] [--out FILE]
+"""
+
+import argparse
+import json
+import os
+import pathlib
+import platform
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+MODEL_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+DECODE_PROMPT = "The capital of France is"
+LONG_TEXT = (
+    "The history of computing is a story of people finding faster ways to do arithmetic. "
+    "Mechanical calculators gave way to relays, relays to vacuum tubes, and tubes to transistors, "
+    "each step making machines smaller, cheaper and more reliable. Compilers let programmers "
+    "write in languages closer to mathematics, operating systems shared one machine among many "
+    "users, and networks joined machines together. Today a single chip holds billions of "
+    "transistors, and the same questions remain: how to move data less, compute more, and keep "
+    "every unit busy. Superoptimizers search the space of programs for the fastest equivalent "
+    "one, and inference engines run language models on ordinary processors. "
+) * 4
+
+
+def model_path(arg):
+    if arg:
+        return pathlib.Path(arg)
+    if os.environ.get("YIRAGE_MODEL_PATH"):
+        return pathlib.Path(os.environ["YIRAGE_MODEL_PATH"])
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return pathlib.Path(cache) / "yirage" / "models" / MODEL_NAME
+
+
+def run_ours(binary, model, prompt, n, threads):
+    with tempfile.TemporaryDirectory() as tmp:
+        out = pathlib.Path(tmp) / "r.json"
+        subprocess.run([binary, "generate", "--model", str(model), "--prompt", prompt, "-n", str(n),
+                        "--temperature", "0", "--threads", str(threads), "--context", "1024",
+                        "--save-json", str(out)], check=True, capture_output=True)
+        r = json.loads(out.read_text())
+    return r
+
+
+def llama_prefill(engine, ids):
+    engine.reset()
+    t0 = time.perf_counter()
+    engine.eval(ids)
+    return len(ids) / (time.perf_counter() - t0)
+
+
+def llama_decode(engine, prompt_ids, n):
+    engine.reset()
+    engine.eval(prompt_ids)
+    token = int(np.argmax(engine.scores[engine.n_tokens - 1]))
+    t0 = time.perf_counter()
+    for _ in range(n - 1):  # as ours: the first token comes from the prefill
+        engine.eval([token])
+        token = int(np.argmax(engine.scores[engine.n_tokens - 1]))
+    return (n - 1) / (time.perf_counter() - t0)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--yirage", default="build/release/yirage")
+    ap.add_argument("--model")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--prompt-tokens", type=int, default=128)
+    ap.add_argument("--decode-tokens", type=int, default=64)
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--out")
+    args = ap.parse_args()
+
+    import llama_cpp
+
+    model = model_path(args.model)
+    engine = llama_cpp.Llama(model_path=str(model), n_ctx=1024, n_batch=512,
+                             n_threads=args.threads, n_threads_batch=args.threads, verbose=False)
+    # A prompt of exactly --prompt-tokens tokens for both engines.
+    ids = engine.tokenize(LONG_TEXT.encode(), add_bos=True, special=False)[: args.prompt_tokens]
+    prompt = engine.detokenize(ids).decode()
+    ids = engine.tokenize(prompt.encode(), add_bos=True, special=False)
+    decode_ids = engine.tokenize(DECODE_PROMPT.encode(), add_bos=True, special=False)
+
+    lines = []
+
+    def say(text):
+        print(text, flush=True)
+        lines.append(text)
+
+    say("$ python3 " + " ".join(shlex.quote(a) for a in sys.argv))
+    say(f"date: {time.strftime('%Y-%m-%d %H:%M:%S %Z')}; host: {platform.node()}; "
+        f"cpu: {platform.processor() or platform.machine()}, {os.cpu_count()} logical cores")
+    say(f"load average before: {os.getloadavg()[0]:.2f} (a value above the core count means "
+        f"other work shared the machine during the run)")
+    say(f"model: {model}; threads: {args.threads}; llama-cpp-python {llama_cpp.__version__}")
+    say(f"prefill prompt: {len(ids)} tokens; decode: {args.decode_tokens} tokens after a "
+        f"{len(decode_ids)}-token prompt; best of {args.runs} runs each, alternating")
+
+    # Warm-up: page the model in for both.
+    run_ours(args.yirage, model, DECODE_PROMPT, 4, args.threads)
+    llama_decode(engine, decode_ids, 4)
+
+    ours_pf, ours_dec, their_pf, their_dec = [], [], [], []
+    for _ in range(args.runs):
+        r = run_ours(args.yirage, model, prompt, 1, args.threads)
+        assert len(r["prompt_ids"]) == len(ids), (len(r["prompt_ids"]), len(ids))
+        ours_pf.append(r["prefill_tokens_per_second"])
+        their_pf.append(llama_prefill(engine, ids))
+        r = run_ours(args.yirage, model, DECODE_PROMPT, args.decode_tokens, args.threads)
+        ours_dec.append(r["decode_tokens_per_second"])
+        their_dec.append(llama_decode(engine, decode_ids, args.decode_tokens))
+
+    def row(name, ours, theirs):
+        say(f"{name:<8} yirage {max(ours):8.1f} tok/s   llama.cpp {max(theirs):8.1f} tok/s   "
+            f"ratio {max(ours) / max(theirs):5.2f}x   (all runs: yirage "
+            f"{', '.join(f'{x:.0f}' for x in ours)}; llama.cpp "
+            f"{', '.join(f'{x:.0f}' for x in theirs)})")
+
+    row("prefill", ours_pf, their_pf)
+    row("decode", ours_dec, their_dec)
+    say(f"load average after: {os.getloadavg()[0]:.2f}")
+    if args.out:
+        pathlib.Path(args.out).write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,250 @@
+#include "llm/cpu_blocks.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+#include <vector>
+
+#include "support/error.h"
+
+namespace yirage::llm {
+namespace {
+
+float round_f16(float x) {
+  return f16_to_f32(f32_to_f16(x));
+}
+
+// Rows [begin, end) of `total` for `thread` of `threads`, in whole tiles of 4 rows so that every
+// thread but the last runs full kernel tiles.
+std::pair<int, int> split_rows(int total, int thread, int threads) {
+  const int tiles = (total + 3) / 4;
+  const int begin = std::min(total, tiles * thread / threads * 4);
+  const int end = std::min(total, tiles * (thread + 1) / threads * 4);
+  return {begin, end};
+}
+
+// One matrix of a parallel region: y[c·ldy + r] = W row r · activation row c.
+struct Job {
+  const Linear* w;
+  const Activations* x;
+  float* y;
+  size_t ldy;
+};
+
+class CpuBlocks final : public HotBlocks {
+ public:
+  CpuBlocks(const LlamaConfig& config, const LlamaWeights& weights, int context_length,
+            ThreadPool& pool, const KernelTable& kernels)
+      : c_(config), w_(weights), pool_(pool), k_(kernels) {
+    // RoPE angles as ggml computes them: θ advances by a factor freq_base^(-2/n_dims) per pair,
+    // multiplied in float.
+    const int pairs = c_.rope_dim / 2;
+    rope_cos_.resize(static_cast<size_t>(context_length) * pairs);
+    rope_sin_.resize(rope_cos_.size());
+    const float theta_scale = std::pow(c_.rope_base, -2.0f / static_cast<float>(c_.rope_dim));
+    for (int p = 0; p < context_length; ++p) {
+      float theta = static_cast<float>(p);
+      for (int i = 0; i < pairs; ++i) {
+        rope_cos_[static_cast<size_t>(p) * pairs + i] = std::cos(theta);
+        rope_sin_[static_cast<size_t>(p) * pairs + i] = std::sin(theta);
+        theta *= theta_scale;
+      }
+    }
+    scores_.resize(static_cast<size_t>(pool.size()));
+    for (auto& s : scores_) s.resize(static_cast<size_t>(context_length));
+  }
+
+  void norm_qkv(int layer, const float* x, int n, float* q, float* k, float* v) override {
+    const LayerWeights& lw = w_.layers[layer];
+    ensure(xn_, static_cast<size_t>(n) * c_.n_embd);
+    rms_norm(x, lw.attn_norm.data(), n, c_.n_embd, c_.rms_eps, xn_.data());
+    const Activations& a = prepare(lw.wq, xn_.data(), n, 0);
+    // Quantize once when the matrices read the same activation kind (they all do in a
+    // uniformly quantized file).
+    const Activations& b = same_kind(lw.wk, lw.wq) ? a : prepare(lw.wk, xn_.data(), n, 1);
+    const Activations& cc = same_kind(lw.wv, lw.wq)   ? a
+                            : same_kind(lw.wv, lw.wk) ? b
+                                                      : prepare(lw.wv, xn_.data(), n, 2);
+    const Job jobs[] = {{&lw.wq, &a, q, static_cast<size_t>(lw.wq.rows)},
+                        {&lw.wk, &b, k, static_cast<size_t>(lw.wk.rows)},
+                        {&lw.wv, &cc, v, static_cast<size_t>(lw.wv.rows)}};
+    run_jobs(jobs, n);
+  }
+
+  void attention(int layer, int pos0, int n, float* q, float* k, float* v, KvCache& cache,
+                 float* x) override {
+    const int hd = c_.head_dim;
+    const int q_row = c_.n_head * hd;
+    const int kv_row = c_.n_head_kv * hd;
+    for (int i = 0; i < n; ++i) {
+      const int pos = pos0 + i;
+      for (int h = 0; h < c_.n_head; ++h) rope(q + i * q_row + h * hd, pos);
+      for (int h = 0; h < c_.n_head_kv; ++h) rope(k + i * kv_row + h * hd, pos);
+      // llama.cpp stores keys and values as f16 and converts q to f16 for the K·q product.
+      float* kc = cache.k(layer, pos);
+      float* vc = cache.v(layer, pos);
+      for (int j = 0; j < kv_row; ++j) {
+        kc[j] = round_f16(k[i * kv_row + j]);
+        vc[j] = round_f16(v[i * kv_row + j]);
+      }
+      for (int j = 0; j < q_row; ++j) q[i * q_row + j] = round_f16(q[i * q_row + j]);
+    }
+    ensure(attn_, static_cast<size_t>(n) * q_row);
+    std::fill(attn_.begin(), attn_.begin() + static_cast<ptrdiff_t>(n) * q_row, 0.0f);
+    const int group = c_.n_head / c_.n_head_kv;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    const int items = n * c_.n_head;
+    pool_.run([&](int thread, int threads) {
+      float* scores = scores_[thread].data();
+      for (int item = items * thread / threads; item < items * (thread + 1) / threads; ++item) {
+        const int i = item / c_.n_head;
+        const int h = item % c_.n_head;
+        const int len = pos0 + i + 1;  // causal: positions 0..pos
+        const size_t kv_offset = static_cast<size_t>(h / group) * hd;
+        k_.attn_scores(q + i * q_row + h * hd, cache.k(layer, 0) + kv_offset, cache.row, len, hd,
+                       scores);
+        float max = -INFINITY;
+        for (int j = 0; j < len; ++j) max = std::max(max, scores[j] * scale);
+        for (int j = 0; j < len; ++j) scores[j] *= scale;
+        const double sum = k_.softmax_exp(scores, len, max);
+        const float inv = static_cast<float>(1.0 / sum);
+        // The probabilities meet the f16 values as f16, as in llama.cpp's V·softmax product.
+        for (int j = 0; j < len; ++j) scores[j] = round_f16(scores[j] * inv);
+        k_.attn_accumulate(scores, cache.v(layer, 0) + kv_offset, cache.row, len, hd,
+                           attn_.data() + static_cast<size_t>(i) * q_row + h * hd);
+      }
+    });
+    const LayerWeights& lw = w_.layers[layer];
+    const Activations& a = prepare(lw.wo, attn_.data(), n, 0);
+    residual_matmul(lw.wo, a, n, x);
+  }
+
+  void gated_mlp(int layer, float* x, int n) override {
+    const LayerWeights& lw = w_.layers[layer];
+    ensure(xn_, static_cast<size_t>(n) * c_.n_embd);
+    rms_norm(x, lw.ffn_norm.data(), n, c_.n_embd, c_.rms_eps, xn_.data());
+    const Activations& ag = prepare(lw.gate, xn_.data(), n, 0);
+    const Activations& au = same_kind(lw.up, lw.gate) ? ag : prepare(lw.up, xn_.data(), n, 1);
+    const size_t ff = static_cast<size_t>(c_.n_ff);
+    ensure(gate_, n * ff);
+    ensure(up_, n * ff);
+    // Each thread owns a range of hidden features, computes gate and up for it and applies
+    // SwiGLU there, so the activation needs no extra barrier.
+    pool_.run([&](int thread, int threads) {
+      auto [begin, end] = split_rows(c_.n_ff, thread, threads);
+      if (begin >= end) return;
+      gemm(lw.gate, ag, begin, end, n, gate_.data(), ff);
+      gemm(lw.up, au, begin, end, n, up_.data(), ff);
+      for (int c = 0; c < n; ++c)
+        k_.swiglu(gate_.data() + c * ff + begin, up_.data() + c * ff + begin, end - begin);
+    });
+    const Activations& ad = prepare(lw.down, gate_.data(), n, 0);
+    residual_matmul(lw.down, ad, n, x);
+  }
+
+  void final_norm_lm_head(const float* x, float* logits) override {
+    ensure(xn_, static_cast<size_t>(c_.n_embd));
+    rms_norm(x, w_.output_norm.data(), 1, c_.n_embd, c_.rms_eps, xn_.data());
+    const Activations& a = prepare(w_.output, xn_.data(), 1, 0);
+    const Job job{&w_.output, &a, logits, static_cast<size_t>(w_.output.rows)};
+    run_jobs({&job, 1}, 1);
+  }
+
+ private:
+  static void ensure(std::vector<float>& v, size_t size) {
+    if (v.size() < size) v.resize(size);
+  }
+
+  void rope(float* x, int pos) const {
+    const int pairs = c_.rope_dim / 2;
+    const float* cs = rope_cos_.data() + static_cast<size_t>(pos) * pairs;
+    const float* sn = rope_sin_.data() + static_cast<size_t>(pos) * pairs;
+    // LLM_ARCH_LLAMA uses ggml's "normal" rope: adjacent pairs (x[2i], x[2i+1]) rotate; the GGUF
+    // converter permuted Wq and Wk so that this matches the HF model's rotate-half.
+    for (int i = 0; i < pairs; ++i) {
+      const float x0 = x[2 * i];
+      const float x1 = x[2 * i + 1];
+      x[2 * i] = x0 * cs[i] - x1 * sn[i];
+      x[2 * i + 1] = x0 * sn[i] + x1 * cs[i];
+    }
+  }
+
+  static bool same_kind(const Linear& a, const Linear& b) {
+    return activation_kind(a.type, a.name) == activation_kind(b.type, b.name);
+  }
+
+  // The activations `w` reads, from slot `slot` of the scratch (one slot per matrix of a region
+  // whose activations could differ in kind).
+  const Activations& prepare(const Linear& w, const float* x, int n, int slot) {
+    Activations& a = acts_[slot];
+    quantize_activations(activation_kind(w.type, w.name), x, n, w.cols, a);
+    return a;
+  }
+
+  void gemm(const Linear& w, const Activations& x, int begin, int end, int n, float* y,
+            size_t ldy) const {
+    gemm_for(k_, w.type)(w.cols, w.data + static_cast<size_t>(begin) * w.row_bytes, w.row_bytes,
+                         end - begin, x, 0, n, y + begin, ldy);
+  }
+
+  // Several matrices in one parallel region; the threads split their rows as one list.
+  void run_jobs(std::span<const Job> jobs, int n) {
+    int total = 0;
+    for (const Job& j : jobs) total += j.w->rows;
+    pool_.run([&](int thread, int threads) {
+      auto [begin, end] = split_rows(total, thread, threads);
+      int base = 0;
+      for (const Job& j : jobs) {
+        const int b = std::max(begin - base, 0);
+        const int e = std::min(end - base, j.w->rows);
+        if (b < e) gemm(*j.w, *j.x, b, e, n, j.y, j.ldy);
+        base += j.w->rows;
+      }
+    });
+  }
+
+  // x += x_in · Wᵀ, each thread adding the rows it computed.
+  void residual_matmul(const Linear& w, const Activations& a, int n, float* x) {
+    const size_t d = static_cast<size_t>(w.rows);
+    ensure(out_, n * d);
+    pool_.run([&](int thread, int threads) {
+      auto [begin, end] = split_rows(w.rows, thread, threads);
+      if (begin >= end) return;
+      gemm(w, a, begin, end, n, out_.data(), d);
+      for (int c = 0; c < n; ++c)
+        for (int r = begin; r < end; ++r) x[c * d + r] += out_[c * d + r];
+    });
+  }
+
+  const LlamaConfig& c_;
+  const LlamaWeights& w_;
+  ThreadPool& pool_;
+  const KernelTable& k_;
+  std::vector<float> rope_cos_, rope_sin_;
+  std::vector<std::vector<float>> scores_;  // per thread
+  std::vector<float> xn_, attn_, gate_, up_, out_;
+  Activations acts_[3];
+};
+
+}  // namespace
+
+void rms_norm(const float* x, const float* w, int n, int dim, float eps, float* y) {
+  for (int r = 0; r < n; ++r) {
+    const float* xr = x + static_cast<size_t>(r) * dim;
+    float* yr = y + static_cast<size_t>(r) * dim;
+    double sum = 0;
+    // The square in float, the sum in double: ggml's order, which the logits are compared with.
+    for (int i = 0; i < dim; ++i) sum += static_cast<double>(xr[i] * xr[i]);
+    const float mean = static_cast<float>(sum / dim);
+    const float scale = 1.0f / std::sqrt(mean + eps);
+    for (int i = 0; i < dim; ++i) yr[i] = xr[i] * scale * w[i];
+  }
+}
+
+std::unique_ptr<HotBlocks> make_cpu_blocks(const LlamaConfig& config, const LlamaWeights& weights,
+                                           int context_length, ThreadPool& pool,
+                                           const KernelTable& kernels) {
+  return std::make_unique<CpuBlocks>(config, weights, context_length, pool, kernels);
+}
+
+}  // namespace yirage::llm

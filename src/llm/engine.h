@@ -1,0 +1,92 @@
+// The generation API: `Llm` opens a GGUF model, and turns a prompt into text. This is the surface
+// the CLI (`yirage generate`, `yirage chat`) and the Python package (`yr.LLM`) bind; the model,
+// kernels and sampler underneath are reachable through `model()` for tests and tools.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "llm/chat.h"
+#include "llm/tokenizer.h"
+
+namespace yirage::llm {
+
+class LlamaModel;
+
+struct LlmOptions {
+  int threads = 2;
+  // Tokens the KV cache holds; 0 means the model's training context, capped at 4096.
+  int context_length = 0;
+};
+
+struct GenerateOptions {
+  int max_tokens = 128;
+  float temperature = 0.0f;     // 0: greedy
+  int top_k = 40;               // 0: off
+  float top_p = 0.95f;          // 1: off
+  float repeat_penalty = 1.0f;  // 1: off; llama.cpp's definition over the last `repeat_last_n`
+  int repeat_last_n = 64;
+  uint64_t seed = 0;
+  // Wrap the prompt in the model's chat template as one user message (with the template's
+  // default system prompt) and open the assistant's turn.
+  bool chat = false;
+  // Stop at EOS or an end-of-turn token (the stop token is not part of the text).
+  bool stop_at_end_of_generation = true;
+};
+
+struct GenerateStats {
+  int prompt_tokens = 0;
+  int generated_tokens = 0;
+  double prefill_seconds = 0;
+  double decode_seconds = 0;  // every forward pass after the prefill
+  double prefill_tokens_per_second() const;
+  double decode_tokens_per_second() const;
+};
+
+// What one generate() call produced, beyond the text.
+struct GenerateResult {
+  std::string text;
+  std::vector<TokenId> prompt_ids;
+  std::vector<TokenId> ids;         // generated ids, stop token excluded
+  std::vector<float> first_logits;  // the logits after the prompt, over the vocabulary
+  GenerateStats stats;
+};
+
+class Llm {
+ public:
+  // Maps `path` (GGUF), validates the model and builds the tokenizer; errors name the file.
+  static Llm open(const std::string& path, const LlmOptions& options = {});
+
+  Llm(Llm&&) noexcept;
+  Llm& operator=(Llm&&) noexcept;
+  ~Llm();
+
+  // Generates a continuation of `prompt` and returns it as text. `on_text` receives the text as
+  // it becomes complete UTF-8, token by token. Each call starts from an empty KV cache.
+  std::string generate(const std::string& prompt, const GenerateOptions& options = {},
+                       const std::function<void(std::string_view)>& on_text = {});
+  // The same, returning ids, first-step logits and timings as well.
+  GenerateResult generate_detailed(const std::string& prompt, const GenerateOptions& options = {},
+                                   const std::function<void(std::string_view)>& on_text = {});
+
+  // Continues a conversation: renders `messages` with the chat template, reusing the KV cache
+  // for the prefix it already holds from the previous call, and returns the assistant's reply.
+  std::string chat(std::span<const ChatMessage> messages, const GenerateOptions& options = {},
+                   const std::function<void(std::string_view)>& on_text = {});
+
+  const GenerateStats& last_stats() const;
+  const Tokenizer& tokenizer() const;
+  LlamaModel& model();
+
+ private:
+  struct Impl;
+  explicit Llm(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace yirage::llm

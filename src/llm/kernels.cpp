@@ -1,0 +1,263 @@
+#include "llm/kernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "support/error.h"
+
+namespace yirage::llm {
+namespace {
+
+uint16_t load_u16(const std::byte* p) {
+  uint16_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// Rounds through f16, as ggml does when it stores a block scale.
+float round_f16(float x) {
+  return f16_to_f32(f32_to_f16(x));
+}
+
+// block_q4_1 {f16 d; f16 m; u8 qs[16]}: element j is qs[j] & 15, element j + 16 is qs[j] >> 4.
+void scalar_q4_1(int k, const std::byte* w, size_t w_stride, int nr, const Activations& x,
+                 int x_row, int nc, float* y, size_t ldy) {
+  const int nb = k / kQ8Block;
+  for (int c = 0; c < nc; ++c) {
+    const int8_t* xq = x.qs.data() + static_cast<size_t>(x_row + c) * k;
+    const float* xd = x.d.data() + static_cast<size_t>(x_row + c) * nb;
+    const float* xs = x.s.data() + static_cast<size_t>(x_row + c) * nb;
+    for (int r = 0; r < nr; ++r) {
+      const std::byte* row = w + r * w_stride;
+      float sum = 0;
+      for (int b = 0; b < nb; ++b) {
+        const std::byte* block = row + b * 20;
+        const auto* qs = reinterpret_cast<const uint8_t*>(block + 4);
+        int sumi = 0;
+        for (int j = 0; j < 16; ++j) {
+          sumi += (qs[j] & 15) * xq[b * 32 + j] + (qs[j] >> 4) * xq[b * 32 + j + 16];
+        }
+        sum += f16_to_f32(load_u16(block)) * xd[b] * static_cast<float>(sumi) +
+               f16_to_f32(load_u16(block + 2)) * xs[b];
+      }
+      y[c * ldy + r] = sum;
+    }
+  }
+}
+
+// block_q8_0 {f16 d; i8 qs[32]}.
+void scalar_q8_0(int k, const std::byte* w, size_t w_stride, int nr, const Activations& x,
+                 int x_row, int nc, float* y, size_t ldy) {
+  const int nb = k / kQ8Block;
+  for (int c = 0; c < nc; ++c) {
+    const int8_t* xq = x.qs.data() + static_cast<size_t>(x_row + c) * k;
+    const float* xd = x.d.data() + static_cast<size_t>(x_row + c) * nb;
+    for (int r = 0; r < nr; ++r) {
+      const std::byte* row = w + r * w_stride;
+      float sum = 0;
+      for (int b = 0; b < nb; ++b) {
+        const std::byte* block = row + b * 34;
+        const auto* qs = reinterpret_cast<const int8_t*>(block + 2);
+        int sumi = 0;
+        for (int j = 0; j < 32; ++j) sumi += qs[j] * xq[b * 32 + j];
+        sum += f16_to_f32(load_u16(block)) * xd[b] * static_cast<float>(sumi);
+      }
+      y[c * ldy + r] = sum;
+    }
+  }
+}
+
+void scalar_f32(int k, const std::byte* w, size_t w_stride, int nr, const Activations& x, int x_row,
+                int nc, float* y, size_t ldy) {
+  for (int c = 0; c < nc; ++c) {
+    const float* xf = x.f + static_cast<size_t>(x_row + c) * k;
+    for (int r = 0; r < nr; ++r) {
+      const auto* row = reinterpret_cast<const float*>(w + r * w_stride);
+      float sum = 0;
+      for (int i = 0; i < k; ++i) sum += row[i] * xf[i];
+      y[c * ldy + r] = sum;
+    }
+  }
+}
+
+void scalar_f16(int k, const std::byte* w, size_t w_stride, int nr, const Activations& x, int x_row,
+                int nc, float* y, size_t ldy) {
+  for (int c = 0; c < nc; ++c) {
+    const float* xf = x.f + static_cast<size_t>(x_row + c) * k;
+    for (int r = 0; r < nr; ++r) {
+      const std::byte* row = w + r * w_stride;
+      float sum = 0;
+      for (int i = 0; i < k; ++i) sum += f16_to_f32(load_u16(row + 2 * i)) * xf[i];
+      y[c * ldy + r] = sum;
+    }
+  }
+}
+
+void scalar_scores(const float* q, const float* k, size_t stride, int n, int dim, float* out) {
+  for (int j = 0; j < n; ++j) {
+    float sum = 0;
+    for (int i = 0; i < dim; ++i) sum += q[i] * k[j * stride + i];
+    out[j] = sum;
+  }
+}
+
+void scalar_accumulate(const float* p, const float* v, size_t stride, int n, int dim, float* out) {
+  for (int j = 0; j < n; ++j)
+    for (int i = 0; i < dim; ++i) out[i] += p[j] * v[j * stride + i];
+}
+
+}  // namespace
+
+// exp as ggml's CPU backend computes it for softmax and SiLU (ggml_v_expf in its AVX2 build, after
+// ARM's optimized routine): a polynomial on the reduced argument b, then 2^n · (1 + j) in one
+// fused multiply-add. glibc's expf differs from it in the last bit now and then, and SmolLM2's
+// outlier activations amplify one bit into a visible logit difference, so we use the same steps.
+float ggml_expf(float x) {
+  const float r = 0x1.8p23f;
+  const float z = std::fma(x, 0x1.715476p+0f, r);
+  const float n = z - r;
+  const float b = std::fma(-n, 0x1.7f7d1cp-20f, std::fma(-n, 0x1.62e4p-1f, x));
+  const float u = b * b;
+  const float j = std::fma(std::fma(std::fma(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u,
+                                    std::fma(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)),
+                           u, 0x1.ffffecp-1f * b);
+  if (std::fabs(n) <= 126) {
+    const float k = std::ldexp(1.0f, static_cast<int>(n));
+    return std::fma(j, k, k);
+  }
+  // Results near or past f32's range (|x| > 87): only their order of magnitude matters here.
+  if (std::fabs(n) > 192) return n <= 0 ? 0.0f : INFINITY;
+  return static_cast<float>(std::ldexp(1.0 + j, static_cast<int>(n)));
+}
+
+namespace {
+
+// ggml's AVX2 softmax sums the numerators 8 at a time: each group of 8 (zero-padded) is reduced in
+// float, halves then pairs, then added to a double.
+float reduce8(const float* v) {
+  float t[4];
+  for (int i = 0; i < 4; ++i) t[i] = v[i + 4] + v[i];
+  return (t[0] + t[2]) + (t[1] + t[3]);
+}
+
+double scalar_softmax_exp(float* x, int n, float max) {
+  double sum = 0;
+  for (int i = 0; i < n; i += 8) {
+    float group[8] = {};
+    for (int j = 0; j < 8 && i + j < n; ++j) group[j] = x[i + j] = ggml_expf(x[i + j] - max);
+    sum += reduce8(group);
+  }
+  return sum;
+}
+
+void scalar_swiglu(float* g, const float* u, int n) {
+  for (int i = 0; i < n; ++i) g[i] = g[i] / (1.0f + ggml_expf(-g[i])) * u[i];
+}
+
+const KernelTable kScalar{"scalar",          scalar_q4_1,        scalar_q8_0,
+                          scalar_f32,        scalar_f16,         scalar_scores,
+                          scalar_accumulate, scalar_softmax_exp, scalar_swiglu};
+
+bool cpu_has_avx2() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+         __builtin_cpu_supports("f16c");
+#else
+  return false;
+#endif
+}
+
+bool cpu_has_avx512vnni() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  return cpu_has_avx2() && __builtin_cpu_supports("avx512f") &&
+         __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+         __builtin_cpu_supports("avx512vnni");
+#else
+  return false;
+#endif
+}
+
+}  // namespace
+
+const KernelTable& scalar_kernels() {
+  return kScalar;
+}
+
+std::vector<const KernelTable*> available_kernels() {
+  std::vector<const KernelTable*> tables{&kScalar};
+#if defined(__x86_64__)
+  if (cpu_has_avx2()) tables.push_back(&detail::avx2_kernels());
+  if (cpu_has_avx512vnni()) tables.push_back(&detail::avx512vnni_kernels());
+#endif
+  return tables;
+}
+
+const KernelTable& best_kernels() {
+  static const KernelTable* best = [] {
+    std::vector<const KernelTable*> tables = available_kernels();
+    const char* forced = std::getenv("YIRAGE_LLM_ISA");
+    if (forced == nullptr || *forced == '\0') return tables.back();
+    for (const KernelTable* t : tables)
+      if (t->isa == forced) return t;
+    fail("YIRAGE_LLM_ISA={}: this CPU cannot run it (available: scalar{}{})", forced,
+         tables.size() > 1 ? ", avx2" : "", tables.size() > 2 ? ", avx512vnni" : "");
+  }();
+  return *best;
+}
+
+ActivationKind activation_kind(GgmlType type, std::string_view what) {
+  switch (type) {
+    case GgmlType::Q4_1: return ActivationKind::Q8_1;
+    case GgmlType::Q8_0: return ActivationKind::Q8_0;
+    case GgmlType::F32:
+    case GgmlType::F16: return ActivationKind::F32;
+    default:
+      fail("{}: no matmul kernel for weights of type {} (supported: F32, F16, Q4_1, Q8_0)", what,
+           ggml_type_name(type));
+  }
+}
+
+GemmFn gemm_for(const KernelTable& table, GgmlType type) {
+  switch (type) {
+    case GgmlType::Q4_1: return table.q4_1;
+    case GgmlType::Q8_0: return table.q8_0;
+    case GgmlType::F32: return table.f32;
+    case GgmlType::F16: return table.f16;
+    default: fail("no matmul kernel for weights of type {}", ggml_type_name(type));
+  }
+}
+
+void quantize_activations(ActivationKind kind, const float* x, int rows, int k, Activations& out) {
+  out.k = k;
+  out.rows = rows;
+  if (kind == ActivationKind::F32) {
+    out.f = x;
+    return;
+  }
+  if (k % kQ8Block != 0) fail("quantize_activations: row length {} is not a multiple of 32", k);
+  const size_t nb = static_cast<size_t>(k / kQ8Block);
+  out.qs.resize(static_cast<size_t>(rows) * k);
+  out.d.resize(rows * nb);
+  out.s.resize(rows * nb);
+  for (size_t b = 0; b < rows * nb; ++b) {
+    const float* src = x + b * kQ8Block;
+    int8_t* q = out.qs.data() + b * kQ8Block;
+    float amax = 0;
+    for (int i = 0; i < kQ8Block; ++i) amax = std::max(amax, std::fabs(src[i]));
+    const float d = amax / 127.0f;
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    int sum = 0;
+    for (int i = 0; i < kQ8Block; ++i) {
+      // nearbyint rounds half to even, like ggml's SIMD quantizers (_mm256_round_ps).
+      q[i] = static_cast<int8_t>(std::nearbyint(src[i] * id));
+      sum += q[i];
+    }
+    out.d[b] = round_f16(d);
+    out.s[b] = kind == ActivationKind::Q8_1 ? round_f16(d * static_cast<float>(sum)) : 0.0f;
+  }
+}
+
+}  // namespace yirage::llm

@@ -1,0 +1,204 @@
+#include "llm/model.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#include "llm/cpu_blocks.h"
+#include "support/error.h"
+
+namespace yirage::llm {
+namespace {
+
+// Bounds that keep every size computation far from overflow; real models are well inside them.
+constexpr uint32_t kMaxDim = 1 << 20;
+constexpr uint32_t kMaxLayers = 4096;
+
+int checked_dim(const GgufFile& file, const std::string& key, uint32_t value, uint32_t max) {
+  if (value == 0 || value > max)
+    fail("{}: {} = {} is out of range (1 to {})", file.source(), key, value, max);
+  return static_cast<int>(value);
+}
+
+Linear linear(const GgufFile& file, const std::string& name, int rows, int cols) {
+  const GgufTensor& t = file.tensor(name);
+  if (t.dims.size() != 2 || t.dims[0] != cols || t.dims[1] != rows)
+    fail("{}: tensor {} has shape [{}], expected [{}, {}] (ggml order)", file.source(), name,
+         fmt::join(t.dims, ", "), cols, rows);
+  activation_kind(t.type, fmt::format("{}: tensor {}", file.source(), name));
+  const GgmlTypeTraits& traits = ggml_type_traits(t.type);
+  if (cols % 32 != 0 || cols % static_cast<int>(traits.block_size) != 0)
+    fail("{}: tensor {} has rows of {} elements, not a multiple of 32", file.source(), name, cols);
+  Linear l;
+  l.name = name;
+  l.type = t.type;
+  l.rows = rows;
+  l.cols = cols;
+  l.data = t.data.data();
+  l.row_bytes = static_cast<size_t>(cols) / traits.block_size * traits.bytes_per_block;
+  if (l.row_bytes * static_cast<size_t>(rows) != t.data.size())
+    fail("{}: tensor {} holds {} bytes, expected {}", file.source(), name, t.data.size(),
+         l.row_bytes * static_cast<size_t>(rows));
+  return l;
+}
+
+std::vector<float> vector(const GgufFile& file, const std::string& name, int size) {
+  const GgufTensor& t = file.tensor(name);
+  if (t.dims.size() != 1 || t.dims[0] != size)
+    fail("{}: tensor {} has shape [{}], expected [{}]", file.source(), name,
+         fmt::join(t.dims, ", "), size);
+  return file.dequantize(t);
+}
+
+}  // namespace
+
+LlamaConfig LlamaConfig::from_gguf(const GgufFile& file) {
+  LlamaConfig c;
+  c.arch = std::string(file.get_string("general.architecture"));
+  if (c.arch != "llama")
+    fail("{}: general.architecture is '{}'; this engine runs 'llama' models", file.source(),
+         c.arch);
+  const std::string p = c.arch + ".";
+  auto dim = [&](const std::string& key, uint32_t max) {
+    return checked_dim(file, p + key, file.get_u32(p + key), max);
+  };
+  c.n_layer = dim("block_count", kMaxLayers);
+  c.n_embd = dim("embedding_length", kMaxDim);
+  c.n_ff = dim("feed_forward_length", kMaxDim);
+  c.n_head = dim("attention.head_count", kMaxDim);
+  c.n_head_kv = checked_dim(file, p + "attention.head_count_kv",
+                            file.get_u32_or(p + "attention.head_count_kv", c.n_head), kMaxDim);
+  c.n_ctx_train = dim("context_length", 1u << 24);
+  if (c.n_embd % c.n_head != 0)
+    fail("{}: {}embedding_length {} is not a multiple of {}attention.head_count {}", file.source(),
+         p, c.n_embd, p, c.n_head);
+  if (c.n_head % c.n_head_kv != 0)
+    fail("{}: {}attention.head_count {} is not a multiple of {}attention.head_count_kv {}",
+         file.source(), p, c.n_head, p, c.n_head_kv);
+  c.head_dim = c.n_embd / c.n_head;
+  c.rope_dim = checked_dim(file, p + "rope.dimension_count",
+                           file.get_u32_or(p + "rope.dimension_count", c.head_dim), kMaxDim);
+  if (c.rope_dim > c.head_dim || c.rope_dim % 2 != 0)
+    fail("{}: {}rope.dimension_count {} must be even and at most the head size {}", file.source(),
+         p, c.rope_dim, c.head_dim);
+  if (const GgufValue* v = file.find(p + "rope.freq_base")) c.rope_base = v->as_f64();
+  if (const GgufValue* v = file.find(p + "attention.layer_norm_rms_epsilon"))
+    c.rms_eps = v->as_f64();
+  if (!(c.rope_base > 0) || !(c.rms_eps >= 0))
+    fail("{}: rope.freq_base {} / layer_norm_rms_epsilon {} out of range", file.source(),
+         c.rope_base, c.rms_eps);
+  if (const GgufValue* v = file.find(p + "rope.scaling.type");
+      v != nullptr && v->as_string() != "none")
+    fail("{}: {}rope.scaling.type '{}' is not supported", file.source(), p, v->as_string());
+  if (file.find_tensor("rope_freqs.weight") != nullptr)
+    fail("{}: tensor rope_freqs.weight (Llama 3 rope scaling) is not supported", file.source());
+  const GgufTensor& embd = file.tensor("token_embd.weight");
+  if (embd.dims.size() != 2 || embd.dims[0] != c.n_embd || embd.dims[1] < 1 ||
+      embd.dims[1] > std::numeric_limits<int32_t>::max())
+    fail("{}: tensor token_embd.weight has shape [{}], expected [{}, n_vocab]", file.source(),
+         fmt::join(embd.dims, ", "), c.n_embd);
+  c.n_vocab = static_cast<int>(embd.dims[1]);
+  c.tied_embeddings = file.find_tensor("output.weight") == nullptr;
+  return c;
+}
+
+LlamaWeights LlamaWeights::from_gguf(const GgufFile& file, const LlamaConfig& c) {
+  LlamaWeights w;
+  w.token_embd = linear(file, "token_embd.weight", c.n_vocab, c.n_embd);
+  if (!ggml_type_traits(w.token_embd.type).dequantizable)
+    fail("{}: tensor token_embd.weight has type {}, which cannot be decoded", file.source(),
+         ggml_type_name(w.token_embd.type));
+  const int q_dim = c.n_head * c.head_dim;
+  const int kv_dim = c.n_head_kv * c.head_dim;
+  for (int l = 0; l < c.n_layer; ++l) {
+    const std::string b = fmt::format("blk.{}.", l);
+    LayerWeights lw;
+    lw.attn_norm = vector(file, b + "attn_norm.weight", c.n_embd);
+    lw.ffn_norm = vector(file, b + "ffn_norm.weight", c.n_embd);
+    lw.wq = linear(file, b + "attn_q.weight", q_dim, c.n_embd);
+    lw.wk = linear(file, b + "attn_k.weight", kv_dim, c.n_embd);
+    lw.wv = linear(file, b + "attn_v.weight", kv_dim, c.n_embd);
+    lw.wo = linear(file, b + "attn_output.weight", c.n_embd, q_dim);
+    lw.gate = linear(file, b + "ffn_gate.weight", c.n_ff, c.n_embd);
+    lw.up = linear(file, b + "ffn_up.weight", c.n_ff, c.n_embd);
+    lw.down = linear(file, b + "ffn_down.weight", c.n_embd, c.n_ff);
+    w.layers.push_back(std::move(lw));
+  }
+  w.output_norm = vector(file, "output_norm.weight", c.n_embd);
+  w.output = c.tied_embeddings ? w.token_embd : linear(file, "output.weight", c.n_vocab, c.n_embd);
+  return w;
+}
+
+KvCache::KvCache(const LlamaConfig& config, int capacity_)
+    : capacity(capacity_), row(config.n_head_kv * config.head_dim), n_layer_(config.n_layer) {
+  const size_t floats = size_t{2} * n_layer_ * static_cast<size_t>(capacity) * row;
+  storage_.reset(new float[floats]);
+}
+
+float* KvCache::data(int which, int layer, int pos) {
+  return storage_.get() + ((static_cast<size_t>(which) * n_layer_ + layer) * capacity + pos) * row;
+}
+
+LlamaModel::LlamaModel(const GgufFile& file, const ModelOptions& options)
+    : config_(LlamaConfig::from_gguf(file)),
+      weights_(LlamaWeights::from_gguf(file, config_)),
+      pool_(options.threads),
+      kernels_(&best_kernels()),
+      cache_(config_, options.context_length > 0 ? options.context_length
+                                                 : std::min(config_.n_ctx_train, 4096)) {
+  if (options.context_length < 0 || options.context_length > (1 << 24))
+    fail("context length {} is out of range", options.context_length);
+  blocks_ = make_cpu_blocks(config_, weights_, cache_.capacity, pool_, *kernels_);
+  logits_.resize(static_cast<size_t>(config_.n_vocab));
+}
+
+LlamaModel::~LlamaModel() = default;
+
+void LlamaModel::truncate(int position) {
+  if (position < 0 || position > position_)
+    fail("truncate to {}: the cache holds {} positions", position, position_);
+  position_ = position;
+}
+
+std::span<const float> LlamaModel::forward(std::span<const TokenId> tokens, bool all_logits) {
+  const LlamaConfig& c = config_;
+  if (tokens.empty()) fail("forward: no tokens");
+  if (tokens.size() > static_cast<size_t>(cache_.capacity - position_))
+    fail("context full: {} tokens in the cache, {} more do not fit in the context of {}", position_,
+         tokens.size(), cache_.capacity);
+  for (TokenId t : tokens)
+    if (t < 0 || t >= c.n_vocab) fail("token id {} is outside the vocabulary of {}", t, c.n_vocab);
+  if (all_logits) all_logits_.assign(tokens.size() * static_cast<size_t>(c.n_vocab), 0.0f);
+  // Chunks bound the scratch buffers for long prompts.
+  constexpr size_t kChunk = 256;
+  const size_t d = static_cast<size_t>(c.n_embd);
+  for (size_t start = 0; start < tokens.size(); start += kChunk) {
+    const int n = static_cast<int>(std::min(kChunk, tokens.size() - start));
+    x_.resize(n * d);
+    q_.resize(static_cast<size_t>(n) * c.n_head * c.head_dim);
+    k_.resize(static_cast<size_t>(n) * c.n_head_kv * c.head_dim);
+    v_.resize(k_.size());
+    const Linear& e = weights_.token_embd;
+    for (int i = 0; i < n; ++i) {
+      const TokenId t = tokens[start + i];
+      dequantize(e.type, {e.data + static_cast<size_t>(t) * e.row_bytes, e.row_bytes},
+                 {x_.data() + i * d, d}, e.name);
+    }
+    for (int l = 0; l < c.n_layer; ++l) {
+      blocks_->norm_qkv(l, x_.data(), n, q_.data(), k_.data(), v_.data());
+      blocks_->attention(l, position_, n, q_.data(), k_.data(), v_.data(), cache_, x_.data());
+      blocks_->gated_mlp(l, x_.data(), n);
+    }
+    if (all_logits) {
+      for (int i = 0; i < n; ++i)
+        blocks_->final_norm_lm_head(x_.data() + i * d,
+                                    all_logits_.data() + (start + i) * c.n_vocab);
+    }
+    position_ += n;
+    if (start + n == tokens.size())
+      blocks_->final_norm_lm_head(x_.data() + (n - 1) * d, logits_.data());
+  }
+  return logits_;
+}
+
+}  // namespace yirage::llm

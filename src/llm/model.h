@@ -1,0 +1,137 @@
+// The Llama-family model: configuration from GGUF metadata, weights borrowed from the mapped file
+// in their quantized encoding, a KV cache, and the forward pass.
+//
+// The forward pass is a sequence of four hot blocks behind `HotBlocks`: RMSNorm + QKV projections,
+// attention (RoPE, KV cache, softmax, output projection, residual), the gated MLP (RMSNorm, SwiGLU,
+// down projection, residual), and the final norm + LM head. `CpuBlocks` runs them with the
+// quantized kernels of kernels.h on a thread pool; fused kernels found by the superoptimizer can
+// replace any block behind the same interface.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "llm/gguf.h"
+#include "llm/kernels.h"
+#include "llm/thread_pool.h"
+#include "llm/tokenizer.h"
+
+namespace yirage::llm {
+
+struct LlamaConfig {
+  std::string arch;  // general.architecture
+  int n_layer = 0;
+  int n_embd = 0;
+  int n_head = 0;
+  int n_head_kv = 0;
+  int head_dim = 0;  // n_embd / n_head
+  int rope_dim = 0;  // dimensions rotated per head (rope.dimension_count, default head_dim)
+  int n_ff = 0;
+  int n_vocab = 0;
+  int n_ctx_train = 0;
+  float rope_base = 10000.0f;
+  float rms_eps = 1e-5f;
+  bool tied_embeddings = false;  // no output.weight: the LM head is token_embd
+
+  // Reads <arch>.* keys and checks them against each other and against the tensor shapes;
+  // errors name the file and the key or tensor.
+  static LlamaConfig from_gguf(const GgufFile& file);
+};
+
+// A weight matrix of `rows` output features × `cols` inputs, kept in its GGUF encoding.
+struct Linear {
+  std::string name;
+  GgmlType type = GgmlType::F32;
+  int rows = 0;
+  int cols = 0;
+  const std::byte* data = nullptr;
+  size_t row_bytes = 0;
+};
+
+struct LayerWeights {
+  std::vector<float> attn_norm, ffn_norm;
+  Linear wq, wk, wv, wo, gate, up, down;
+};
+
+struct LlamaWeights {
+  Linear token_embd;  // rows are tokens
+  std::vector<LayerWeights> layers;
+  std::vector<float> output_norm;
+  Linear output;  // token_embd when tied
+
+  // Borrows tensors from `file`, which must outlive the result; checks every shape and type.
+  static LlamaWeights from_gguf(const GgufFile& file, const LlamaConfig& config);
+};
+
+// Keys and values per layer, f32 rows of n_head_kv · head_dim. Values are rounded through f16 when
+// stored, which is what llama.cpp's default f16 cache holds.
+struct KvCache {
+  KvCache(const LlamaConfig& config, int capacity);
+  float* k(int layer, int pos) { return data(0, layer, pos); }
+  float* v(int layer, int pos) { return data(1, layer, pos); }
+  int capacity = 0;
+  int row = 0;  // floats per position
+
+ private:
+  float* data(int which, int layer, int pos);
+  int n_layer_ = 0;
+  std::unique_ptr<float[]> storage_;  // left uninitialised: pages are touched as positions fill
+};
+
+class HotBlocks {
+ public:
+  virtual ~HotBlocks() = default;
+  // q[n][n_head·hd], k/v[n][n_head_kv·hd] = RMSNorm(x)·Wq/Wk/Wv for n rows of x[n][n_embd].
+  virtual void norm_qkv(int layer, const float* x, int n, float* q, float* k, float* v) = 0;
+  // RoPE on q and k at positions pos0.., k and v appended to the cache, causal attention over
+  // positions 0..pos, then x += attention · Woᵀ. q is overwritten.
+  virtual void attention(int layer, int pos0, int n, float* q, float* k, float* v, KvCache& cache,
+                         float* x) = 0;
+  // x += down(silu(gate(RMSNorm(x))) ⊙ up(RMSNorm(x))).
+  virtual void gated_mlp(int layer, float* x, int n) = 0;
+  // logits[n_vocab] = RMSNorm(x)·outputᵀ for one row x.
+  virtual void final_norm_lm_head(const float* x, float* logits) = 0;
+};
+
+struct ModelOptions {
+  int threads = 2;
+  int context_length = 0;  // 0: the training context, capped at 4096
+};
+
+class LlamaModel {
+ public:
+  // `file` must outlive the model.
+  LlamaModel(const GgufFile& file, const ModelOptions& options);
+  ~LlamaModel();
+
+  const LlamaConfig& config() const { return config_; }
+  const LlamaWeights& weights() const { return weights_; }
+  int context_length() const { return cache_.capacity; }
+  int position() const { return position_; }  // tokens in the KV cache
+  const KernelTable& kernels() const { return *kernels_; }
+  int threads() const { return pool_.size(); }
+
+  // Appends `tokens` to the sequence and returns the logits after the last one (n_vocab floats,
+  // valid until the next call). With `all_logits` (tests) every position's logits are computed:
+  // row i of all_logits_rows().
+  std::span<const float> forward(std::span<const TokenId> tokens, bool all_logits = false);
+  const std::vector<float>& all_logits_rows() const { return all_logits_; }
+  // Forgets positions from `position` on (0 empties the cache).
+  void truncate(int position);
+
+ private:
+  LlamaConfig config_;
+  LlamaWeights weights_;
+  ThreadPool pool_;
+  const KernelTable* kernels_;
+  KvCache cache_;
+  std::unique_ptr<HotBlocks> blocks_;
+  int position_ = 0;
+  std::vector<float> x_, q_, k_, v_, logits_, all_logits_;
+};
+
+}  // namespace yirage::llm

@@ -1,0 +1,51 @@
+// Options shared by `yirage generate` and `yirage chat`.
+#pragma once
+
+#include <string>
+
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+
+#include "llm/llm.h"
+
+namespace yirage::tools {
+
+struct LlmCliOptions {
+  std::string model;
+  int threads = 2;
+  int context = 0;
+  llm::GenerateOptions generate;
+};
+
+inline void add_llm_options(CLI::App& cmd, LlmCliOptions& o) {
+  cmd.add_option("--model,-m", o.model, "GGUF model file")->required();
+  cmd.add_option("-n,--max-tokens", o.generate.max_tokens, "Tokens to generate")
+      ->check(CLI::NonNegativeNumber);
+  cmd.add_option("--temperature", o.generate.temperature, "Sampling temperature (0: greedy)")
+      ->check(CLI::NonNegativeNumber);
+  cmd.add_option("--top-k", o.generate.top_k, "Keep the k most likely tokens (0: all)")
+      ->check(CLI::NonNegativeNumber);
+  cmd.add_option("--top-p", o.generate.top_p, "Keep the most likely tokens up to this mass")
+      ->check(CLI::Range(0.0, 1.0));
+  cmd.add_option("--repeat-penalty", o.generate.repeat_penalty,
+                 "Penalty for tokens among the last --repeat-last-n (1: off)")
+      ->check(CLI::PositiveNumber);
+  cmd.add_option("--repeat-last-n", o.generate.repeat_last_n, "Window of the repeat penalty")
+      ->check(CLI::NonNegativeNumber);
+  cmd.add_option("--seed", o.generate.seed, "Sampling seed");
+  cmd.add_option("--threads,-t", o.threads, "Threads")->check(CLI::Range(1, 1024));
+  cmd.add_option("--context", o.context, "KV cache size in tokens (0: the model's, at most 4096)")
+      ->check(CLI::NonNegativeNumber);
+}
+
+inline llm::Llm open_llm(const LlmCliOptions& o) {
+  return llm::Llm::open(o.model, llm::LlmOptions{o.threads, o.context});
+}
+
+inline void print_stats(const llm::GenerateStats& s) {
+  fmt::print(stderr, "prefill: {} tokens, {:.1f} tokens/s; decode: {} tokens, {:.1f} tokens/s\n",
+             s.prompt_tokens, s.prefill_tokens_per_second(), s.generated_tokens,
+             s.decode_tokens_per_second());
+}
+
+}  // namespace yirage::tools

@@ -1,0 +1,322 @@
+// The forward pass against the plain reference of llm_tiny_model.h, the KV cache against full
+// recomputation, the kernels against the scalar ones, and config validation.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "llm/cpu_blocks.h"
+#include "llm/llm.h"
+#include "llm_tiny_model.h"
+#include "test_util.h"
+
+namespace yirage::llm {
+namespace {
+
+using test_util::error_of;
+using testing::GgufWriter;
+using ::testing::HasSubstr;
+using testing::reference_logits;
+using testing::TinyLlama;
+using testing::write_tiny_llama;
+
+const std::vector<TokenId> kTokens = {1, 40, 101, 102, 200, 7, 264, 33, 33, 150, 2, 99};
+
+// max |a − b| over all logits, and the largest |b| (the logit scale).
+std::pair<double, double> compare(std::span<const float> got, const std::vector<double>& want) {
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    diff = std::max(diff, std::abs(got[i] - want[i]));
+    scale = std::max(scale, std::abs(want[i]));
+  }
+  return {diff, scale};
+}
+
+struct ForwardCase {
+  const char* name;
+  uint32_t matrix_type;
+  uint32_t embd_type;
+  bool tied;
+  double tolerance;  // of the logit scale
+};
+
+class Forward : public ::testing::TestWithParam<ForwardCase> {};
+
+TEST_P(Forward, MatchesReferenceAtEveryPosition) {
+  const ForwardCase& p = GetParam();
+  TinyLlama m;
+  m.matrix_type = p.matrix_type;
+  m.embd_type = p.embd_type;
+  m.tied = p.tied;
+  const std::vector<std::byte> bytes = write_tiny_llama(m);
+  GgufFile file = GgufFile::from_memory(bytes);
+  const auto want = reference_logits(file, kTokens);
+  for (int threads : {1, 3}) {
+    LlamaModel model(file, ModelOptions{threads, 64});
+    model.forward(kTokens, /*all_logits=*/true);
+    const std::vector<float>& rows = model.all_logits_rows();
+    for (size_t t = 0; t < kTokens.size(); ++t) {
+      auto [diff, scale] = compare(std::span(rows).subspan(t * m.n_vocab, m.n_vocab), want[t]);
+      EXPECT_LE(diff, p.tolerance * scale) << "position " << t << ", " << threads << " threads";
+      EXPECT_GT(scale, 1.0);  // the model is not degenerate
+    }
+  }
+}
+
+// F32 weights take f32 activations: only the f16 rounding of the KV cache remains, so the bound is
+// tight. Quantized weights also quantize activations to 8 bits.
+INSTANTIATE_TEST_SUITE_P(Types, Forward,
+                         ::testing::Values(ForwardCase{"f32", 0, 0, false, 2e-3},
+                                           ForwardCase{"f16", 1, 0, true, 2e-3},
+                                           ForwardCase{"q8_0", 8, 8, true, 0.03},
+                                           ForwardCase{"q4_1", 3, 8, true, 0.03},
+                                           ForwardCase{"q4_1_untied", 3, 8, false, 0.03}),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+TEST(Model, KvCacheDecodeEqualsFullRecompute) {
+  TinyLlama m;
+  const std::vector<std::byte> bytes = write_tiny_llama(m);
+  GgufFile file = GgufFile::from_memory(bytes);
+  LlamaModel full(file, ModelOptions{2, 64});
+  full.forward(kTokens, true);
+  LlamaModel step(file, ModelOptions{2, 64});
+  // A prefill of 5, then one token at a time.
+  step.forward(std::span(kTokens).first(5));
+  for (size_t t = 5; t < kTokens.size(); ++t) {
+    std::span<const float> logits = step.forward(std::span(kTokens).subspan(t, 1));
+    for (int i = 0; i < m.n_vocab; ++i)
+      ASSERT_NEAR(logits[i], full.all_logits_rows()[t * m.n_vocab + i], 1e-4)
+          << "position " << t << ", logit " << i;
+  }
+  EXPECT_EQ(step.position(), static_cast<int>(kTokens.size()));
+  // Truncating and replaying gives the same logits again.
+  step.truncate(7);
+  std::span<const float> again = step.forward(std::span(kTokens).subspan(7, 1));
+  for (int i = 0; i < m.n_vocab; ++i)
+    ASSERT_NEAR(again[i], full.all_logits_rows()[7 * m.n_vocab + i], 1e-4);
+}
+
+TEST(Model, ContextOverflowAndBadTokensAreErrors) {
+  TinyLlama m;
+  const std::vector<std::byte> bytes = write_tiny_llama(m);
+  GgufFile file = GgufFile::from_memory(bytes);
+  LlamaModel model(file, ModelOptions{1, 8});
+  EXPECT_THAT(error_of([&] { model.forward(kTokens); }), HasSubstr("context full"));
+  EXPECT_THAT(error_of([&] { model.forward(std::vector<TokenId>{5000}); }),
+              HasSubstr("token id 5000 is outside the vocabulary of 265"));
+  EXPECT_THAT(error_of([&] { model.forward(std::vector<TokenId>{}); }), HasSubstr("no tokens"));
+  EXPECT_THAT(error_of([&] { model.truncate(3); }), HasSubstr("the cache holds 0"));
+}
+
+TEST(Config, ReadsTheTinyModel) {
+  const std::vector<std::byte> bytes = write_tiny_llama(TinyLlama{});
+  const LlamaConfig c = LlamaConfig::from_gguf(GgufFile::from_memory(bytes));
+  EXPECT_EQ(c.n_layer, 2);
+  EXPECT_EQ(c.n_embd, 64);
+  EXPECT_EQ(c.head_dim, 16);
+  EXPECT_EQ(c.rope_dim, 16);
+  EXPECT_EQ(c.n_head_kv, 2);
+  EXPECT_EQ(c.n_vocab, 265);
+  EXPECT_TRUE(c.tied_embeddings);
+}
+
+TEST(Config, BadShapesAreOneLineErrors) {
+  TinyLlama heads;
+  heads.n_head = 5;  // 64 is not a multiple of 5
+  EXPECT_THAT(error_of([&] {
+                const auto bytes = write_tiny_llama(heads);
+                LlamaConfig::from_gguf(GgufFile::from_memory(bytes));
+              }),
+              HasSubstr("embedding_length 64 is not a multiple of llama.attention.head_count 5"));
+  TinyLlama kv;
+  kv.n_head_kv = 3;
+  EXPECT_THAT(error_of([&] {
+                const auto bytes = write_tiny_llama(kv);
+                LlamaConfig::from_gguf(GgufFile::from_memory(bytes));
+              }),
+              HasSubstr("head_count 4 is not a multiple of llama.attention.head_count_kv 3"));
+  TinyLlama bf16;
+  bf16.matrix_type = 30;  // BF16 has a dequantizer but no matmul kernel
+  EXPECT_THAT(error_of([&] {
+                const auto bytes = write_tiny_llama(bf16);
+                GgufFile file = GgufFile::from_memory(bytes);
+                LlamaModel model(file, ModelOptions{1, 8});
+              }),
+              HasSubstr("tensor blk.0.attn_q.weight: no matmul kernel for weights of type BF16"));
+}
+
+TEST(Config, HugeDimensionsAndWrongArchitectureAreRejected) {
+  auto minimal = [](const std::string& arch, uint32_t layers) {
+    GgufWriter w;
+    w.string("general.architecture", arch);
+    w.scalar<uint32_t>("llama.block_count", GgufWriter::U32, layers);
+    w.scalar<uint32_t>("llama.embedding_length", GgufWriter::U32, 64);
+    return w.finish();
+  };
+  {
+    const auto bytes = minimal("gpt2", 2);
+    EXPECT_THAT(error_of([&] { LlamaConfig::from_gguf(GgufFile::from_memory(bytes)); }),
+                HasSubstr("general.architecture is 'gpt2'"));
+  }
+  {
+    const auto bytes = minimal("llama", 4000000000u);
+    EXPECT_THAT(error_of([&] { LlamaConfig::from_gguf(GgufFile::from_memory(bytes)); }),
+                HasSubstr("llama.block_count = 4000000000 is out of range"));
+  }
+  {
+    const auto bytes = minimal("llama", 2);  // no feed_forward_length
+    EXPECT_THAT(error_of([&] { LlamaConfig::from_gguf(GgufFile::from_memory(bytes)); }),
+                HasSubstr("llama.feed_forward_length"));
+  }
+}
+
+TEST(Config, MissingTensorIsNamed) {
+  TinyLlama m;
+  m.n_layer = 1;
+  const std::vector<std::byte> bytes = write_tiny_llama(m);
+  // A config claiming two layers for a file that holds one.
+  LlamaConfig c = LlamaConfig::from_gguf(GgufFile::from_memory(bytes));
+  c.n_layer = 2;
+  EXPECT_THAT(error_of([&] { LlamaWeights::from_gguf(GgufFile::from_memory(bytes), c); }),
+              HasSubstr("blk.1.attn_norm.weight"));
+}
+
+// --- kernels ---
+
+std::vector<float> random_floats(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal;
+  std::vector<float> v(n);
+  for (float& x : v) x = normal(rng);
+  return v;
+}
+
+class Kernels : public ::testing::TestWithParam<uint32_t> {};
+
+TEST_P(Kernels, EveryIsaAgreesWithScalarIncludingTileEdges) {
+  const uint32_t type = GetParam();
+  const GgmlType gtype = static_cast<GgmlType>(type);
+  for (auto [rows, k, n] : {std::tuple{13, 96, 7}, std::tuple{4, 32, 1}, std::tuple{9, 64, 5}}) {
+    const std::vector<float> wf = random_floats(static_cast<size_t>(rows) * k, 10 + rows);
+    const std::vector<std::byte> w = testing::encode(wf, type);
+    const size_t row_bytes = w.size() / rows;
+    const std::vector<float> x = random_floats(static_cast<size_t>(n) * k, 20 + n);
+    Activations act;
+    quantize_activations(activation_kind(gtype, "w"), x.data(), n, k, act);
+    std::vector<float> want(static_cast<size_t>(n) * rows), got(want.size());
+    gemm_for(scalar_kernels(), gtype)(k, w.data(), row_bytes, rows, act, 0, n, want.data(), rows);
+    // The scalar kernel against dequantized weights and activations in double.
+    std::vector<float> wd(wf.size());
+    dequantize(gtype, w, wd, "w");
+    for (int c = 0; c < n; ++c)
+      for (int r = 0; r < rows; ++r) {
+        double ref = 0;
+        for (int i = 0; i < k; ++i) {
+          const double xi =
+              act.f != nullptr ? x[c * k + i] : act.qs[c * k + i] * double{act.d[(c * k + i) / 32]};
+          ref += double{wd[r * k + i]} * xi;
+        }
+        // Q4_1 kernels use Q8_1's s = d·Σq rounded through f16 (as ggml stores it) for the
+        // offset term m·Σx: allow that rounding, |m·s|·2⁻¹¹ per block.
+        double slack = 0;
+        if (gtype == GgmlType::Q4_1) {
+          for (int b = 0; b < k / 32; ++b) {
+            uint16_t m;
+            std::memcpy(&m, w.data() + r * row_bytes + b * 20 + 2, 2);
+            slack += std::abs(f16_to_f32(m) * act.s[(c * k) / 32 + b]) / 2048;
+          }
+        }
+        EXPECT_NEAR(want[c * rows + r], ref, 1e-4 * (1 + std::abs(ref)) + slack) << r << "," << c;
+      }
+    for (const KernelTable* table : available_kernels()) {
+      std::fill(got.begin(), got.end(), NAN);
+      gemm_for(*table, gtype)(k, w.data(), row_bytes, rows, act, 0, n, got.data(), rows);
+      for (size_t i = 0; i < got.size(); ++i)
+        EXPECT_NEAR(got[i], want[i], 1e-4 * (1 + std::abs(want[i]))) << table->isa << " " << i;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, Kernels, ::testing::Values(0u, 1u, 3u, 8u));
+
+TEST(Kernels, AttentionHelpersAgreeWithScalar) {
+  const int n = 11, dim = 20, stride = 24;
+  const std::vector<float> q = random_floats(dim, 1), kv = random_floats(n * stride, 2);
+  const std::vector<float> p = random_floats(n, 3);
+  std::vector<float> want(n), got(n), acc_want(dim, 0.5f), acc_got(dim, 0.5f);
+  scalar_kernels().attn_scores(q.data(), kv.data(), stride, n, dim, want.data());
+  scalar_kernels().attn_accumulate(p.data(), kv.data(), stride, n, dim, acc_want.data());
+  for (const KernelTable* t : available_kernels()) {
+    t->attn_scores(q.data(), kv.data(), stride, n, dim, got.data());
+    std::fill(acc_got.begin(), acc_got.end(), 0.5f);
+    t->attn_accumulate(p.data(), kv.data(), stride, n, dim, acc_got.data());
+    for (int i = 0; i < n; ++i) EXPECT_NEAR(got[i], want[i], 1e-4) << t->isa;
+    for (int i = 0; i < dim; ++i) EXPECT_NEAR(acc_got[i], acc_want[i], 1e-4) << t->isa;
+  }
+}
+
+TEST(Kernels, SoftmaxAndSwigluGiveTheSameBitsOnEveryIsa) {
+  for (int n : {2, 5, 16, 37, 64}) {
+    std::vector<float> x = random_floats(n, 7 + n), u = random_floats(n, 8 + n);
+    for (float& v : x) v *= 6;  // exp arguments from about −25 to 0 after the max
+    x[0] = -INFINITY;           // a masked score
+    const float max = *std::max_element(x.begin(), x.end());
+    std::vector<float> want = x, want_g = x;
+    const double want_sum = scalar_kernels().softmax_exp(want.data(), n, max);
+    want_g[0] = 3;
+    std::vector<float> got_g0 = want_g;
+    scalar_kernels().swiglu(want_g.data(), u.data(), n);
+    double ref = 0;
+    for (int i = 1; i < n; ++i) ref += std::exp(double{x[i]} - max);
+    EXPECT_NEAR(want_sum, ref, 1e-5 * ref);
+    EXPECT_EQ(want[0], 0.0f);
+    EXPECT_NEAR(want_g[0], 3 / (1 + std::exp(-3.0)) * u[0], 1e-5);
+    for (const KernelTable* t : available_kernels()) {
+      std::vector<float> got = x, got_g = got_g0;
+      EXPECT_EQ(t->softmax_exp(got.data(), n, max), want_sum) << t->isa << " n=" << n;
+      EXPECT_EQ(got, want) << t->isa;
+      t->swiglu(got_g.data(), u.data(), n);
+      EXPECT_EQ(got_g, want_g) << t->isa;
+    }
+  }
+  // ggml's exp is within 2 ulp of the true value over the softmax range.
+  for (float v : {-80.0f, -10.5f, -1.0f, -0.001f, 0.0f, 0.7f, 20.0f})
+    EXPECT_NEAR(ggml_expf(v), std::exp(double{v}), 2.5e-7 * std::exp(double{v})) << v;
+}
+
+TEST(Kernels, ActivationQuantizationFollowsGgml) {
+  std::vector<float> x = random_floats(64, 5);
+  x[3] = 0;
+  std::fill(x.begin() + 32, x.end(), 0.0f);  // an all-zero block gets d = 0, not NaN
+  Activations a;
+  quantize_activations(ActivationKind::Q8_1, x.data(), 1, 64, a);
+  float amax = 0;
+  for (int i = 0; i < 32; ++i) amax = std::max(amax, std::abs(x[i]));
+  EXPECT_FLOAT_EQ(a.d[0], f16_to_f32(f32_to_f16(amax / 127)));
+  int sum = 0;
+  for (int i = 0; i < 32; ++i) {
+    EXPECT_NEAR(a.qs[i] * amax / 127, x[i], amax / 127 / 2 + 1e-6);
+    sum += a.qs[i];
+  }
+  EXPECT_NEAR(a.s[0], sum * amax / 127, std::abs(sum * amax / 127) * 1e-3 + 1e-6);
+  EXPECT_EQ(a.d[1], 0.0f);
+  EXPECT_EQ(a.qs[40], 0);
+  EXPECT_THAT(error_of([&] { quantize_activations(ActivationKind::Q8_0, x.data(), 1, 40, a); }),
+              HasSubstr("not a multiple of 32"));
+  EXPECT_THAT(error_of([] { activation_kind(GgmlType::Q6_K, "blk.0.ffn_down.weight"); }),
+              HasSubstr("blk.0.ffn_down.weight: no matmul kernel for weights of type Q6_K"));
+}
+
+TEST(Kernels, RmsNormScalesToUnitRms) {
+  const std::vector<float> x = {1, 2, 3, 4}, w = {1, 1, 2, 1};
+  std::vector<float> y(4);
+  rms_norm(x.data(), w.data(), 1, 4, 0, y.data());
+  const double s = 1 / std::sqrt((1 + 4 + 9 + 16) / 4.0);
+  EXPECT_NEAR(y[0], 1 * s, 1e-6);
+  EXPECT_NEAR(y[2], 6 * s, 1e-6);
+}
+
+}  // namespace
+}  // namespace yirage::llm
