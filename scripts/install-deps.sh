@@ -5,7 +5,8 @@
 set -euo pipefail
 
 packages=(g++ cmake ninja-build pkg-config nlohmann-json3-dev libcli11-dev libfmt-dev
-          libgtest-dev libgmock-dev graphviz clang-format python3 python3-pip)
+          libgtest-dev libgmock-dev graphviz clang-format python3 python3-pip
+          python3-venv libsqlite3-dev)
 
 missing=()
 for p in "${packages[@]}"; do
@@ -22,4 +23,13 @@ if ! python3 -c "import numpy, pytest" 2>/dev/null; then
   # Debian's own python3 refuses plain pip installs (PEP 668); a pyenv or venv python does not.
   python3 -m pip install -q numpy pytest 2>/dev/null ||
     python3 -m pip install -q --break-system-packages numpy pytest
+fi
+
+# llama.cpp through its Python binding: the LLM tests compare tokens and logits with it, and the
+# LLM benchmark measures against it. pip builds llama.cpp from source once (CPU only, native ISA,
+# no tests or tools) and keeps the wheel in ~/.cache/pip for later runs.
+if ! python3 -c "import llama_cpp" 2>/dev/null; then
+  export CMAKE_ARGS="-DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_CURL=OFF"
+  python3 -m pip install -q llama-cpp-python==0.3.36 2>/dev/null ||
+    python3 -m pip install -q --break-system-packages llama-cpp-python==0.3.36
 fi

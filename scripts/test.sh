@@ -11,6 +11,8 @@ bash scripts/install-deps.sh
 # The model tests must run, not skip, wherever this script runs.
 YIRAGE_MODEL_PATH="$(bash scripts/fetch-model.sh)"
 export YIRAGE_MODEL_PATH YIRAGE_REQUIRE_MODEL=1
+# The llama.cpp comparisons (tests/python/test_*_llamacpp.py) must run, not skip.
+export YIRAGE_REQUIRE_LLAMACPP=1
 export YIRAGE_WERROR=ON
 jobs=$(nproc)
 for preset in release asan-ubsan; do
@@ -19,6 +21,14 @@ for preset in release asan-ubsan; do
   cmake --build --preset "$preset" -j "$jobs"
   ctest --preset "$preset" -j "$jobs"
 done
+
+# The Python package, as a user installs it: pip install . into a fresh venv (one more build of
+# the core, warnings as errors), then its own suite.
+echo "== python package =="
+venv="$(mktemp -d)/venv"
+python3 -m venv --system-site-packages "$venv"
+CMAKE_BUILD_PARALLEL_LEVEL="$jobs" "$venv/bin/pip" install -q . --config-settings=cmake.define.YIRAGE_WERROR=ON
+"$venv/bin/python" -m pytest -q tests/python_pkg
 
 if [[ "${FUZZ_SECONDS:-30}" != 0 ]]; then
   bash scripts/fuzz.sh "${FUZZ_SECONDS:-30}"

@@ -4,6 +4,7 @@
 #include <span>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -56,13 +57,14 @@ TEST(BackendRegistry, UnknownNameListsTheKnownOnes) {
 }
 
 TEST(BackendRegistry, UnavailableBackendIsAnErrorWithItsReason) {
-  EXPECT_EQ(error_of([] { get_backend("cpu"); }),
-            "backend 'cpu' is unavailable: the cpu backend's code generator is not built yet (it "
-            "lands with the CPU backend issue); use --backend reference");
-  std::string cuda = error_of([] { get_backend("cuda"); });
-  EXPECT_THAT(cuda, StartsWith("backend 'cuda' is unavailable: "));
-  EXPECT_EQ(cuda, "backend 'cuda' is unavailable: " +
-                      info_of(describe_backends(), "cuda").availability.reason);
+  for (const BackendInfo& info : describe_backends()) {
+    if (info.availability.available) {
+      EXPECT_NO_THROW(get_backend(info.name)) << info.name;
+      continue;
+    }
+    EXPECT_EQ(error_of([&] { get_backend(info.name); }),
+              fmt::format("backend '{}' is unavailable: {}", info.name, info.availability.reason));
+  }
 }
 
 TEST(BackendRegistry, ReferenceIsAvailableAndCreatedOnce) {
@@ -86,7 +88,7 @@ TEST(BackendRegistry, DescriptionsCarryDevicesAndReasons) {
   const BackendInfo& cpu = info_of(infos, "cpu");
   const BackendInfo& reference = info_of(infos, "reference");
   const BackendInfo& cuda = info_of(infos, "cuda");
-  EXPECT_FALSE(cpu.availability.available);
+  EXPECT_NE(cpu.availability.available, !cpu.availability.reason.empty());
   EXPECT_TRUE(is_fingerprint(cpu.device.fingerprint)) << cpu.device.fingerprint;
   EXPECT_TRUE(cpu.device.capabilities.contains("isa"));
   EXPECT_TRUE(reference.availability.available);
@@ -94,9 +96,12 @@ TEST(BackendRegistry, DescriptionsCarryDevicesAndReasons) {
   EXPECT_EQ(reference.device.name, "reference (host CPU)");
   EXPECT_TRUE(is_fingerprint(reference.device.fingerprint));
   EXPECT_NE(reference.device.fingerprint, cpu.device.fingerprint);
-  EXPECT_EQ(reference.device.capabilities, cpu.device.capabilities);
-  EXPECT_FALSE(cuda.availability.available);
-  EXPECT_FALSE(cuda.availability.reason.empty());
+  // The reference backend runs on the host CPU and describes it as the cpu backend does; the cpu
+  // backend adds what only its code generator uses (its thread count).
+  for (const auto& [key, value] : reference.device.capabilities.items())
+    EXPECT_EQ(cpu.device.capabilities.value(key, nlohmann::json()), value) << key;
+  // Unavailable without a GPU, and then it says why.
+  EXPECT_NE(cuda.availability.available, !cuda.availability.reason.empty());
 }
 
 TEST(BackendRegistry, CpuFingerprintIsStable) {
@@ -107,11 +112,18 @@ TEST(BackendRegistry, CpuFingerprintIsStable) {
   EXPECT_EQ(first, fresh);
 }
 
-TEST(CpuBackend, RefusesToAllocateOrCompile) {
+// Available wherever a working C++ compiler is (the code generator's JIT needs one); otherwise
+// every entry refuses with the reason. tests/cpu checks what it computes.
+TEST(CpuBackend, RunsWhenAvailableAndRefusesWithItsReasonOtherwise) {
   std::unique_ptr<Backend> cpu = make_cpu_backend();
   Availability availability = cpu->availability();
-  EXPECT_FALSE(availability.available);
-  EXPECT_THAT(availability.reason, HasSubstr("code generator is not built yet"));
+  if (availability.available) {
+    EXPECT_TRUE(availability.reason.empty());
+    EXPECT_EQ(cpu->allocate(16)->size(), 16u);
+    EXPECT_NE(cpu->compile(small_graph()), nullptr);
+    return;
+  }
+  EXPECT_FALSE(availability.reason.empty());
   EXPECT_EQ(error_of([&] { cpu->allocate(16); }),
             "backend 'cpu' is unavailable: " + availability.reason);
   EXPECT_EQ(error_of([&] { cpu->compile(small_graph()); }),
@@ -122,10 +134,15 @@ TEST(CudaBackend, DescribesWhatItFoundAndRefusesToRun) {
   std::unique_ptr<Backend> cuda = make_cuda_backend();
   Availability availability = cuda->availability();
   DeviceDescription device = cuda->device();
-  EXPECT_FALSE(availability.available);
+  if (availability.available) {
+    // A GPU machine: tests/cuda runs the backend; here only the description is checked.
+    EXPECT_TRUE(is_fingerprint(device.fingerprint));
+    EXPECT_TRUE(device.capabilities.contains("multiprocessors"));
+    return;
+  }
   if (availability.reason.starts_with("found ")) {
     EXPECT_THAT(availability.reason, HasSubstr(device.name));
-    EXPECT_THAT(availability.reason, HasSubstr("code generator is not built yet"));
+    EXPECT_THAT(availability.reason, HasSubstr("cannot compile kernels"));
     EXPECT_TRUE(is_fingerprint(device.fingerprint));
     EXPECT_TRUE(device.capabilities.contains("multiprocessors"));
   } else {

@@ -27,7 +27,15 @@ struct DeviceDescription {
   std::string name;         // "AMD EPYC 9B14", "NVIDIA H200", ...
   std::string fingerprint;  // stable id of this exact device kind; keys the tuning cache
   // Facts the search and the code generators read: cores, vector ISA, cache sizes, shared
-  // memory, compute capability, ... Keys are backend-specific and documented in each backend.
+  // memory, compute capability, ... Keys are backend-specific and documented in each backend,
+  // except "search", which every backend that can run fused kernels fills the same way: the
+  // space the superoptimizer may search (src/search), an object of
+  //   max_tile_bytes_in_loop  bytes of the tiles one block holds in one loop iteration
+  //   max_tile_bytes_total    bytes of all of one block's tiles (loop body, accumulators, after)
+  //   max_grid_blocks         blocks in one fused kernel's grid
+  //   parallel_units          blocks that run at once (cores, SMs)
+  //   bytes_per_second, flops_per_second, launch_seconds
+  //                           rough rates for ranking candidates until they are profiled
   nlohmann::json capabilities;
 };
 

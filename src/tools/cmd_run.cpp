@@ -16,6 +16,7 @@ struct RunOptions {
   uint64_t seed = 0;
   std::string inputs_dir;
   std::string save_dir;
+  bool no_cache = false;
 };
 
 void print_output(const std::string& name, const ir::HostTensor& tensor) {
@@ -38,7 +39,11 @@ void run(const RunOptions& options) {
   else
     fmt::print("inputs: {}\n", options.inputs_dir);
 
-  std::vector<ir::HostTensor> outputs = backend::run_on(backend, graph, inputs);
+  // A µGraph that `yirage optimize` chose for this program on this device runs in its place.
+  std::optional<ir::KernelGraph> winner;
+  if (!options.no_cache) winner = cached_winner_for(graph, backend);
+  if (winner) fmt::print("using the cached µGraph from the tuning cache\n");
+  std::vector<ir::HostTensor> outputs = backend::run_on(backend, winner ? *winner : graph, inputs);
   for (size_t i = 0; i < outputs.size(); ++i) print_output(graph.outputs()[i].name, outputs[i]);
 
   if (!options.save_dir.empty()) {
@@ -59,6 +64,8 @@ void add_run_command(CLI::App& app) {
   command->add_option("--inputs", options->inputs_dir,
                       "Read input N from DIR/N.npy instead of making random inputs");
   command->add_option("--save", options->save_dir, "Write output N to DIR/N.npy");
+  command->add_flag("--no-cache", options->no_cache,
+                    "Run the graph as written even when the tuning cache holds a winner for it");
   command->callback([options] { run(*options); });
 }
 

@@ -1,6 +1,7 @@
 // The `yirage` subcommands; each file adds one to the app and runs it from its callback.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -13,6 +14,25 @@ void add_backends_command(CLI::App& app);
 void add_graph_command(CLI::App& app);
 void add_run_command(CLI::App& app);
 void add_suite_command(CLI::App& app);
+void add_optimize_command(CLI::App& app);
+void add_generate_command(CLI::App& app);  // the LLM engine (cmd_generate.cpp)
+void add_chat_command(CLI::App& app);      // cmd_chat.cpp
+void add_cache_command(CLI::App& app);     // the tuning cache (cmd_cache.cpp)
+
+// The profiled `yirage optimize` (cmd_cache.cpp): tune::optimize on a backend that can run,
+// which searches, compiles, profiles and caches, or answers from the cache.
+struct TunedOptimizeOptions {
+  std::string file, backend, cache, out;
+  double budget = 60;
+  uint64_t seed = 0;
+  bool force = false;  // search and profile even on a cache hit
+  bool json = false;
+};
+void tuned_optimize(const TunedOptimizeOptions& options);
+
+// The winner the tuning cache holds for `graph` on `backend`'s device, if any (cmd_cache.cpp).
+std::optional<ir::KernelGraph> cached_winner_for(const ir::KernelGraph& graph,
+                                                 backend::Backend& backend);
 
 // The backend for a --backend value: "auto" is the registry's first available backend. Throws
 // for an unknown or unavailable backend, never substituting another.

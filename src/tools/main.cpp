@@ -27,6 +27,10 @@ int main(int argc, char** argv) {
   yirage::tools::add_graph_command(app);
   yirage::tools::add_run_command(app);
   yirage::tools::add_suite_command(app);
+  yirage::tools::add_optimize_command(app);
+  yirage::tools::add_generate_command(app);
+  yirage::tools::add_chat_command(app);
+  yirage::tools::add_cache_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -22,7 +22,7 @@ def test_console_examples_run(yirage_bin, source_dir):
                 for line in block.splitlines() if line.startswith("$ ")]
     assert commands
     for command in commands:
-        argv = shlex.split(command)
+        argv = shlex.split(command, comments=True)
         assert argv[0] == "yirage", command
         result = subprocess.run([yirage_bin, *argv[1:]], cwd=source_dir,
                                 capture_output=True, text=True, timeout=600)

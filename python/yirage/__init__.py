@@ -1,0 +1,94 @@
+"""YiRage: a superoptimizer for the tensor programs of LLM inference.
+
+Build a kernel graph, superoptimize it, and call the result::
+
+    import numpy as np
+    import yirage as yr
+
+    graph = yr.new_kernel_graph()
+    x = graph.new_input(dims=(8, 64), dtype=yr.float32)
+    w = graph.new_input(dims=(64, 32), dtype=yr.float32)
+    graph.mark_output(graph.silu(graph.matmul(graph.rms_norm(x, normalized_shape=(64,)), w)))
+    optimized = graph.superoptimize(backend="auto")
+    (y,) = optimized(inputs=[np.ones((8, 64), np.float32), np.ones((64, 32), np.float32)])
+    print(optimized.report())
+
+The search proves every candidate equivalent to the graph before it is used, and
+``superoptimize`` never falls back to another backend than the one asked for. Errors in the
+C++ core arrive as :class:`yirage.Error` (a ``ValueError``) with the core's one-line message.
+"""
+
+import json as _json
+from typing import Any, Mapping, Union
+
+from ._yirage import (
+    DType,
+    Error,
+    LLM,
+    KernelGraph,
+    OptimizedGraph,
+    Tensor,
+    __version__,
+    describe_backends,
+    get_available_backends,
+    get_default_backend,
+    load,
+)
+from ._yirage import from_json as _from_json
+
+# Tracebacks name the exception as users import it.
+Error.__module__ = "yirage"
+
+float32 = DType.float32
+float16 = DType.float16
+bfloat16 = DType.bfloat16
+int32 = DType.int32
+int8 = DType.int8
+uint8 = DType.uint8
+
+# Mirage's name for a kernel-graph tensor.
+DTensor = Tensor
+
+
+def new_kernel_graph() -> KernelGraph:
+    """Returns an empty kernel graph.
+
+    Add inputs with ``g.new_input(dims=..., dtype=yr.float16)``, ops with ``g.matmul``,
+    ``g.rms_norm``, ``g.silu``, ``g.exp``, ``g.reduction``, ``g.div``, ... (each checks its
+    operands and raises :class:`yirage.Error` naming the rule broken), mark the results with
+    ``g.mark_output(t)``, then call ``g.superoptimize()`` for a callable that runs the best
+    verified fused program.
+    """
+    return KernelGraph()
+
+
+def from_json(doc: Union[str, Mapping[str, Any]]) -> KernelGraph:
+    """Builds a kernel graph from its JSON: the text ``KernelGraph.to_json()`` returns, or the
+    parsed document (a dict). Raises :class:`yirage.Error` naming the JSON path of a problem."""
+    if not isinstance(doc, str):
+        doc = _json.dumps(doc)
+    return _from_json(doc)
+
+
+__all__ = [
+    "DTensor",
+    "DType",
+    "Error",
+    "KernelGraph",
+    "LLM",
+    "OptimizedGraph",
+    "Tensor",
+    "__version__",
+    "bfloat16",
+    "describe_backends",
+    "float16",
+    "float32",
+    "from_json",
+    "get_available_backends",
+    "get_default_backend",
+    "int32",
+    "int8",
+    "load",
+    "new_kernel_graph",
+    "uint8",
+]

@@ -1,0 +1,60 @@
+"""yirage.LLM on the test model (SmolLM2-135M-Instruct Q4_1, fetched by scripts/fetch-model.sh)."""
+import os
+import pathlib
+
+import pytest
+
+import yirage as yr
+
+
+@pytest.fixture(scope="module")
+def model_path() -> str:
+    path = os.environ.get("YIRAGE_MODEL_PATH") or str(
+        pathlib.Path.home() / ".cache/yirage/models/SmolLM2-135M-Instruct.Q4_1.gguf")
+    if not os.path.exists(path):
+        if os.environ.get("YIRAGE_REQUIRE_MODEL") == "1":
+            pytest.fail(f"the test model is required and missing: {path}")
+        pytest.skip("the test model is not fetched (scripts/fetch-model.sh)")
+    return path
+
+
+@pytest.fixture(scope="module")
+def llm(model_path):
+    return yr.LLM(model_path, threads=2)
+
+
+def test_greedy_generation_is_deterministic_and_streams(llm):
+    pieces = []
+    text = llm.generate("The capital of France is", max_tokens=8, on_text=pieces.append)
+    assert "Paris" in text
+    assert "".join(pieces) == text
+    stats = llm.last_stats()
+    assert stats["prompt_tokens"] == len(llm.tokenize("The capital of France is")) > 0
+    assert 0 < stats["generated_tokens"] <= 8
+    assert llm.generate("The capital of France is", max_tokens=8) == text
+
+
+def test_tokenizer_round_trip(llm):
+    ids = llm.tokenize("Hello, world")
+    assert ids and all(isinstance(i, int) for i in ids)
+    assert llm.detokenize(ids) == "Hello, world"
+
+
+def test_callback_exceptions_stop_generation(llm):
+    seen = []
+
+    def stop(piece):
+        seen.append(piece)
+        raise RuntimeError("enough")
+
+    with pytest.raises(RuntimeError, match="enough"):
+        llm.generate("Once upon a time", max_tokens=16, on_text=stop)
+    assert len(seen) == 1
+    assert llm.generate("Once upon a time", max_tokens=2)  # still usable afterwards
+
+
+def test_errors_name_the_problem(model_path):
+    with pytest.raises(yr.Error, match="nowhere.gguf"):
+        yr.LLM("/nowhere.gguf")
+    with pytest.raises(yr.Error, match="max_tokens"):
+        yr.LLM(model_path).generate("x", max_tokens=-1)
