@@ -9,13 +9,12 @@ YIRAGE_REQUIRE_LLAMACPP=1, which makes a missing piece a failure so that CI cann
 """
 
 import json
-import os
-import pathlib
 import subprocess
 
 import pytest
 
-MODEL_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+from llamacpp_support import model_path, requirement_missing
+
 STEPS = 32
 
 # Plain continuations and one chat-formatted prompt (control tokens parsed, as both engines do).
@@ -35,31 +34,15 @@ PROMPTS = [
 MAX_RELATIVE_LOGIT_DIFF = 0.04
 
 
-def _requirement_missing(reason):
-    if os.environ.get("YIRAGE_REQUIRE_LLAMACPP") == "1":
-        pytest.fail(f"YIRAGE_REQUIRE_LLAMACPP=1 but {reason}")
-    pytest.skip(reason)
-
-
-def _model_path():
-    if os.environ.get("YIRAGE_MODEL_PATH"):
-        return pathlib.Path(os.environ["YIRAGE_MODEL_PATH"])
-    directory = os.environ.get("YIRAGE_MODEL_DIR")
-    if not directory:
-        cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        directory = os.path.join(cache, "yirage", "models")
-    return pathlib.Path(directory) / MODEL_NAME
-
-
 @pytest.fixture(scope="module")
 def llama():
     try:
         import llama_cpp
     except ImportError:
-        _requirement_missing("llama_cpp is not importable (pip install llama-cpp-python)")
-    model = _model_path()
+        requirement_missing("llama_cpp is not importable (pip install llama-cpp-python)")
+    model = model_path()
     if not model.is_file():
-        _requirement_missing(f"the model is missing at {model} (run scripts/fetch-model.sh)")
+        requirement_missing(f"the model is missing at {model} (run scripts/fetch-model.sh)")
     # logits_all keeps the prompt's logits in engine.scores (without it only sampling sees them).
     engine = llama_cpp.Llama(model_path=str(model), n_ctx=512, n_threads=2, n_threads_batch=2,
                              logits_all=True, verbose=False)

@@ -14,7 +14,8 @@ import subprocess
 
 import pytest
 
-MODEL_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+from llamacpp_support import model_path, requirement_missing
+
 
 CASES = [
     "",
@@ -57,34 +58,18 @@ CASES = [
 INVALID_UTF8 = [b"abc\xff\xfedef", b"\xe4\xb8 broken", b"\xc0\x80 overlong", b"\xed\xa0\x80 surrogate"]
 
 
-def _requirement_missing(reason):
-    if os.environ.get("YIRAGE_REQUIRE_LLAMACPP") == "1":
-        pytest.fail(f"YIRAGE_REQUIRE_LLAMACPP=1 but {reason}")
-    pytest.skip(reason)
-
-
-def _model_path():
-    if os.environ.get("YIRAGE_MODEL_PATH"):
-        return pathlib.Path(os.environ["YIRAGE_MODEL_PATH"])
-    directory = os.environ.get("YIRAGE_MODEL_DIR")
-    if not directory:
-        cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        directory = os.path.join(cache, "yirage", "models")
-    return pathlib.Path(directory) / MODEL_NAME
-
-
 @pytest.fixture(scope="module")
 def setup():
     try:
         import llama_cpp
     except ImportError:
-        _requirement_missing("llama_cpp is not importable (pip install llama-cpp-python)")
-    model = _model_path()
+        requirement_missing("llama_cpp is not importable (pip install llama-cpp-python)")
+    model = model_path()
     if not model.is_file():
-        _requirement_missing(f"the model is missing at {model} (run scripts/fetch-model.sh)")
+        requirement_missing(f"the model is missing at {model} (run scripts/fetch-model.sh)")
     tool = os.environ.get("YIRAGE_TOKENIZE_BIN")
     if not tool or not os.access(tool, os.X_OK):
-        _requirement_missing("YIRAGE_TOKENIZE_BIN does not name the built yirage_tokenize tool")
+        requirement_missing("YIRAGE_TOKENIZE_BIN does not name the built yirage_tokenize tool")
     llama = llama_cpp.Llama(model_path=str(model), vocab_only=True, verbose=False)
     return llama, str(model), tool
 
