@@ -1,5 +1,9 @@
 #include "llm/kernels.h"
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -161,10 +165,19 @@ const KernelTable kScalar{"scalar",          scalar_q4_1,        scalar_q8_0,
                           scalar_f32,        scalar_f16,         scalar_scores,
                           scalar_accumulate, scalar_softmax_exp, scalar_swiglu};
 
+// F16C is read from CPUID (leaf 1, ECX bit 29): clang's __builtin_cpu_supports does not know it.
+bool cpu_has_f16c() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx >> 29 & 1u);
+#else
+  return false;
+#endif
+}
+
 bool cpu_has_avx2() {
 #if defined(__x86_64__) && defined(__GNUC__)
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-         __builtin_cpu_supports("f16c");
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c();
 #else
   return false;
 #endif
