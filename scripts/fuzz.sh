@@ -6,7 +6,8 @@
 #   scripts/fuzz.sh [SECONDS_PER_TARGET]   (default 60)
 #
 # Needs clang and libFuzzer's runtime (Debian 12: clang libclang-rt-14-dev), installed if missing.
-# Corpora grow in build/fuzz/corpus; crashes are written to build/fuzz/artifacts.
+# Corpora grow in build/fuzz/corpus; crashes are written to build/fuzz/artifacts. Inputs that once
+# crashed a target live in tests/fuzz/regressions/<target> and are replayed before fuzzing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -45,6 +46,12 @@ PY
 status=0
 for target in "${targets[@]}"; do
   dir="$corpus/${target%_fuzz}"
+  # Inputs that once crashed a target are replayed first, so a regression fails fast.
+  regressions=(tests/fuzz/regressions/"${target%_fuzz}"/*)
+  if [[ -e "${regressions[0]}" ]]; then
+    echo "== $target: replaying ${#regressions[@]} past crash input(s) =="
+    "$bin/$target" "${regressions[@]}" || status=1
+  fi
   echo "== $target for ${seconds}s =="
   "$bin/$target" "$dir" -max_total_time="$seconds" -max_len=65536 \
     -artifact_prefix="$build/artifacts/$target-" -print_final_stats=1 || status=1

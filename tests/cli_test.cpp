@@ -401,6 +401,10 @@ TEST_F(CliNpy, RejectsFortranOrderTruncationAndGarbage) {
   expect_one_line_error(truncated,
                         fmt::format("{}: byte {}: truncated", input_path(), data_offset));
 
+  // An empty array whose other dims multiply past the element limit (found by npy_fuzz).
+  CliResult huge = run_with("f32", "[2, 3]", npy("<f4", {1419103232, 8000000000, 0}, nullptr, 0));
+  expect_one_line_error(huge, "has more than 1099511627776 elements");
+
   CliResult garbage = run_with("f32", "[2, 3]", "not numpy at all");
   expect_one_line_error(garbage, fmt::format("{}: byte 0: not an .npy file", input_path()));
 }

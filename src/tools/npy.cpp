@@ -150,6 +150,16 @@ class HeaderParser {
     }
     if (dims.size() == 1 && !trailing_comma)
       error("a one-element shape needs a trailing comma, as in (5,)");
+    // A zero dim makes the array empty, but the other dims still reach code that multiplies them
+    // all; bound their product so no caller can overflow.
+    int64_t nonzero_product = 1;
+    for (int64_t d : dims) {
+      if (d == 0) continue;
+      if (d > ir::kMaxElements / nonzero_product)
+        error(fmt::format("shape {} has more than {} elements", ir::format_dims(dims),
+                          ir::kMaxElements));
+      nonzero_product *= d;
+    }
     return dims;
   }
 
