@@ -5,6 +5,8 @@
 #include <cmath>
 #include <memory>
 #include <random>
+#include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -181,6 +183,19 @@ inline KernelGraph rmsnorm_linear_ugraph(DType dtype) {
   auto column = g.reshape(gamma, {s.k, 1});
   auto body = std::make_shared<const BlockGraph>(rmsnorm_linear_block(dtype, s));
   g.mark_output(g.add_node(FusedOp{body}, {x, column, w}, "fused_rmsnorm_linear")[0], "out");
+  return g;
+}
+
+// A kernel graph of one fused node that runs `body` on the graph inputs in0, in1, ... (the
+// body's operand types) and marks its first output as "out".
+inline KernelGraph single_fused_graph(BlockGraph body, const std::string& name) {
+  KernelGraph g;
+  std::vector<TensorRef> inputs;
+  for (size_t i = 0; i < body.operands().size(); ++i)
+    inputs.push_back(
+        g.input("in" + std::to_string(i), body.operands()[i].dims, body.operands()[i].dtype));
+  auto shared = std::make_shared<const BlockGraph>(std::move(body));
+  g.mark_output(g.add_node(FusedOp{shared}, inputs, name)[0], "out");
   return g;
 }
 

@@ -34,4 +34,17 @@ std::optional<Dims> broadcast_dims(const Dims& a, const Dims& b);
 // Turns a possibly negative axis into 0..rank-1; nullopt when out of range.
 std::optional<int> normalize_axis(int64_t axis, int rank);
 
+// A tensor seen as [outer, extent, inner] around one axis. Dropping or keeping that axis as 1
+// leaves `outer` and `inner` alone, so the same view addresses a reduction's result.
+struct AxisView {
+  int64_t outer = 1, extent = 1, inner = 1;
+
+  AxisView(const Dims& dims, int axis) {
+    for (int j = 0; j < axis; ++j) outer *= dims[size_t(j)];
+    extent = dims[size_t(axis)];
+    for (size_t j = size_t(axis) + 1; j < dims.size(); ++j) inner *= dims[j];
+  }
+  int64_t index(int64_t o, int64_t k, int64_t i) const { return (o * extent + k) * inner + i; }
+};
+
 }  // namespace yirage::ir

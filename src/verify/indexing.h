@@ -42,18 +42,7 @@ inline int64_t broadcast_index(const ir::Dims& coords, const ir::Dims& dims) {
   return index;
 }
 
-// A tensor seen as [outer, extent, inner] around one axis. Dropping or keeping that axis as 1
-// leaves `outer` and `inner` alone, so the same view addresses a reduction's result.
-struct AxisView {
-  int64_t outer = 1, extent = 1, inner = 1;
-
-  AxisView(const ir::Dims& dims, int axis) {
-    for (int j = 0; j < axis; ++j) outer *= dims[size_t(j)];
-    extent = dims[size_t(axis)];
-    for (size_t j = size_t(axis) + 1; j < dims.size(); ++j) inner *= dims[j];
-  }
-  int64_t index(int64_t o, int64_t k, int64_t i) const { return (o * extent + k) * inner + i; }
-};
+using ir::AxisView;
 
 // Calls run(block) for every block of the graph's grid, x varying fastest.
 template <typename Run>
@@ -62,6 +51,32 @@ void for_each_block(const ir::BlockGraph& graph, Run&& run) {
   for (int64_t z = 0; z < extent[2]; ++z)
     for (int64_t y = 0; y < extent[1]; ++y)
       for (int64_t x = 0; x < extent[0]; ++x) run(BlockCoord{x, y, z});
+}
+
+// Calls run(whole_index, window_index, length) for each row of a `window` placed at `offset`
+// inside a row-major tensor of shape `whole`: the window's elements along its last dim are
+// contiguous in both, so tiles move a row at a time instead of an index computation each.
+template <typename Run>
+void for_each_window_row(const ir::Dims& whole, const ir::Dims& window, const ir::Dims& offset,
+                         Run&& run) {
+  const size_t rank = window.size();
+  if (rank == 0) return run(int64_t(0), int64_t(0), int64_t(1));
+  const int64_t length = window.back();
+  if (length == 0) return;
+  const ir::Dims strides = ir::row_major_strides(whole);
+  int64_t base = 0;
+  for (size_t j = 0; j < rank; ++j) base += offset[j] * strides[j];
+  const int64_t rows = ir::num_elements(window) / length;
+  ir::Dims coord(rank, 0);
+  for (int64_t row = 0; row < rows; ++row) {
+    run(base, row * length, length);
+    for (size_t j = rank - 1; j-- > 0;) {  // the next row: an odometer over the leading dims
+      base += strides[j];
+      if (++coord[j] < window[j]) break;
+      base -= strides[j] * window[j];
+      coord[j] = 0;
+    }
+  }
 }
 
 // Where the tile an iterator yields starts in its operand. Block b along an axis that partitions

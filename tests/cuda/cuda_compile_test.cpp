@@ -62,14 +62,7 @@ TEST(CudaCompile, BlockTestGraphs) {
   for (ir::DType t : {ir::DType::f32, ir::DType::f16, ir::DType::bf16}) {
     compile_all(rmsnorm_linear_ugraph(t), "rmsnorm_linear_ugraph", seen);
     auto one = [&](ir::BlockGraph body, const std::string& name) {
-      ir::KernelGraph g;
-      std::vector<ir::TensorRef> inputs;
-      for (size_t i = 0; i < body.operands().size(); ++i)
-        inputs.push_back(
-            g.input(fmt::format("in{}", i), body.operands()[i].dims, body.operands()[i].dtype));
-      auto shared = std::make_shared<const ir::BlockGraph>(std::move(body));
-      g.mark_output(g.add_node(ir::FusedOp{shared}, inputs, name)[0], "out");
-      compile_all(g, name, seen);
+      compile_all(single_fused_graph(std::move(body), name), name, seen);
     };
     one(gated_mlp_block(t), "gated_mlp");
     one(attention_exp_block(t), "attention_exp");

@@ -67,28 +67,18 @@ void expect_matches(const ir::KernelGraph& graph, Backend& cuda, uint64_t seed,
   }
 }
 
-ir::KernelGraph single_fused(ir::BlockGraph body, const std::string& name) {
-  ir::KernelGraph g;
-  std::vector<ir::TensorRef> inputs;
-  for (size_t i = 0; i < body.operands().size(); ++i)
-    inputs.push_back(
-        g.input(fmt::format("in{}", i), body.operands()[i].dims, body.operands()[i].dtype));
-  auto shared = std::make_shared<const ir::BlockGraph>(std::move(body));
-  g.mark_output(g.add_node(ir::FusedOp{shared}, inputs, name)[0], "out");
-  return g;
-}
-
 TEST(CudaGpu, FusedBlockGraphsMatchReference) {
   CUDA_OR_SKIP(cuda);
   using namespace ir::testing;
   for (ir::DType t : {ir::DType::f32, ir::DType::f16, ir::DType::bf16}) {
     const std::string d(ir::dtype_name(t));
     expect_matches(rmsnorm_linear_ugraph(t), *cuda, fresh_seed(), "rmsnorm_linear " + d);
-    expect_matches(single_fused(gated_mlp_block(t), "gated"), *cuda, fresh_seed(), "gated " + d);
-    expect_matches(single_fused(attention_exp_block(t), "att_exp"), *cuda, fresh_seed(),
+    expect_matches(single_fused_graph(gated_mlp_block(t), "gated"), *cuda, fresh_seed(),
+                   "gated " + d);
+    expect_matches(single_fused_graph(attention_exp_block(t), "att_exp"), *cuda, fresh_seed(),
                    "attention_exp " + d);
-    expect_matches(single_fused(attention_softmax_block(t), "att_softmax"), *cuda, fresh_seed(),
-                   "attention_softmax " + d);
+    expect_matches(single_fused_graph(attention_softmax_block(t), "att_softmax"), *cuda,
+                   fresh_seed(), "attention_softmax " + d);
   }
 }
 

@@ -35,7 +35,8 @@ class ByteSink {
 
 class GgufWriter {
  public:
-  // GGUF value type ids.
+  // GGUF value type ids, spelled out again rather than taken from gguf.h, so that a wrong id in
+  // the reader fails the tests instead of agreeing with itself.
   enum Type : uint32_t {
     U8 = 0,
     I8 = 1,

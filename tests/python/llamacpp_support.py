@@ -22,3 +22,15 @@ def model_path():
         cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
         directory = os.path.join(cache, "yirage", "models")
     return pathlib.Path(directory) / MODEL_NAME
+
+
+def llama_cpp_and_model():
+    """The llama_cpp module and the model's path, or the test ends as requirement_missing says."""
+    try:
+        import llama_cpp
+    except ImportError:
+        requirement_missing("llama_cpp is not importable (pip install llama-cpp-python)")
+    model = model_path()
+    if not model.is_file():
+        requirement_missing(f"the model is missing at {model} (run scripts/fetch-model.sh)")
+    return llama_cpp, model

@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 
-from llamacpp_support import model_path, requirement_missing
+from llamacpp_support import llama_cpp_and_model
 
 STEPS = 32
 
@@ -36,13 +36,7 @@ MAX_RELATIVE_LOGIT_DIFF = 0.04
 
 @pytest.fixture(scope="module")
 def llama():
-    try:
-        import llama_cpp
-    except ImportError:
-        requirement_missing("llama_cpp is not importable (pip install llama-cpp-python)")
-    model = model_path()
-    if not model.is_file():
-        requirement_missing(f"the model is missing at {model} (run scripts/fetch-model.sh)")
+    llama_cpp, model = llama_cpp_and_model()
     # logits_all keeps the prompt's logits in engine.scores (without it only sampling sees them).
     engine = llama_cpp.Llama(model_path=str(model), n_ctx=512, n_threads=2, n_threads_batch=2,
                              logits_all=True, verbose=False)

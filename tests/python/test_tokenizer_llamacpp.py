@@ -14,7 +14,7 @@ import subprocess
 
 import pytest
 
-from llamacpp_support import model_path, requirement_missing
+from llamacpp_support import llama_cpp_and_model, requirement_missing
 
 
 CASES = [
@@ -60,13 +60,7 @@ INVALID_UTF8 = [b"abc\xff\xfedef", b"\xe4\xb8 broken", b"\xc0\x80 overlong", b"\
 
 @pytest.fixture(scope="module")
 def setup():
-    try:
-        import llama_cpp
-    except ImportError:
-        requirement_missing("llama_cpp is not importable (pip install llama-cpp-python)")
-    model = model_path()
-    if not model.is_file():
-        requirement_missing(f"the model is missing at {model} (run scripts/fetch-model.sh)")
+    llama_cpp, model = llama_cpp_and_model()
     tool = os.environ.get("YIRAGE_TOKENIZE_BIN")
     if not tool or not os.access(tool, os.X_OK):
         requirement_missing("YIRAGE_TOKENIZE_BIN does not name the built yirage_tokenize tool")

@@ -16,33 +16,14 @@
 #include "support/error.h"
 
 namespace yirage::backend::cpu {
-namespace {
 
-using ir::Dims;
-using ir::DType;
-using ir::TensorRef;
-using ir::TensorType;
-
-constexpr int64_t kAlign = 64;
-
-int64_t align_up(int64_t bytes) {
-  return (bytes + kAlign - 1) / kAlign * kAlign;
-}
-
-int64_t tensor_bytes(const TensorType& t) {
-  return ir::num_elements(t.dims) * int64_t(ir::dtype_size(t.dtype));
-}
-
-// dims padded on the left to rank 4.
-std::vector<int64_t> pad4(const Dims& dims, int64_t fill = 1) {
+std::vector<int64_t> pad4(const ir::Dims& dims, int64_t fill) {
   std::vector<int64_t> out(4 - dims.size(), fill);
   out.insert(out.end(), dims.begin(), dims.end());
   return out;
 }
 
-// The element strides with which an operand of shape `dims` is read for a result of rank-4
-// padded shape: NumPy broadcasting, so a missing or extent-1 dim has stride 0.
-std::vector<int64_t> broadcast_strides4(const Dims& dims) {
+std::vector<int64_t> broadcast_strides4(const ir::Dims& dims) {
   std::vector<int64_t> strides = row_major_strides(dims);
   for (size_t i = 0; i < dims.size(); ++i)
     if (dims[i] == 1) strides[i] = 0;
@@ -50,15 +31,6 @@ std::vector<int64_t> broadcast_strides4(const Dims& dims) {
   out.insert(out.end(), strides.begin(), strides.end());
   return out;
 }
-
-struct AxisSplit {
-  int64_t outer = 1, extent = 1, inner = 1;
-  AxisSplit(const Dims& dims, int axis) {
-    for (int j = 0; j < axis; ++j) outer *= dims[size_t(j)];
-    extent = dims[size_t(axis)];
-    for (size_t j = size_t(axis) + 1; j < dims.size(); ++j) inner *= dims[j];
-  }
-};
 
 std::string unary_functor(const ir::UnaryOp& op) {
   switch (op.fn) {
@@ -85,6 +57,23 @@ std::string binary_functor(ir::BinaryFn fn) {
     case ir::BinaryFn::pow: return "yr::Pow()";
   }
   fail("cpu codegen: binary op with unknown function code {}", int(fn));
+}
+
+namespace {
+
+using ir::Dims;
+using ir::DType;
+using ir::TensorRef;
+using ir::TensorType;
+
+constexpr int64_t kAlign = 64;
+
+int64_t align_up(int64_t bytes) {
+  return (bytes + kAlign - 1) / kAlign * kAlign;
+}
+
+int64_t tensor_bytes(const TensorType& t) {
+  return ir::num_elements(t.dims) * int64_t(ir::dtype_size(t.dtype));
 }
 
 class Lowering {
@@ -192,13 +181,13 @@ class Lowering {
                      bd.insert(bd.begin(), rank - bd.size(), 1);
                      body_.line("{{ static const int64_t sa[] = {}, sb[] = {}, d[] = {};",
                                 brace_list(broadcast_strides4(ad)),
-                                brace_list(broadcast_strides4(bd)), brace_list(pad4(od)));
+                                brace_list(broadcast_strides4(bd)), brace_list(pad4(od, 1)));
                      body_.line("  yr::binary4_par({}, {}, sa, {}, sb, {}, d, nt); }}",
                                 binary_functor(op.fn), a.ptr, b.ptr, out(id).ptr);
                    },
                    [&](const ir::ReduceOp& op) {
                      const CTensor& x = in(node, 0);
-                     AxisSplit v(x.type.dims, op.dim);
+                     ir::AxisView v(x.type.dims, op.dim);
                      const char* fn = op.fn == ir::ReduceFn::sum    ? "yr::Red::sum"
                                       : op.fn == ir::ReduceFn::mean ? "yr::Red::mean"
                                                                     : "yr::Red::max";
@@ -213,7 +202,7 @@ class Lowering {
                    },
                    [&](const ir::SoftmaxOp& op) {
                      const CTensor& x = in(node, 0);
-                     AxisSplit v(x.type.dims, op.dim);
+                     ir::AxisView v(x.type.dims, op.dim);
                      need_thread_bytes(v.extent * 4);
                      body_.line("yr::softmax({}, {}, {}, {}, {}, thr, thr_stride, nt);", x.ptr,
                                 out(id).ptr, v.outer, v.extent, v.inner);
@@ -289,13 +278,13 @@ class Lowering {
   // Concat copies each operand into its slot along `dim`; split copies each slot out.
   void concat_split(int32_t id, const ir::Node& node, int dim, bool concat) {
     const TensorType& whole = concat ? out(id).type : in(node, 0).type;
-    const AxisSplit w(whole.dims, dim);
+    const ir::AxisView w(whole.dims, dim);
     const std::string whole_ptr = concat ? out(id).ptr : in(node, 0).ptr;
     int64_t offset = 0;
     const size_t parts = concat ? node.inputs.size() : node.outputs.size();
     for (size_t p = 0; p < parts; ++p) {
       const CTensor& part = concat ? in(node, p) : out(id, int32_t(p));
-      const AxisSplit v(part.type.dims, dim);
+      const ir::AxisView v(part.type.dims, dim);
       const std::vector<int64_t> d{1, v.outer, v.extent, v.inner};
       const std::vector<int64_t> part_s{0, v.extent * v.inner, v.inner, 1};
       const std::vector<int64_t> whole_s{0, w.extent * w.inner, w.inner, 1};
@@ -319,7 +308,7 @@ class Lowering {
     std::vector<int64_t> ds = row_major_strides(o.type.dims);
     ds.insert(ds.begin(), 4 - ds.size(), 0);
     body_.line("{{ static const int64_t s[] = {}, ds[] = {}, d[] = {};", brace_list(s),
-               brace_list(ds), brace_list(pad4(o.type.dims)));
+               brace_list(ds), brace_list(pad4(o.type.dims, 1)));
     body_.line("  yr::copy4({}, s, {}, ds, d, nt); }}", x.ptr, o.ptr);
   }
 

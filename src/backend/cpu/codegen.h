@@ -57,6 +57,18 @@ class Emitter {
 // "{1, 2, 3}"
 std::string brace_list(const std::vector<int64_t>& values);
 
+// `dims` padded on the left with `fill` to rank 4.
+std::vector<int64_t> pad4(const ir::Dims& dims, int64_t fill);
+
+// The element strides with which an operand of shape `dims` is read for a result of rank-4
+// padded shape: NumPy broadcasting, so a missing or extent-1 dim has stride 0.
+std::vector<int64_t> broadcast_strides4(const ir::Dims& dims);
+
+// The runtime's functor object for a unary or binary function, e.g. "yr::Silu()"; throws
+// yirage::Error for a function code it does not know.
+std::string unary_functor(const ir::UnaryOp& op);
+std::string binary_functor(ir::BinaryFn fn);
+
 // A tensor of the kernel-level program as the generated code names it.
 struct CTensor {
   std::string ptr;  // an expression of type `ctype*`

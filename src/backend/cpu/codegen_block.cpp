@@ -29,58 +29,6 @@ using ir::Dims;
 
 constexpr int64_t kAlign = 64;
 
-std::vector<int64_t> pad4(const Dims& dims, int64_t fill) {
-  std::vector<int64_t> out(4 - dims.size(), fill);
-  out.insert(out.end(), dims.begin(), dims.end());
-  return out;
-}
-
-// Strides for reading a contiguous tile of shape `dims` broadcast to `to` (same rank).
-std::vector<int64_t> broadcast_strides4(const Dims& dims) {
-  std::vector<int64_t> s = row_major_strides(dims);
-  for (size_t i = 0; i < dims.size(); ++i)
-    if (dims[i] == 1) s[i] = 0;
-  s.insert(s.begin(), 4 - s.size(), 0);
-  return s;
-}
-
-struct AxisSplit {
-  int64_t outer = 1, extent = 1, inner = 1;
-  AxisSplit(const Dims& dims, int axis) {
-    for (int j = 0; j < axis; ++j) outer *= dims[size_t(j)];
-    extent = dims[size_t(axis)];
-    for (size_t j = size_t(axis) + 1; j < dims.size(); ++j) inner *= dims[j];
-  }
-};
-
-std::string unary_functor(const ir::UnaryOp& op) {
-  using ir::UnaryFn;
-  switch (op.fn) {
-    case UnaryFn::exp: return "yr::Exp()";
-    case UnaryFn::silu: return "yr::Silu()";
-    case UnaryFn::gelu: return "yr::Gelu()";
-    case UnaryFn::relu: return "yr::Relu()";
-    case UnaryFn::sqrt: return "yr::Sqrt()";
-    case UnaryFn::rsqrt: return "yr::Rsqrt()";
-    case UnaryFn::square: return "yr::Square()";
-    case UnaryFn::neg: return "yr::Neg()";
-    case UnaryFn::reciprocal: return "yr::Recip()";
-    case UnaryFn::mul_scalar: return fmt::format("yr::MulScalar{{{:.9e}f}}", op.scalar);
-  }
-  fail("unary op with unknown function code {}", int(op.fn));
-}
-
-std::string binary_functor(ir::BinaryFn fn) {
-  switch (fn) {
-    case ir::BinaryFn::add: return "yr::Add()";
-    case ir::BinaryFn::sub: return "yr::Sub()";
-    case ir::BinaryFn::mul: return "yr::Mul()";
-    case ir::BinaryFn::div: return "yr::Div()";
-    case ir::BinaryFn::pow: return "yr::Pow()";
-  }
-  fail("binary op with unknown function code {}", int(fn));
-}
-
 // How the generated code holds one block node's value.
 struct Value {
   bool view = false;             // a strided view of an operand (iterators read only by matmuls)
@@ -253,7 +201,7 @@ class BlockLowering {
                      val(n, 0).ptr, val(n, 1).ptr, out.ptr);
             },
             [&](const ir::ReduceOp& op) {
-              const AxisSplit v(dims(n, 0), op.dim);
+              const ir::AxisView v(dims(n, 0), op.dim);
               const char* fn = op.fn == ir::ReduceFn::sum    ? "yr::Red::sum"
                                : op.fn == ir::ReduceFn::mean ? "yr::Red::mean"
                                                              : "yr::Red::max";
@@ -261,7 +209,7 @@ class BlockLowering {
                      v.extent, v.inner);
             },
             [&](const ir::ReduceToWidthOp& op) {
-              const AxisSplit v(dims(n, 0), op.dim);
+              const ir::AxisView v(dims(n, 0), op.dim);
               f.line("yr::reduce_to_width({}, {}, {}, {}, {}, {});", val(n, 0).ptr, out.ptr,
                      v.outer, v.extent, v.inner, op.width);
             },
@@ -280,10 +228,10 @@ class BlockLowering {
                      group, op.eps);
             },
             [&](const ir::ConcatOp& op) {
-              const AxisSplit w(n.tile.dims, op.dim);
+              const ir::AxisView w(n.tile.dims, op.dim);
               int64_t offset = 0;
               for (size_t p = 0; p < n.inputs.size(); ++p) {
-                const AxisSplit v(dims(n, p), op.dim);
+                const ir::AxisView v(dims(n, p), op.dim);
                 f.line("{{ static const int64_t s[] = {}, ds[] = {}, d[] = {};",
                        brace_list({0, v.extent * v.inner, v.inner, 1}),
                        brace_list({0, w.extent * w.inner, w.inner, 1}),
