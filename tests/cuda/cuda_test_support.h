@@ -1,0 +1,72 @@
+// What the CUDA GPU tests share: the backend or a skip (a failure where YIRAGE_REQUIRE_CUDA=1,
+// as bench/gpu.sh sets), fresh seeds, and the comparison of a graph run on the GPU with the
+// reference executor on random inputs, by relative L2 error with the output dtype's tolerance.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "backend/backend.h"
+#include "ir/host_tensor.h"
+#include "verify/verify.h"
+
+namespace yirage::backend::cuda_testing {
+
+inline Backend* cuda_or_skip() {
+  for (const BackendInfo& info : describe_backends()) {
+    if (info.name != "cuda") continue;
+    if (info.availability.available) return &get_backend("cuda");
+    const char* require = std::getenv("YIRAGE_REQUIRE_CUDA");
+    if (require && std::string(require) == "1")
+      ADD_FAILURE() << "cuda is required here but unavailable: " << info.availability.reason;
+    return nullptr;
+  }
+  return nullptr;
+}
+
+inline uint64_t fresh_seed() {
+  return std::random_device{}();
+}
+
+// Relative L2 error and NaN count against the reference, with the dtype's tolerance.
+inline void expect_matches(const ir::KernelGraph& graph, Backend& cuda, uint64_t seed,
+                           const std::string& what) {
+  std::mt19937_64 rng(seed);
+  std::vector<ir::HostTensor> inputs;
+  for (ir::TensorRef in : graph.inputs()) {
+    inputs.emplace_back(graph.type(in));
+    ir::fill_random(inputs.back(), rng, -1.0f, 1.0f, 4);
+  }
+  const std::vector<ir::HostTensor> expected = verify::run_reference(graph, inputs);
+  const std::vector<ir::HostTensor> actual = run_on(cuda, graph, inputs);
+  ASSERT_EQ(actual.size(), expected.size());
+  for (size_t o = 0; o < expected.size(); ++o) {
+    const ir::DType t = expected[o].type.dtype;
+    const double tol = t == ir::DType::f32 ? 1e-5 : t == ir::DType::f16 ? 2e-3 : 1.5e-2;
+    double diff = 0, norm = 0;
+    int64_t bad = 0;
+    for (int64_t i = 0; i < expected[o].size(); ++i) {
+      const double a = actual[o].get(i), e = expected[o].get(i);
+      if (!std::isfinite(a)) ++bad;
+      diff += (a - e) * (a - e);
+      norm += e * e;
+    }
+    EXPECT_EQ(bad, 0) << what << " output " << o << ": elements not finite (unwritten?)";
+    EXPECT_LE(std::sqrt(diff / std::max(norm, 1e-30)), tol)
+        << what << " output " << o << " (" << ir::dtype_name(t) << "), seed " << seed;
+  }
+}
+
+}  // namespace yirage::backend::cuda_testing
+
+// Declares `var`, the cuda backend, or skips the test.
+#define CUDA_OR_SKIP(var)                                                        \
+  yirage::backend::Backend* var = yirage::backend::cuda_testing::cuda_or_skip(); \
+  if (!var) GTEST_SKIP() << "no usable CUDA GPU on this machine";                \
+  static_assert(true)
