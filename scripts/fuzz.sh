@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets (GGUF reader, tokenizer, kernel-graph JSON, .npy reader) with clang,
-# ASan and UBSan in build/fuzz, and runs each for a while on a seed corpus: files from the test
-# GGUF writer, examples/ and tests/data/, and small .npy files.
+# Builds the libFuzzer targets (GGUF reader, safetensors reader, Hugging Face config.json, tokenizer,
+# kernel-graph JSON, .npy reader) with clang, ASan and UBSan in build/fuzz, and runs each for a
+# while on a seed corpus: files from the test GGUF and safetensors writers, config.json files,
+# examples/ and tests/data/, and small .npy files.
 #
 #   scripts/fuzz.sh [SECONDS_PER_TARGET]   (default 60)
 #
@@ -26,12 +27,13 @@ fi
 build=build/fuzz
 CXX="${CXX:-clang++}" cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DYIRAGE_FUZZ=ON -DYIRAGE_SANITIZE=ON -DYIRAGE_WERROR=ON -DYIRAGE_BUILD_TESTS=OFF >/dev/null
-targets=(gguf_fuzz tokenizer_fuzz graph_json_fuzz npy_fuzz)
+targets=(gguf_fuzz safetensors_fuzz hf_config_fuzz tokenizer_fuzz graph_json_fuzz npy_fuzz)
 cmake --build "$build" --target "${targets[@]}" gguf_make_seeds
 bin="$build/tests/fuzz"
 
 corpus="$build/corpus"
-"$bin/gguf_make_seeds" "$corpus/gguf" "$corpus/tokenizer"
+"$bin/gguf_make_seeds" "$corpus/gguf" "$corpus/tokenizer" "$corpus/safetensors" \
+  "$corpus/hf_config"
 mkdir -p "$corpus/graph_json" "$corpus/npy" "$build/artifacts"
 cp examples/*.json tests/data/*.json "$corpus/graph_json/"
 python3 - "$corpus/npy" <<'PY'

@@ -124,7 +124,8 @@ class KernelGraph:
     ) -> OptimizedGraph: ...
 
 class LLM:
-    """A Llama-family model from a GGUF file, run on the CPU by YiRage's inference engine."""
+    """A Llama-family model from a GGUF file or a Hugging Face directory (config.json,
+    safetensors, tokenizer.json), run on the CPU by YiRage's inference engine."""
     def __init__(self, path: str, threads: int = 2, context_length: int = 0) -> None: ...
     def generate(
         self,

@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <optional>
+#include <variant>
 
+#include "llm/hf_model.h"
 #include "llm/model.h"
 #include "llm/sampler.h"
 #include "support/error.h"
@@ -13,6 +16,38 @@ namespace {
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// What a model is read from: a GGUF file, or a Hugging Face directory (config.json, safetensors,
+// tokenizer.json). The weights borrow from its mapping.
+using ModelSource = std::variant<GgufFile, HfModelDir>;
+
+ModelSource open_source(const std::string& path) {
+  if (std::filesystem::is_directory(path)) return HfModelDir::open(path);
+  return GgufFile::open(path);
+}
+
+LlamaConfig config_of(const ModelSource& source) {
+  if (const auto* dir = std::get_if<HfModelDir>(&source)) return dir->config();
+  return LlamaConfig::from_gguf(std::get<GgufFile>(source));
+}
+
+LlamaWeights weights_of(const ModelSource& source) {
+  if (const auto* dir = std::get_if<HfModelDir>(&source)) return dir->weights();
+  const GgufFile& file = std::get<GgufFile>(source);
+  return LlamaWeights::from_gguf(file, LlamaConfig::from_gguf(file));
+}
+
+Tokenizer tokenizer_of(const ModelSource& source) {
+  if (const auto* dir = std::get_if<HfModelDir>(&source)) return dir->tokenizer();
+  return Tokenizer::from_gguf(std::get<GgufFile>(source));
+}
+
+std::optional<ChatTemplate> chat_template_of(const ModelSource& source) {
+  if (const auto* dir = std::get_if<HfModelDir>(&source)) return dir->chat_template();
+  const GgufFile& file = std::get<GgufFile>(source);
+  if (file.find("tokenizer.chat_template") == nullptr) return std::nullopt;
+  return ChatTemplate::from_gguf(file);
 }
 
 }  // namespace
@@ -28,19 +63,20 @@ double GenerateStats::decode_tokens_per_second() const {
 }
 
 struct Llm::Impl {
-  Impl(const std::string& path, const LlmOptions& options)
-      : file(GgufFile::open(path)),
-        tokenizer(Tokenizer::from_gguf(file)),
-        model(file, ModelOptions{options.threads, options.context_length}) {
+  Impl(const std::string& path_, const LlmOptions& options)
+      : path(path_),
+        source(open_source(path)),
+        model(config_of(source), weights_of(source),
+              ModelOptions{options.threads, options.context_length}),
+        tokenizer(tokenizer_of(source)),
+        chat_template(chat_template_of(source)) {
     if (tokenizer.vocab_size() > static_cast<size_t>(model.config().n_vocab))
       fail("{}: the tokenizer has {} tokens but the model only {} embeddings", path,
            tokenizer.vocab_size(), model.config().n_vocab);
-    if (file.find("tokenizer.chat_template") != nullptr)
-      chat_template = ChatTemplate::from_gguf(file);
   }
 
   const ChatTemplate& require_template() const {
-    if (!chat_template) fail("{}: the model has no chat template", file.source());
+    if (!chat_template) fail("{}: the model has no chat template", path);
     return *chat_template;
   }
 
@@ -99,10 +135,11 @@ struct Llm::Impl {
     return result;
   }
 
-  GgufFile file;
+  std::string path;
+  ModelSource source;
+  LlamaModel model;
   Tokenizer tokenizer;
   std::optional<ChatTemplate> chat_template;
-  LlamaModel model;
   std::vector<TokenId> cached;  // the tokens whose keys and values the model's cache holds
   GenerateStats stats;
 };

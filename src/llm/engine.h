@@ -1,4 +1,5 @@
-// The generation API: `Llm` opens a GGUF model, and turns a prompt into text. This is the surface
+// The generation API: `Llm` opens a model (a GGUF file or a Hugging Face directory with
+// safetensors weights), and turns a prompt into text. This is the surface
 // the CLI (`yirage generate`, `yirage chat`) and the Python package (`yr.LLM`) bind; the model,
 // kernels and sampler underneath are reachable through `model()` for tests and tools.
 #pragma once
@@ -59,7 +60,9 @@ struct GenerateResult {
 
 class Llm {
  public:
-  // Maps `path` (GGUF), validates the model and builds the tokenizer; errors name the file.
+  // Maps `path`, validates the model and builds the tokenizer; errors name the file. `path` is a
+  // GGUF file or a directory holding config.json, model.safetensors (or shards and
+  // model.safetensors.index.json) and tokenizer.json.
   static Llm open(const std::string& path, const LlmOptions& options = {});
 
   Llm(Llm&&) noexcept;

@@ -1,52 +1,12 @@
 #include "llm/gguf.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <limits>
 
 #include "support/error.h"
 
 namespace yirage::llm {
-
-// ---------------------------------------------------------------------------------------------
-// Memory mapping.
-
-struct GgufFile::Mapping {
-  void* address = nullptr;
-  size_t size = 0;
-
-  Mapping(void* a, size_t s) : address(a), size(s) {}
-  Mapping(const Mapping&) = delete;
-  Mapping& operator=(const Mapping&) = delete;
-  ~Mapping() {
-    if (address != nullptr) munmap(address, size);
-  }
-};
-
-namespace {
-
-// Closes the descriptor on every path out of open(); the mapping outlives it.
-class FileDescriptor {
- public:
-  explicit FileDescriptor(int fd) : fd_(fd) {}
-  FileDescriptor(const FileDescriptor&) = delete;
-  FileDescriptor& operator=(const FileDescriptor&) = delete;
-  ~FileDescriptor() {
-    if (fd_ >= 0) close(fd_);
-  }
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
-
-}  // namespace
 
 // ---------------------------------------------------------------------------------------------
 // Values.
@@ -567,22 +527,8 @@ GgufFile& GgufFile::operator=(GgufFile&&) noexcept = default;
 GgufFile::~GgufFile() = default;
 
 GgufFile GgufFile::open(const std::string& path) {
-  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) fail("{}: cannot open: {}", path, std::strerror(errno));
-  struct stat st {};
-  if (fstat(fd.get(), &st) != 0) fail("{}: cannot stat: {}", path, std::strerror(errno));
-  if (!S_ISREG(st.st_mode)) fail("{}: not a regular file", path);
-  const auto size = static_cast<size_t>(st.st_size);
-  std::unique_ptr<Mapping> mapping;
-  if (size > 0) {
-    void* address = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd.get(), 0);
-    if (address == MAP_FAILED) fail("{}: cannot mmap: {}", path, std::strerror(errno));
-    mapping = std::make_unique<Mapping>(address, size);
-  }
-  const std::span<const std::byte> bytes =
-      mapping ? std::span(static_cast<const std::byte*>(mapping->address), size)
-              : std::span<const std::byte>();
-  GgufFile file = from_memory(bytes, path);
+  MappedFile mapping = MappedFile::open(path);
+  GgufFile file = from_memory(mapping.bytes(), path);
   file.mapping_ = std::move(mapping);
   return file;
 }

@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "llm/mapped_file.h"
 #include "llm/quant.h"
 
 namespace yirage::llm {
@@ -131,10 +132,9 @@ class GgufFile {
 
  private:
   friend class GgufParser;
-  struct Mapping;
   GgufFile() = default;
 
-  std::unique_ptr<Mapping> mapping_;
+  MappedFile mapping_;  // empty for from_memory()
   std::string source_;
   uint32_t version_ = 0;
   uint64_t alignment_ = 32;  // GGUF's default when general.alignment is absent

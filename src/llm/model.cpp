@@ -140,8 +140,14 @@ float* KvCache::data(int which, int layer, int pos) {
 }
 
 LlamaModel::LlamaModel(const GgufFile& file, const ModelOptions& options)
-    : config_(LlamaConfig::from_gguf(file)),
-      weights_(LlamaWeights::from_gguf(file, config_)),
+    : LlamaModel(LlamaConfig::from_gguf(file), file, options) {}
+
+LlamaModel::LlamaModel(const LlamaConfig& config, const GgufFile& file, const ModelOptions& options)
+    : LlamaModel(config, LlamaWeights::from_gguf(file, config), options) {}
+
+LlamaModel::LlamaModel(LlamaConfig config, LlamaWeights weights, const ModelOptions& options)
+    : config_(std::move(config)),
+      weights_(std::move(weights)),
       pool_(options.threads),
       kernels_(&best_kernels()),
       cache_(config_, options.context_length > 0 ? options.context_length

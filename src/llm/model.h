@@ -1,5 +1,6 @@
-// The Llama-family model: configuration from GGUF metadata, weights borrowed from the mapped file
-// in their quantized encoding, a KV cache, and the forward pass.
+// The Llama-family model: configuration from GGUF metadata (or a Hugging Face config.json, see
+// hf_model.h), weights borrowed from the mapped file in their stored encoding, a KV cache, and
+// the forward pass.
 //
 // The forward pass is a sequence of four hot blocks behind `HotBlocks`: RMSNorm + QKV projections,
 // attention (RoPE, KV cache, softmax, output projection, residual), the gated MLP (RMSNorm, SwiGLU,
@@ -62,6 +63,10 @@ struct LlamaWeights {
   std::vector<LayerWeights> layers;
   std::vector<float> output_norm;
   Linear output;  // token_embd when tied
+  // Matrices the loader had to rewrite (safetensors: BF16 widened to F32, Q and K rows reordered,
+  // tensors too misaligned to read in place) live here; every other Linear borrows from the
+  // mapped file.
+  std::vector<std::vector<std::byte>> owned;
 
   // Borrows tensors from `file`, which must outlive the result; checks every shape and type.
   static LlamaWeights from_gguf(const GgufFile& file, const LlamaConfig& config);
@@ -106,6 +111,9 @@ class LlamaModel {
  public:
   // `file` must outlive the model.
   LlamaModel(const GgufFile& file, const ModelOptions& options);
+  // From weights loaded by any reader (GGUF, safetensors); what they borrow must outlive the
+  // model.
+  LlamaModel(LlamaConfig config, LlamaWeights weights, const ModelOptions& options);
   ~LlamaModel();
 
   const LlamaConfig& config() const { return config_; }
@@ -130,6 +138,8 @@ class LlamaModel {
   const KernelTable* kernels_;
   KvCache cache_;
   std::unique_ptr<HotBlocks> blocks_;
+  LlamaModel(const LlamaConfig& config, const GgufFile& file, const ModelOptions& options);
+
   int position_ = 0;
   std::vector<float> x_, q_, k_, v_, logits_, all_logits_;
 };

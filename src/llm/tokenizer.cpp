@@ -178,8 +178,7 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& file) {
         fail("{}: tokenizer.ggml.merges[{}] '{}' is not two parts separated by a space",
              file.source(), i, merge);
       }
-      t.merge_ranks_.emplace(merge_key(merge.substr(0, space), merge.substr(space + 1)),
-                             static_cast<int>(i));
+      t.add_merge(merge.substr(0, space), merge.substr(space + 1), static_cast<int>(i));
     }
   }
 
@@ -188,23 +187,38 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& file) {
   t.add_space_prefix_ = file.get_bool_or("tokenizer.ggml.add_space_prefix", spm);
   t.load_special_ids(file);
 
-  for (size_t i = 0; i < n; ++i) {
-    const TokenType type = t.types_[i];
-    if (spm && type == TokenType::Byte) {
-      const std::string& text = t.tokens_[i];
-      if (text.size() != 6 || !text.starts_with("<0x") || text[5] != '>' ||
-          !std::isxdigit(static_cast<unsigned char>(text[3])) ||
-          !std::isxdigit(static_cast<unsigned char>(text[4]))) {
-        fail("{}: byte token {} '{}' is not of the form <0xXX>", file.source(), i, text);
-      }
+  for (size_t i = 0; spm && i < n; ++i) {
+    const std::string& text = t.tokens_[i];
+    if (t.types_[i] == TokenType::Byte &&
+        (text.size() != 6 || !text.starts_with("<0x") || text[5] != '>' ||
+         !std::isxdigit(static_cast<unsigned char>(text[3])) ||
+         !std::isxdigit(static_cast<unsigned char>(text[4])))) {
+      fail("{}: byte token {} '{}' is not of the form <0xXX>", file.source(), i, text);
     }
+  }
+  t.finish(file.source());
+  return t;
+}
+
+void Tokenizer::add_merge(std::string_view left, std::string_view right, int rank) {
+  merge_ranks_.emplace(merge_key(left, right), rank);  // the first rank of a repeated pair wins
+}
+
+void Tokenizer::finish(std::string_view source) {
+  if (eos_) end_of_generation_.push_back(*eos_);
+  for (std::string_view text : kEndOfTurnTexts) {
+    if (const auto id = find_token(text)) end_of_generation_.push_back(*id);
+  }
+  if (add_bos_ && !bos_) fail("{}: add_bos_token is set but there is no BOS", source);
+  if (add_eos_ && !eos_) fail("{}: add_eos_token is set but there is no EOS", source);
+  for (size_t i = 0; i < tokens_.size(); ++i) {
+    const TokenType type = types_[i];
     const bool special =
         type == TokenType::Control || type == TokenType::UserDefined || type == TokenType::Unknown;
-    if (special && !t.tokens_[i].empty()) t.special_tokens_.push_back(static_cast<TokenId>(i));
+    if (special && !tokens_[i].empty()) special_tokens_.push_back(static_cast<TokenId>(i));
   }
-  std::stable_sort(t.special_tokens_.begin(), t.special_tokens_.end(),
-                   [&](TokenId a, TokenId b) { return t.tokens_[a].size() > t.tokens_[b].size(); });
-  return t;
+  std::stable_sort(special_tokens_.begin(), special_tokens_.end(),
+                   [&](TokenId a, TokenId b) { return tokens_[a].size() > tokens_[b].size(); });
 }
 
 void Tokenizer::load_special_ids(const GgufFile& file) {
@@ -224,12 +238,6 @@ void Tokenizer::load_special_ids(const GgufFile& file) {
   for (const auto& key : {"tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"}) {
     if (const auto id = load(key)) end_of_generation_.push_back(*id);
   }
-  if (eos_) end_of_generation_.push_back(*eos_);
-  for (std::string_view text : kEndOfTurnTexts) {
-    if (const auto id = find_token(text)) end_of_generation_.push_back(*id);
-  }
-  if (add_bos_ && !bos_) fail("{}: add_bos_token is set but there is no BOS", file.source());
-  if (add_eos_ && !eos_) fail("{}: add_eos_token is set but there is no EOS", file.source());
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-// Tokenizers built from GGUF metadata, matching llama.cpp token for token:
+// Tokenizers built from GGUF metadata (or a Hugging Face tokenizer.json), matching llama.cpp token
+// for token:
 //  - byte-level BPE (tokenizer.ggml.model "gpt2"): GPT-2 byte-to-unicode mapping, the
 //    pre-tokenizer named by tokenizer.ggml.pre, merges applied by rank;
 //  - SentencePiece (tokenizer.ggml.model "llama"): "▁" for spaces, score-driven merges and
@@ -49,6 +50,11 @@ class Tokenizer {
  public:
   // Reads the tokenizer.* metadata; errors name the file and the offending key.
   static Tokenizer from_gguf(const GgufFile& file);
+  // Reads a Hugging Face model directory's tokenizer.json (byte-level BPE only), with the special
+  // tokens and add_bos_token/add_eos_token of tokenizer_config.json and config.json when present.
+  // Ids run up to `n_vocab`, the model's embedding rows; ids no token uses become unused
+  // placeholders, as llama.cpp's converter writes them. Errors name the file and the key.
+  static Tokenizer from_hf(const std::string& dir, size_t n_vocab);
 
   TokenizerModel model() const { return model_; }
   size_t vocab_size() const { return tokens_.size(); }
@@ -81,6 +87,10 @@ class Tokenizer {
 
   Tokenizer() = default;
   void load_special_ids(const GgufFile& file);
+  void add_merge(std::string_view left, std::string_view right, int rank);
+  // Derives the end-of-generation and special-token lists once the vocabulary and the special
+  // ids are in place; `source` names the file in errors.
+  void finish(std::string_view source);
   void check_id(TokenId id, std::string_view what) const;
   std::vector<Fragment> split_special(std::string_view text, bool parse_special) const;
   void encode_bpe(std::string_view text, std::vector<TokenId>& out) const;

@@ -75,7 +75,8 @@ std::string generate(llm::Llm& model, const std::string& prompt, int max_tokens,
 
 void bind_llm(nb::module_& m) {
   nb::class_<llm::Llm> cls(m, "LLM",
-                           "A Llama-family model from a GGUF file, run on the CPU by YiRage's "
+                           "A Llama-family model from a GGUF file or a Hugging Face directory, run "
+                           "on the CPU by YiRage's "
                            "inference engine.");
   cls.def(
       "__init__",

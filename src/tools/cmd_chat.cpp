@@ -55,7 +55,7 @@ void run(const ChatCli& cli) {
 void add_chat_command(CLI::App& app) {
   auto cli = std::make_shared<ChatCli>();
   cli->llm.generate.max_tokens = 512;
-  CLI::App* cmd = app.add_subcommand("chat", "Chat with a GGUF model interactively");
+  CLI::App* cmd = app.add_subcommand("chat", "Chat with a GGUF or safetensors model interactively");
   add_llm_options(*cmd, cli->llm);
   cmd->add_option("--system", cli->system,
                   "System message (default: the chat template's own, if it has one)");

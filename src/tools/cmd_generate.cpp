@@ -1,5 +1,5 @@
-// `yirage generate`: runs a GGUF model on a prompt and streams the continuation to stdout; the
-// prefill and decode speeds go to stderr at the end.
+// `yirage generate`: runs a model (GGUF or safetensors) on a prompt and streams the continuation to
+// stdout; the prefill and decode speeds go to stderr at the end.
 #include <cstdio>
 #include <fstream>
 
@@ -52,7 +52,7 @@ void run(const GenerateCli& cli) {
 
 void add_generate_command(CLI::App& app) {
   auto cli = std::make_shared<GenerateCli>();
-  CLI::App* cmd = app.add_subcommand("generate", "Generate text with a GGUF model");
+  CLI::App* cmd = app.add_subcommand("generate", "Generate text with a GGUF or safetensors model");
   add_llm_options(*cmd, cli->llm);
   cmd->add_option("--prompt,-p", cli->prompt, "Prompt text")->required();
   cmd->add_flag("--chat", cli->llm.generate.chat,

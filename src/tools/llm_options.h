@@ -18,7 +18,10 @@ struct LlmCliOptions {
 };
 
 inline void add_llm_options(CLI::App& cmd, LlmCliOptions& o) {
-  cmd.add_option("--model,-m", o.model, "GGUF model file")->required();
+  cmd.add_option("--model,-m", o.model,
+                 "GGUF model file, or Hugging Face directory (config.json, safetensors, "
+                 "tokenizer.json)")
+      ->required();
   cmd.add_option("-n,--max-tokens", o.generate.max_tokens, "Tokens to generate")
       ->check(CLI::NonNegativeNumber);
   cmd.add_option("--temperature", o.generate.temperature, "Sampling temperature (0: greedy)")
