@@ -5,7 +5,8 @@
 # "seconds" is the whole superoptimize call: enumeration, fingerprint proofs of the chosen
 # candidates at full size, and the float check of the best against the reference executor.
 #
-# Usage: bash bench/search_times.sh [BUDGET_SECONDS]   (BUILD_DIR overrides build/search-rel)
+# Usage: bash bench/search_times.sh [BUDGET_SECONDS]   (BUILD_DIR overrides build/search-rel;
+# PRUNER=z3 searches with the Z3 pruner instead of the default)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build/search-rel}
@@ -26,7 +27,7 @@ for spec in rmsnorm_linear:1:10 gated_mlp:1:600 gemm_layernorm:1:600 gqa:2:300 l
   IFS=: read -r target limit seconds_target <<<"$spec"
   start=$(date +%s.%N)
   "$build/yirage" optimize "$work/$target.json" --no-tune --backend cpu --budget "$budget" \
-    --seed 0 --threads 2 --json >"$work/$target.out"
+    --seed 0 --threads 2 ${PRUNER:+--pruner "$PRUNER"} --json >"$work/$target.out"
   wall=$(echo "$(date +%s.%N) - $start" | bc)
   python3 - "$work/$target.out" "$target" "$limit" "$seconds_target" "$wall" <<'PY'
 import json, sys

@@ -6,8 +6,8 @@
 // compiles, checks and profiles them with the unfused graph, and stores the fastest. The winner
 // is compiled once more for the returned object. All of it runs on a worker thread while the
 // calling thread, without the GIL, prints progress and checks for signals, so other Python
-// threads keep running and Ctrl-C is seen (run_interruptibly says what it can do). Calls release
-// the GIL around the launch.
+// threads keep running and Ctrl-C stops the work (run_interruptibly says how). Calls release the
+// GIL around the launch.
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -118,16 +118,15 @@ void write_stderr(const std::string& text) {
 // without it, prints what the work logged, and checks for signals (Python runs signal handlers
 // on the main thread only).
 //
-// Ctrl-C: search.h offers no way to cancel a running search (SearchOptions has a budget and a
-// progress callback, which runs on the search's pool threads, where an exception would end the
-// process), so an interrupt is reported at once, `work` sees `interrupted` and stops at its next
-// step (throwing Interrupted), and the KeyboardInterrupt is raised then: after the search has
-// stopped at its budget at the latest. Abandoning the worker instead would leave it running
-// through interpreter shutdown.
+// Ctrl-C: the calling thread polls PyErr_CheckSignals with the GIL held (Python runs signal
+// handlers on the main thread only) and sets `interrupted`; the search's should_stop hook reads
+// it, so a running search stops at its next poll, and `work` stops at its next step (throwing
+// Interrupted). The KeyboardInterrupt is raised once the worker has returned: abandoning it
+// instead would leave it running through interpreter shutdown.
 struct Interrupted {};
 
 void run_interruptibly(const std::function<void(const std::atomic<bool>& interrupted)>& work,
-                       Printer& printer, double budget) {
+                       Printer& printer) {
   std::mutex mutex;
   std::condition_variable wake;
   bool done = false;
@@ -152,10 +151,7 @@ void run_interruptibly(const std::function<void(const std::atomic<bool>& interru
     if (!interrupt && PyErr_CheckSignals() != 0) {
       interrupt.emplace();  // takes the pending KeyboardInterrupt
       interrupted = true;
-      write_stderr(fmt::format(
-          "yirage: interrupted; the search cannot be cancelled mid-run and stops at its budget "
-          "of {} s\n",
-          budget));
+      write_stderr("yirage: interrupted; stopping the search\n");
     }
   };
   {
@@ -211,6 +207,7 @@ std::unique_ptr<Optimized> superoptimize(const Graph& g, const std::string& back
   double search_seconds = 0;
   constexpr std::string_view kSearchLabel = "search #";
   const std::atomic<bool>* interrupted = nullptr;
+  settings.search.should_stop = [&interrupted] { return interrupted && *interrupted; };
   settings.tune.candidates = [&](const ir::KernelGraph& graph,
                                  const backend::DeviceDescription& device) {
     Clock::time_point start = Clock::now();
@@ -241,7 +238,7 @@ std::unique_ptr<Optimized> superoptimize(const Graph& g, const std::string& back
         compile_seconds_start = Clock::now();
         opt->module = opt->backend->compile(tuned.chosen);
       },
-      printer, settings.search.budget_seconds);
+      printer);
   double compile_seconds = seconds_since(compile_seconds_start);
   opt->mugraph = tuned.chosen;
 
@@ -417,8 +414,8 @@ void bind_optimize(nb::module_& m, nb::class_<Graph>& graph_class) {
       "  (False: search and measure again), max_candidates, profile_seconds.\n"
       "budget: seconds the search may take (default: the search's own, 60).\n"
       "verbose: print progress to stderr.\n"
-      "The GIL is released while searching and compiling. Ctrl-C raises KeyboardInterrupt\n"
-      "once the search stops (it cannot be cancelled mid-run, so at its budget at the latest).");
+      "The GIL is released while searching and compiling. Ctrl-C stops the search and\n"
+      "raises KeyboardInterrupt.");
 }
 
 }  // namespace yirage::python

@@ -11,6 +11,7 @@
 // write per element is an error, which is what exposes a saver whose omap lets two blocks write
 // the same elements.
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <optional>
 #include <string>
@@ -130,7 +131,7 @@ class Accumulator {
 
 class BlockRunner {
  public:
-  BlockRunner(const BlockGraph& graph, const std::vector<HostTensor>& operands)
+  BlockRunner(const BlockGraph& graph, const std::vector<const HostTensor*>& operands)
       : graph_(graph), operands_(operands), output_of_(graph.nodes().size(), -1) {
     const std::vector<BlockNode>& nodes = graph.nodes();
     kernels_.resize(nodes.size());
@@ -216,15 +217,21 @@ class BlockRunner {
 
   HostTensor load(const ir::InputIteratorOp& it, const TensorType& tile, const BlockCoord& block,
                   int64_t iteration) const {
-    const HostTensor& operand = operands_[size_t(it.operand)];
+    const HostTensor& operand = *operands_[size_t(it.operand)];
     const Dims offset =
         iterator_tile_offset(it, tile.dims, block, graph_.forloop_range(), iteration);
     HostTensor out(compute_type(tile));
-    for (int64_t i = 0; i < out.size(); ++i) {
-      Dims coords = unravel(i, tile.dims);
-      for (size_t d = 0; d < coords.size(); ++d) coords[d] += offset[d];
-      out.set(i, operand.get(ravel(coords, operand.type.dims)));
-    }
+    const bool f32 = operand.type.dtype == DType::f32;  // then a row's bytes are its values
+    for_each_window_row(operand.type.dims, tile.dims, offset,
+                        [&](int64_t from, int64_t to, int64_t length) {
+                          if (f32)
+                            std::memcpy(out.bytes.data() + size_t(to) * sizeof(float),
+                                        operand.bytes.data() + size_t(from) * sizeof(float),
+                                        size_t(length) * sizeof(float));
+                          else
+                            for (int64_t i = 0; i < length; ++i)
+                              out.set(to + i, operand.get(from + i));
+                        });
     return out;
   }
 
@@ -232,48 +239,55 @@ class BlockRunner {
             const BlockCoord& block) {
     const auto& omap = std::get<ir::OutputSaverOp>(node.op).omap;
     HostTensor& out = outputs_[size_t(output)];
-    const Dims offset = saver_tile_offset(omap, node.tile.dims, block);
-    for (int64_t i = 0; i < tile.size(); ++i) {
-      Dims coords = unravel(i, node.tile.dims);
-      for (size_t d = 0; d < coords.size(); ++d) coords[d] += offset[d];
-      const int64_t index = ravel(coords, out.type.dims);
-      out.set(index, tile.get(i));
-      ++writes_[size_t(output)][size_t(index)];
-    }
+    for_each_window_row(out.type.dims, node.tile.dims,
+                        saver_tile_offset(omap, node.tile.dims, block),
+                        [&](int64_t to, int64_t from, int64_t length) {
+                          for (int64_t i = 0; i < length; ++i) {
+                            out.set(to + i, tile.get(from + i));
+                            ++writes_[size_t(output)][size_t(to + i)];
+                          }
+                        });
   }
 
   const BlockGraph& graph_;
-  const std::vector<HostTensor>& operands_;
+  const std::vector<const HostTensor*>& operands_;
   std::vector<std::optional<ir::KernelGraph>> kernels_;  // per node: its shared op, if any
   std::vector<int32_t> output_of_;                       // per node: a saver's output index
   std::vector<HostTensor> outputs_;
   std::vector<std::vector<int64_t>> writes_;  // per output element: how often it was written
 };
 
-void check_operands(const BlockGraph& graph, const std::vector<HostTensor>& operands) {
+void check_operands(const BlockGraph& graph, const std::vector<const HostTensor*>& operands) {
   const std::vector<TensorType>& want = graph.operands();
   if (operands.size() != want.size())
     fail("run_block_graph: the block graph takes {} operand{}, got {}", want.size(),
          want.size() == 1 ? "" : "s", operands.size());
   for (size_t i = 0; i < want.size(); ++i) {
-    if (operands[i].type != want[i])
+    if (operands[i]->type != want[i])
       fail("run_block_graph: operand {}: expected {}, got {}", i, ir::format_type(want[i]),
-           ir::format_type(operands[i].type));
+           ir::format_type(operands[i]->type));
     const size_t need = size_t(ir::num_elements(want[i].dims)) * ir::dtype_size(want[i].dtype);
-    if (operands[i].bytes.size() != need)
+    if (operands[i]->bytes.size() != need)
       fail("run_block_graph: operand {}: holds {} bytes, but {} takes {}", i,
-           operands[i].bytes.size(), ir::format_type(want[i]), need);
+           operands[i]->bytes.size(), ir::format_type(want[i]), need);
   }
 }
 
 }  // namespace
 
 std::vector<HostTensor> run_block_graph(const BlockGraph& graph,
-                                        const std::vector<HostTensor>& operands) {
+                                        const std::vector<const HostTensor*>& operands) {
   check_operands(graph, operands);
   BlockRunner runner(graph, operands);
   for_each_block(graph, [&](const BlockCoord& block) { runner.run_block(block); });
   return runner.finish();
+}
+
+std::vector<HostTensor> run_block_graph(const BlockGraph& graph,
+                                        const std::vector<HostTensor>& operands) {
+  std::vector<const HostTensor*> pointers;
+  for (const HostTensor& t : operands) pointers.push_back(&t);
+  return run_block_graph(graph, pointers);
 }
 
 }  // namespace yirage::verify

@@ -12,6 +12,7 @@
 //         so the result is exp(-M)·Σ exp(s)·V, and in rescaled_sum(pv, m) / rescaled_sum(l, m)
 //         the common factor exp(-M) cancels: whatever value the max takes, the ratio equals
 //         softmax(s)·V at kernel level, where the row max cancels the same way.
+#include <algorithm>
 #include <optional>
 
 #include <fmt/format.h>
@@ -203,8 +204,10 @@ class BlockEvaluator {
     out.max_set = operand.max_set;
     out.degree = operand.degree;
     out.uniform = operand.uniform;
-    const std::vector<int64_t> from = window_map(operand.type.dims, tile.dims, offset);
-    for (size_t i = 0; i < from.size(); ++i) out.v[i] = operand.v[size_t(from[i])];
+    for_each_window_row(operand.type.dims, tile.dims, offset,
+                        [&](int64_t from, int64_t to, int64_t length) {
+                          std::copy_n(&operand.v[size_t(from)], length, &out.v[size_t(to)]);
+                        });
     return out;
   }
 
@@ -216,12 +219,12 @@ class BlockEvaluator {
     for (int a = 0; a < kGridAxes; ++a)
       if (omap[size_t(a)] != kReplicate && graph_.grid().extent[size_t(a)] > 1)
         across_blocks |= 1u << omap[size_t(a)];
-    const std::vector<int64_t> to =
-        window_map(out.type.dims, tile.type.dims, saver_tile_offset(omap, tile.type.dims, block));
-    for (size_t i = 0; i < to.size(); ++i) {
-      out.v[size_t(to[i])] = tile.v[i];
-      ++writes_[size_t(o)][size_t(to[i])];
-    }
+    for_each_window_row(out.type.dims, tile.type.dims,
+                        saver_tile_offset(omap, tile.type.dims, block),
+                        [&](int64_t to, int64_t from, int64_t length) {
+                          std::copy_n(&tile.v[size_t(from)], length, &out.v[size_t(to)]);
+                          for (int64_t i = 0; i < length; ++i) ++writes_[size_t(o)][size_t(to + i)];
+                        });
     // Every block saves the same node, so the kinds agree; degrees and masks combine.
     out.has_q = tile.has_q;
     out.max_set = tile.max_set;

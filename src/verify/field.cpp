@@ -67,15 +67,15 @@ PowerTable::PowerTable(uint64_t omega) {
   uint64_t base = omega;  // ω^(256^i)
   for (auto& row : table_) {
     row[0] = 1;
-    for (int b = 1; b < 256; ++b) row[b] = mul_mod(row[b - 1], base, kP);
-    base = mul_mod(row[255], base, kP);
+    for (int b = 1; b < 256; ++b) row[b] = reduce_p(u128(row[b - 1]) * base);
+    base = reduce_p(u128(row[255]) * base);
   }
 }
 
 uint64_t PowerTable::pow(uint64_t exponent) const {
   uint64_t result = 1;
   for (const auto& row : table_) {
-    result = mul_mod(result, row[exponent & 0xff], kP);
+    result = reduce_p(u128(result) * row[exponent & 0xff]);
     exponent >>= 8;
   }
   return result;

@@ -33,11 +33,14 @@
 // variables; programs that differ only at particular id or position values are caught only when
 // a draw hits them, which the bound does not cover, and the result says so.
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <exception>
 #include <functional>
 #include <limits>
 #include <numeric>
 #include <random>
+#include <thread>
 #include <unordered_set>
 
 #include <fmt/format.h>
@@ -71,22 +74,26 @@ struct Program {
 
 std::vector<FTensor> run_kernel_graph(const ir::KernelGraph& graph,
                                       const std::vector<FTensor>& inputs, Trial& trial) {
+  // Inputs are read where they are: a weight matrix is hundreds of megabytes as fingerprints.
   std::vector<std::vector<FTensor>> values(graph.nodes().size());
+  std::vector<const FTensor*> input_of(graph.nodes().size(), nullptr);
   const std::vector<ir::TensorRef> refs = graph.inputs();
-  for (size_t i = 0; i < refs.size(); ++i) values[size_t(refs[i].node)] = {inputs[i]};
+  for (size_t i = 0; i < refs.size(); ++i) input_of[size_t(refs[i].node)] = &inputs[i];
+  auto value = [&](const ir::TensorRef& ref) {
+    const FTensor* input = input_of[size_t(ref.node)];
+    return input ? input : &values[size_t(ref.node)][size_t(ref.port)];
+  };
   for (size_t id = 0; id < graph.nodes().size(); ++id) {
     const ir::Node& node = graph.nodes()[id];
     if (std::holds_alternative<ir::InputOp>(node.op)) continue;
     std::vector<const FTensor*> in;
-    for (const ir::TensorRef& ref : node.inputs)
-      in.push_back(&values[size_t(ref.node)][size_t(ref.port)]);
+    for (const ir::TensorRef& ref : node.inputs) in.push_back(value(ref));
     trial.set_location(fmt::format("{} '{}'", ir::op_name(node.op), node.name));
     values[id] = fp::evaluate_op(node.op, in, node.outputs, trial);
   }
   std::vector<FTensor> outputs;
   for (const ir::GraphOutput& out : graph.outputs())
-    outputs.push_back(
-        fp::materialize(values[size_t(out.tensor.node)][size_t(out.tensor.port)], trial));
+    outputs.push_back(fp::materialize(*value(out.tensor), trial));
   return outputs;
 }
 
@@ -195,17 +202,78 @@ std::vector<int64_t> draw_integers(int64_t count, int64_t range, std::mt19937_64
   return values;
 }
 
-FTensor draw_input(const TensorType& type, std::optional<int64_t> int_range, Trial& trial) {
-  FTensor t(type);
+// xoshiro256** (Blackman & Vigna), seeded from the trial's generator, for the bulk of a trial's
+// draws: a weight matrix is millions of field elements, and mt19937_64 behind
+// uniform_int_distribution took a tenth of a proof's time.
+class BulkRng {
+ public:
+  explicit BulkRng(std::mt19937_64& seed) {
+    for (uint64_t& word : s_) word = seed();
+  }
+  uint64_t next() {
+    const uint64_t result = std::rotl(s_[1] * 5, 7) * 9;
+    const uint64_t t = s_[1] << 17;
+    s_[2] ^= s_[0];
+    s_[3] ^= s_[1];
+    s_[1] ^= s_[2];
+    s_[0] ^= s_[3];
+    s_[2] ^= t;
+    s_[3] = std::rotl(s_[3], 45);
+    return result;
+  }
+  // Uniform on [0, m) for m in (2^(bits-1), 2^bits]: `bits` random bits, redrawn while >= m
+  // (for p and q, with probability below 2^-47).
+  uint64_t below(uint64_t m, int bits) {
+    for (;;)
+      if (const uint64_t x = next() >> (64 - bits); x < m) return x;
+  }
+
+ private:
+  uint64_t s_[4];
+};
+
+// Below this many input elements a trial runs on one thread: starting one costs more.
+constexpr int64_t kParallelInputElements = int64_t(1) << 15;
+
+bool run_in_parallel(const Program& a, const FingerprintOptions& options) {
+  const int threads =
+      options.threads > 0 ? options.threads : int(std::thread::hardware_concurrency());
+  int64_t elements = 0;
+  for (const TensorType& t : a.inputs) elements += ir::num_elements(t.dims);
+  return threads > 1 && elements >= kParallelInputElements;
+}
+
+// Draws into `t`, which has `type` already when a previous trial left it there: refilling it
+// spares the page faults of a fresh allocation the size of a weight matrix. Field elements come
+// in chunks, each from a generator seeded in turn from the trial's, so that two threads can draw
+// them and the draw is the same on one.
+void draw_input(const TensorType& type, std::optional<int64_t> int_range, Trial& trial,
+                bool parallel, FTensor& t) {
+  if (t.type != type || t.v.size() != size_t(ir::num_elements(type.dims))) t = FTensor(type);
+  t.has_q = true;
+  t.max_set = false;
+  t.degree = {};
+  t.uniform = ~0u;
   if (int_range) {
     const std::vector<int64_t> ints = draw_integers(t.size(), *int_range, trial.rng());
     for (size_t i = 0; i < ints.size(); ++i) t.v[i] = field::pair_of_int(ints[i]);
     t.degree = {0, 0};  // a draw, not a variable: see the header comment
-    return t;
+    return;
   }
-  std::uniform_int_distribution<uint64_t> in_p(0, field::kP - 1), in_q(0, field::kQ - 1);
-  for (field::Pair& e : t.v) e = {in_p(trial.rng()), in_q(trial.rng())};
-  return t;
+  constexpr size_t kChunk = size_t(1) << 16;
+  std::vector<BulkRng> chunks;
+  for (size_t first = 0; first < t.v.size(); first += kChunk) chunks.emplace_back(trial.rng());
+  auto fill = [&](size_t from, size_t step) {
+    for (size_t c = from; c < chunks.size(); c += step) {
+      BulkRng& rng = chunks[c];
+      for (size_t i = c * kChunk; i < std::min(t.v.size(), (c + 1) * kChunk); ++i)
+        t.v[i] = {rng.below(field::kP, 62), rng.below(field::kQ, 61)};
+    }
+  };
+  if (!parallel || chunks.size() < 2) return fill(0, 1);
+  std::thread helper(fill, 1, 2);
+  fill(0, 2);
+  helper.join();
 }
 
 // Where a trial tells the programs apart, if it does.
@@ -236,6 +304,38 @@ double per_trial_bound(const fp::Accounting& acc, const std::vector<FTensor>& ou
   return std::min(1.0, (output_degree + collisions) / q / (1 - degenerate));
 }
 
+// Both programs on one draw, on two threads when `parallel`: the accounting merges as if they
+// had run in turn, and a failure is the one the sequential run would raise (a's first).
+std::pair<std::vector<FTensor>, std::vector<FTensor>> run_both(const Program& a, const Program& b,
+                                                               const std::vector<FTensor>& inputs,
+                                                               Trial& trial, bool parallel) {
+  if (!parallel) {
+    std::vector<FTensor> out_a = a.run(inputs, trial);
+    return {std::move(out_a), b.run(inputs, trial)};
+  }
+  Trial trial_b = trial;  // the same ω and hash key; inputs are drawn already
+  trial_b.accounting() = {};
+  std::vector<FTensor> out_a, out_b;
+  std::exception_ptr error_a, error_b;
+  std::thread worker([&] {
+    try {
+      out_b = b.run(inputs, trial_b);
+    } catch (...) {
+      error_b = std::current_exception();
+    }
+  });
+  try {
+    out_a = a.run(inputs, trial);
+  } catch (...) {
+    error_a = std::current_exception();
+  }
+  worker.join();
+  if (error_a) std::rethrow_exception(error_a);
+  if (error_b) std::rethrow_exception(error_b);
+  trial.accounting().merge(trial_b.accounting());
+  return {std::move(out_a), std::move(out_b)};
+}
+
 struct TrialOutcome {
   std::optional<FingerprintMismatch> mismatch;
   double per_trial_bound = 1;
@@ -244,7 +344,7 @@ struct TrialOutcome {
 
 TrialOutcome run_trial(const Program& a, const Program& b,
                        const std::vector<std::optional<int64_t>>& int_range,
-                       const FingerprintOptions& options, int index) {
+                       const FingerprintOptions& options, int index, std::vector<FTensor>& inputs) {
   std::string degenerate_at;
   for (int attempt = 0; attempt < kMaxDegenerateDraws; ++attempt) {
     std::vector<uint32_t> words;
@@ -259,11 +359,11 @@ TrialOutcome run_trial(const Program& a, const Program& b,
     std::seed_seq seed(words.begin(), words.end());
     Trial trial(seed);
     try {
-      std::vector<FTensor> inputs;
+      const bool parallel = run_in_parallel(a, options);
+      inputs.resize(a.inputs.size());
       for (size_t i = 0; i < a.inputs.size(); ++i)
-        inputs.push_back(draw_input(a.inputs[i], int_range[i], trial));
-      const std::vector<FTensor> out_a = a.run(inputs, trial);
-      const std::vector<FTensor> out_b = b.run(inputs, trial);
+        draw_input(a.inputs[i], int_range[i], trial, parallel, inputs[i]);
+      const auto [out_a, out_b] = run_both(a, b, inputs, trial, parallel);
       return {compare(a, out_a, out_b, index), per_trial_bound(trial.accounting(), out_a, out_b),
               trial.accounting().uses_exp};
     } catch (const fp::DegenerateTrial& d) {
@@ -311,8 +411,9 @@ EquivalenceResult check(const Program& a, const Program& b, const FingerprintOpt
 
   EquivalenceResult result;
   int needed = options.min_trials;
+  std::vector<FTensor> inputs;  // redrawn in place by every trial
   for (int t = 0; t < needed; ++t) {
-    const TrialOutcome outcome = run_trial(a, b, int_range, options, t);
+    const TrialOutcome outcome = run_trial(a, b, int_range, options, t, inputs);
     result.trials = t + 1;
     if (t == 0) {
       result.per_trial_bound = outcome.per_trial_bound;

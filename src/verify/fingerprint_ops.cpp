@@ -252,15 +252,6 @@ FTensor divided_by_count(const FTensor& x, int64_t n) {
   return scaled(x, inverse_of_count(n));
 }
 
-std::vector<int64_t> window_map(const Dims& whole, const Dims& window, const Dims& offset) {
-  const Dims strides = ir::row_major_strides(whole);
-  int64_t base = 0;
-  for (size_t j = 0; j < whole.size(); ++j) base += offset[j] * strides[j];
-  std::vector<int64_t> map = strided_map(window, strides);
-  for (int64_t& m : map) m += base;
-  return map;
-}
-
 FTensor::FTensor(ir::TensorType t) : type(std::move(t)), v(size_t(ir::num_elements(type.dims))) {}
 
 Degree sum_degree(Degree term, double count, bool uniform) {
@@ -300,8 +291,8 @@ Pair Trial::uf(Uf fn, std::initializer_list<uint64_t> args) const {
     words[n] = tag;
     h[tag] = field::siphash(key_, words, n + 1);
   }
-  return {uint64_t(((field::u128(h[0]) << 64) | h[1]) % kP),
-          uint64_t(((field::u128(h[2]) << 64) | h[3]) % kQ)};
+  return {field::reduce_p((field::u128(h[0]) << 64) | h[1]),
+          field::reduce_q((field::u128(h[2]) << 64) | h[3])};
 }
 
 FTensor constant(double value, ir::DType dtype, const Trial& trial) {
@@ -441,19 +432,45 @@ FTensor reduce(const ir::ReduceOp& op, const FTensor& x, const TensorType& out, 
 
 namespace {
 
-// Σ_k a[k]·b[k·stride] in both fields. Products of residues below 2^62 stay below 2^124, so eight
-// of them and a reduced running sum fit in 128 bits between reductions.
-Pair dot(const Pair* a, const Pair* b, int64_t stride, int64_t count) {
-  field::u128 sp = 0, sq = 0;
-  for (int64_t k = 0; k < count; ++k) {
-    sp += field::u128(a[k].p) * b[k * stride].p;
-    sq += field::u128(a[k].q) * b[k * stride].q;
-    if ((k & 7) == 7) {
-      sp %= kP;
-      sq %= kQ;
+// Rows m .. m+R-1 of C = A·B for one batch entry (row-major A [M, K], B [K, N], C [M, N]), in both
+// fields. Per column, the R sums stay in registers over a chunk of 15 k: a product of residues is
+// below 2^124, so 15 of them on top of a reduced value (below 2^62) fit in 128 bits. A block of
+// 64 columns keeps the chunk of B it reads (15 rows) in the L1 cache, and each B element read
+// serves R rows.
+template <int R>
+void matmul_rows(const Pair* a, const Pair* b, Pair* c, int64_t m, int64_t k_size, int64_t n_size) {
+  constexpr int64_t kChunk = 15, kCols = 64;
+  for (int64_t n0 = 0; n0 < n_size; n0 += kCols) {
+    const int64_t cols = std::min(kCols, n_size - n0);
+    uint64_t rp[R][kCols] = {}, rq[R][kCols] = {};
+    for (int64_t k0 = 0; k0 < k_size; k0 += kChunk) {
+      const int64_t k1 = std::min(k_size, k0 + kChunk);
+      for (int64_t j = 0; j < cols; ++j) {
+        field::u128 sp[R], sq[R];
+        for (int r = 0; r < R; ++r) sp[r] = rp[r][j], sq[r] = rq[r][j];
+        for (int64_t k = k0; k < k1; ++k) {
+          const Pair y = b[k * n_size + n0 + j];
+          for (int r = 0; r < R; ++r) {
+            const Pair x = a[(m + r) * k_size + k];
+            sp[r] += field::u128(x.p) * y.p;
+            sq[r] += field::u128(x.q) * y.q;
+          }
+        }
+        for (int r = 0; r < R; ++r)
+          rp[r][j] = field::reduce_p(sp[r]), rq[r][j] = field::reduce_q(sq[r]);
+      }
     }
+    for (int r = 0; r < R; ++r)
+      for (int64_t j = 0; j < cols; ++j) c[(m + r) * n_size + n0 + j] = {rp[r][j], rq[r][j]};
   }
-  return {uint64_t(sp % kP), uint64_t(sq % kQ)};
+}
+
+void matmul_batch(const Pair* a, const Pair* b, Pair* c, int64_t m_size, int64_t k_size,
+                  int64_t n_size) {
+  int64_t m = 0;
+  for (; m + 4 <= m_size; m += 4) matmul_rows<4>(a, b, c, m, k_size, n_size);
+  for (; m + 2 <= m_size; m += 2) matmul_rows<2>(a, b, c, m, k_size, n_size);
+  for (; m < m_size; ++m) matmul_rows<1>(a, b, c, m, k_size, n_size);
 }
 
 // Whether x's denominators are the same along dim j (or there are none).
@@ -475,12 +492,9 @@ FTensor matmul(const FTensor& a0, const FTensor& b0, const TensorType& out_type,
   FTensor out(out_type);
   out.has_q = a.has_q && b.has_q;
   for (size_t bi = 0; bi < a_base.size(); ++bi) {
-    const Pair* pa = &a.v[size_t(a_base[bi] * m_size * k_size)];
-    const Pair* pb = &b.v[size_t(b_base[bi] * k_size * n_size)];
-    Pair* pc = &out.v[bi * size_t(m_size * n_size)];
-    for (int64_t m = 0; m < m_size; ++m)
-      for (int64_t n = 0; n < n_size; ++n)
-        pc[m * n_size + n] = dot(pa + m * k_size, pb + n, n_size, k_size);
+    matmul_batch(a.v.data() + a_base[bi] * m_size * k_size,
+                 b.v.data() + b_base[bi] * k_size * n_size,
+                 out.v.data() + int64_t(bi) * m_size * n_size, m_size, k_size, n_size);
   }
   const bool common_den = uniform_along(a, ra - 1) && uniform_along(b, rb - 2);
   out.degree = sum_degree(mul_degree(a.degree, b.degree), double(k_size), common_den);

@@ -3,6 +3,7 @@
 // top of fingerprint_ops.cpp.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -55,6 +56,16 @@ struct Accounting {
   double exp_calls = 0, exp_arg_degree = 0;  // exp atoms ω^e and their exponents' degrees
   double zero_divisor_risk = 0;              // Σ over divisions: elements · divisor degree
   bool uses_exp = false;
+
+  // Adds the counts of another program evaluated in the same trial.
+  void merge(const Accounting& o) {
+    uf_calls += o.uf_calls;
+    uf_arg_degree = std::max(uf_arg_degree, o.uf_arg_degree);
+    exp_calls += o.exp_calls;
+    exp_arg_degree = std::max(exp_arg_degree, o.exp_arg_degree);
+    zero_divisor_risk += o.zero_divisor_risk;
+    uses_exp = uses_exp || o.uses_exp;
+  }
 };
 
 // Identifies an uninterpreted function; part of the hash key, so distinct functions never share
@@ -133,11 +144,6 @@ std::vector<FTensor> fingerprint_block_graph(const ir::BlockGraph& graph,
 
 // x / n, exactly.
 FTensor divided_by_count(const FTensor& x, int64_t n);
-
-// For each element of a `window` placed at `offset` inside a tensor of shape `whole`, in
-// row-major order, its flat index in the whole.
-std::vector<int64_t> window_map(const ir::Dims& whole, const ir::Dims& window,
-                                const ir::Dims& offset);
 
 // Degree rules shared with the block evaluator.
 Degree sum_degree(Degree term, double count, bool uniform);

@@ -62,6 +62,14 @@ void copy_element(const HostTensor& from, int64_t from_index, HostTensor& to, in
               from.bytes.data() + size_t(from_index) * size, size);
 }
 
+// The elements as floats: f32 storage read where it is (a weight is hundreds of MB at real
+// shapes), other dtypes widened into `storage`.
+const float* floats_of(const HostTensor& t, std::vector<float>& storage) {
+  if (t.type.dtype == DType::f32) return reinterpret_cast<const float*>(t.bytes.data());
+  storage = t.to_floats();
+  return storage.data();
+}
+
 // ---- index arithmetic -----------------------------------------------------------------------
 
 Dims leading(const Dims& dims, size_t drop) {
@@ -70,22 +78,34 @@ Dims leading(const Dims& dims, size_t drop) {
 
 // ---- kernels --------------------------------------------------------------------------------
 
+// Each output row is a row of double sums that the products A[m, k]·B[k, :] are added into, k
+// ascending: every element is the textbook sum in the textbook order, while B is read along its
+// rows (walking its columns missed the cache at every step once B was wide).
 HostTensor matmul(const HostTensor& a, const HostTensor& b, const TensorType& out_type) {
   HostTensor out(out_type);
   const Dims& ad = a.type.dims;
   const Dims& bd = b.type.dims;
   const int64_t m_size = ad[ad.size() - 2], k_size = ad.back(), n_size = bd.back();
   const Dims a_batch = leading(ad, 2), b_batch = leading(bd, 2);
-  for (int64_t i = 0; i < out.size(); ++i) {
-    const Dims coords = unravel(i, out_type.dims);
-    const Dims batch = leading(coords, 2);
-    const int64_t m = coords[coords.size() - 2], n = coords.back();
-    const int64_t a_base = broadcast_index(batch, a_batch) * m_size * k_size;
-    const int64_t b_base = broadcast_index(batch, b_batch) * k_size * n_size;
-    double acc = 0.0;
-    for (int64_t k = 0; k < k_size; ++k)
-      acc += load(a, a_base + m * k_size + k) * load(b, b_base + k * n_size + n);
-    store(out, i, acc);
+  const Dims out_batch = leading(out_type.dims, 2);
+  std::vector<float> a_storage, b_storage;
+  const float* av = floats_of(a, a_storage);
+  const float* bv = floats_of(b, b_storage);
+  std::vector<double> row(static_cast<size_t>(n_size));
+  for (int64_t batch = 0; batch < ir::num_elements(out_batch); ++batch) {
+    const Dims coords = unravel(batch, out_batch);
+    const int64_t a_base = broadcast_index(coords, a_batch) * m_size * k_size;
+    const int64_t b_base = broadcast_index(coords, b_batch) * k_size * n_size;
+    for (int64_t m = 0; m < m_size; ++m) {
+      std::fill(row.begin(), row.end(), 0.0);
+      for (int64_t k = 0; k < k_size; ++k) {
+        const double x = av[a_base + m * k_size + k];
+        const float* b_row = bv + (b_base + k * n_size);
+        for (int64_t n = 0; n < n_size; ++n) row[size_t(n)] += x * double(b_row[n]);
+      }
+      for (int64_t n = 0; n < n_size; ++n)
+        store(out, (batch * m_size + m) * n_size + n, row[size_t(n)]);
+    }
   }
   return out;
 }
@@ -332,10 +352,11 @@ HostTensor rope(const Node& node, const ir::RopeOp& op, const HostTensor& x,
 
 class Executor {
  public:
+  // Inputs are read where they are, not copied: at real shapes a weight is hundreds of MB.
   Executor(const ir::KernelGraph& graph, const std::vector<HostTensor>& inputs)
-      : graph_(graph), values_(graph.nodes().size()) {
+      : graph_(graph), values_(graph.nodes().size()), input_of_(graph.nodes().size(), nullptr) {
     const std::vector<ir::TensorRef> refs = graph.inputs();
-    for (size_t i = 0; i < refs.size(); ++i) values_[size_t(refs[i].node)] = {inputs[i]};
+    for (size_t i = 0; i < refs.size(); ++i) input_of_[size_t(refs[i].node)] = &inputs[i];
   }
 
   std::vector<HostTensor> run() {
@@ -344,16 +365,19 @@ class Executor {
       if (!std::holds_alternative<ir::InputOp>(node.op)) values_[id] = evaluate(node);
     }
     std::vector<HostTensor> results;
-    for (const ir::GraphOutput& output : graph_.outputs())
-      results.push_back(values_[size_t(output.tensor.node)][size_t(output.tensor.port)]);
+    for (const ir::GraphOutput& output : graph_.outputs()) results.push_back(value(output.tensor));
     return results;
   }
 
  private:
+  const HostTensor& value(const ir::TensorRef& ref) const {
+    const HostTensor* input = input_of_[size_t(ref.node)];
+    return input ? *input : values_[size_t(ref.node)][size_t(ref.port)];
+  }
+
   std::vector<HostTensor> evaluate(const Node& node) const {
     std::vector<const HostTensor*> in;
-    for (const ir::TensorRef& ref : node.inputs)
-      in.push_back(&values_[size_t(ref.node)][size_t(ref.port)]);
+    for (const ir::TensorRef& ref : node.inputs) in.push_back(&value(ref));
     const TensorType& type = node.outputs[0];
     using Result = std::vector<HostTensor>;
     return std::visit(
@@ -376,17 +400,14 @@ class Executor {
               return {embedding(node, *in[0], *in[1], type)};
             },
             [&](const ir::RopeOp& op) -> Result { return {rope(node, op, *in[0], *in[1], type)}; },
-            [&](const ir::FusedOp& op) -> Result {
-              std::vector<HostTensor> operands;
-              for (const HostTensor* t : in) operands.push_back(*t);
-              return run_block_graph(*op.body, operands);
-            },
+            [&](const ir::FusedOp& op) -> Result { return run_block_graph(*op.body, in); },
         },
         node.op);
   }
 
   const ir::KernelGraph& graph_;
   std::vector<std::vector<HostTensor>> values_;  // per node, per output port
+  std::vector<const HostTensor*> input_of_;      // per node: the bound input, if it is one
 };
 
 std::string input_names(const ir::KernelGraph& graph) {

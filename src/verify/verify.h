@@ -34,6 +34,9 @@ void check_inputs(const ir::KernelGraph& graph, const std::vector<ir::HostTensor
 // once, which is how a wrong omap shows.
 std::vector<ir::HostTensor> run_block_graph(const ir::BlockGraph& graph,
                                             const std::vector<ir::HostTensor>& operands);
+// The same on operands held elsewhere, which are read where they are.
+std::vector<ir::HostTensor> run_block_graph(const ir::BlockGraph& graph,
+                                            const std::vector<const ir::HostTensor*>& operands);
 
 // ==== Probabilistic equivalence by fingerprints (fingerprint.cpp, block_fingerprint.cpp) ========
 //
@@ -53,6 +56,9 @@ struct FingerprintOptions {
   int min_trials = 2;
   int max_trials = 64;
   std::optional<uint64_t> seed;  // fixed randomness for reproducible tests; else random_device
+  // Threads for one trial (the two programs run at once): 0 = two where the hardware has them.
+  // The result does not depend on it.
+  int threads = 0;
 };
 
 struct FingerprintMismatch {

@@ -1,6 +1,6 @@
-"""Ctrl-C during a search raises KeyboardInterrupt in the caller, with no crash and no hang. The
-search cannot be cancelled mid-run (search.h has no cancel hook), so the interrupt is reported at
-once and raised when the search stops at its budget."""
+"""Ctrl-C during a search raises KeyboardInterrupt in the caller, with no crash and no hang: the
+binding polls for signals while the search runs, and SearchOptions::should_stop stops the search
+at its next poll."""
 import signal
 import subprocess
 import sys
