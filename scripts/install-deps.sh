@@ -6,7 +6,7 @@ set -euo pipefail
 
 packages=(g++ cmake ninja-build pkg-config nlohmann-json3-dev libcli11-dev libfmt-dev
           libgtest-dev libgmock-dev graphviz clang-format python3 python3-pip
-          python3-venv libsqlite3-dev)
+          python3-venv libsqlite3-dev libz3-dev)
 
 missing=()
 for p in "${packages[@]}"; do

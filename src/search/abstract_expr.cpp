@@ -230,6 +230,7 @@ void ExprContext::collect_subterms(const Poly& p) {
 }
 
 void ExprContext::set_targets(const std::vector<Poly>& targets) {
+  targets_ = targets;
   subterms_.clear();
   for (const Poly& t : targets) collect_subterms(t);
 }

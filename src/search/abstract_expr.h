@@ -61,11 +61,17 @@ class ExprContext {
 
   // Registers the polynomials prefixes are compared with.
   void set_targets(const std::vector<Poly>& targets);
+  const std::vector<Poly>& targets() const { return targets_; }
   // Whether `p` may be part of a target (see the header comment). Without `sums_left` (no op
   // that is still allowed can add a Σ), a monomial without Σ must stay below one without Σ.
   bool may_be_part(const Poly& p, bool sums_left = true) const;
 
   std::string format(const Poly& p) const;
+
+  // An atom's function name (`in<k>` for graph input k) and argument (empty for an input), for
+  // encoders of these expressions into other provers.
+  const std::string& atom_fn(int32_t id) const { return atoms_[size_t(id)].fn; }
+  const Poly& atom_arg(int32_t id) const { return atoms_[size_t(id)].arg; }
 
  private:
   int32_t atom(const std::string& fn, const Poly& arg);
@@ -77,7 +83,7 @@ class ExprContext {
   };
   std::map<std::pair<std::string, Poly>, int32_t> ids_;
   std::vector<Atom> atoms_;
-  std::vector<Poly> subterms_;
+  std::vector<Poly> targets_, subterms_;
 };
 
 // Whether every monomial of `a` is below some monomial of `b` (sub-multiset, Σ-compatible).

@@ -30,6 +30,7 @@
 #include <fmt/ranges.h>
 
 #include "search/abstract_expr.h"
+#include "search/abstract_expr_z3.h"
 #include "search/internal.h"
 #include "support/error.h"
 
@@ -187,23 +188,26 @@ std::optional<uint32_t> broadcast_walked(const std::vector<const TileInfo*>& in,
 }
 
 // Abstract expressions by id, with the results of ops and of the pruning test remembered: the
-// same few expressions recur across the whole enumeration.
+// same few expressions recur across the whole enumeration. The test runs when first asked, as the
+// Z3 oracle's is not cheap.
 class ExprMemo {
  public:
-  explicit ExprMemo(ExprContext& exprs) : exprs_(exprs) {}
+  ExprMemo(ExprContext& exprs, Z3Oracle* z3) : exprs_(exprs), z3_(z3) {}
 
   int32_t id(const Poly& p) {
     auto [it, inserted] = ids_.try_emplace(p, int32_t(polys_.size()));
     if (inserted) {
       polys_.push_back(p);
-      part_.push_back(exprs_.may_be_part(p, true));
-      strict_part_.push_back(exprs_.may_be_part(p, false));
+      part_.push_back(-1);
+      strict_part_.push_back(-1);
     }
     return it->second;
   }
   const Poly& poly(int32_t id) const { return polys_[size_t(id)]; }
-  bool part(int32_t id, bool sums_left = true) const {
-    return sums_left ? part_[size_t(id)] : strict_part_[size_t(id)];
+  bool part(int32_t id, bool sums_left = true) {
+    int8_t& known = (sums_left ? part_ : strict_part_)[size_t(id)];
+    if (known < 0) known = may_be_part(polys_[size_t(id)], sums_left);
+    return known;
   }
 
   // The expression of `op` (vocabulary entry `v`, or an accumulator when v < 0) on `in`; -1 when
@@ -224,10 +228,15 @@ class ExprMemo {
   }
 
  private:
+  bool may_be_part(const Poly& p, bool sums_left) const {
+    return z3_ ? z3_->may_be_part(exprs_, p, sums_left) : exprs_.may_be_part(p, sums_left);
+  }
+
   ExprContext& exprs_;
+  Z3Oracle* z3_;
   std::map<Poly, int32_t> ids_;
   std::vector<Poly> polys_;
-  std::vector<bool> part_, strict_part_;
+  std::vector<int8_t> part_, strict_part_;  // -1: not asked yet
   std::map<std::vector<int32_t>, int32_t> results_;
 };
 
@@ -240,7 +249,7 @@ class Enumerator {
         space_(space),
         budget_(budget),
         vocab_(make_vocab(group.target, config.range > 1)),
-        memo_(exprs_) {
+        memo_(exprs_, budget.z3) {
     const std::vector<Poly> targets = exprs_.of_graph(group.target);
     exprs_.set_targets(targets);
     for (const Poly& t : targets) targets_.push_back(memo_.id(t));

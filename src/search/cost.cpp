@@ -1,16 +1,22 @@
 // The cost estimate that ranks candidates until a backend can profile them.
 //
 // A kernel costs   launch_seconds + bytes / bytes_per_second + flops / (flops_per_second · busy)
-// where, for a fused kernel, bytes are every iterator tile loaded by every block in every
-// iteration (replicated operands are loaded again by each block) plus the outputs written, flops
-// are every block op's work on its tiles (a matmul 2·M·N·K per tile, other ops one per element
-// they read or write, whichever is more) in every block and iteration, and busy is the fraction
-// of the device's parallel units the grid keeps busy. Accumulators fold once per iteration, one
+// where, for a fused kernel, bytes are the iterator tiles it moves from memory plus the outputs
+// written, flops are every block op's work on its tiles (a matmul 2·M·N·K per tile, other ops one
+// per element they read or write, whichever is more) in every block and iteration, and busy is
+// the fraction of the device's parallel units the grid keeps busy. Blocks run in waves of
+// parallel_units consecutive blocks (x fastest); within a wave, blocks that load the same tile
+// share one read from memory (the shared cache serves the others), so an iterator moves its tile,
+// per iteration, once for each distinct tile of each wave: an operand replicated across the grid
+// costs its bytes once per wave, not once per block. Accumulators fold once per iteration, one
 // flop per element, except the sum of a matmul's tile, which is the matmul's own accumulation (a
 // GEMM adds into its output tile) and costs nothing more. A kernel op reads its operands and writes
 // its results once, with the whole device busy; a reshape is free (it renames the dims of a
-// contiguous tensor). The rates come from capabilities.search.
+// contiguous tensor). So a fused kernel saves, against the kernels it replaces, their launches and
+// the memory round trip of every intermediate it keeps on chip. The rates come from
+// capabilities.search.
 #include <algorithm>
+#include <vector>
 
 #include "search/internal.h"
 
@@ -34,6 +40,29 @@ double op_flops(const ir::Op& op, const std::vector<const ir::TensorType*>& in,
   return elements;
 }
 
+// Σ over waves of the distinct tiles of `it` its blocks load (the block's coordinates on the grid
+// axes that partition the operand tell its tiles apart).
+double distinct_tiles_per_wave(const ir::GridDims& grid, const ir::InputIteratorOp& it,
+                               int64_t units) {
+  const auto& e = grid.extent;
+  const int64_t blocks = grid.blocks(), wave = std::min(blocks, units);
+  double tiles = 0;
+  std::vector<int64_t> seen;
+  for (int64_t first = 0; first < blocks; first += wave) {
+    seen.clear();
+    for (int64_t b = first; b < std::min(blocks, first + wave); ++b) {
+      const int64_t coord[ir::kGridAxes] = {b % e[0], b / e[0] % e[1], b / (e[0] * e[1])};
+      int64_t tile = 0;
+      for (int a = ir::kGridAxes; a-- > 0;)
+        tile = tile * e[size_t(a)] + (it.imap[size_t(a)] == ir::kReplicate ? 0 : coord[a]);
+      seen.push_back(tile);
+    }
+    std::sort(seen.begin(), seen.end());
+    tiles += double(std::unique(seen.begin(), seen.end()) - seen.begin());
+  }
+  return tiles;
+}
+
 double kernel_seconds(double bytes, double flops, double busy, const SearchSpace& space) {
   return space.launch_seconds + bytes / space.bytes_per_second +
          flops / (space.flops_per_second * std::max(busy, 1e-9));
@@ -51,8 +80,10 @@ double block_graph_cost(const ir::BlockGraph& body, const SearchSpace& space) {
     const ir::BlockNode& node = nodes[id];
     const ir::BlockPhase phase = body.phase(int32_t(id));
     const double times = phase == ir::BlockPhase::in_loop ? blocks * iterations : blocks;
-    if (std::holds_alternative<ir::InputIteratorOp>(node.op)) {
-      bytes += bytes_of(node.tile) * times;
+    if (const auto* it = std::get_if<ir::InputIteratorOp>(&node.op)) {
+      const double loads = phase == ir::BlockPhase::in_loop ? iterations : 1;
+      bytes += bytes_of(node.tile) * loads *
+               distinct_tiles_per_wave(body.grid(), *it, space.parallel_units);
       continue;
     }
     if (phase == ir::BlockPhase::saver) continue;

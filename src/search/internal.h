@@ -4,7 +4,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -48,19 +50,35 @@ struct BlockConfig {
 std::vector<BlockConfig> block_configs(const ir::KernelGraph& target, const SearchSpace& space);
 
 // The shared counters and stop condition of one search.
+class Z3Oracle;
+
 struct Budget {
   std::chrono::steady_clock::time_point deadline;
+  Z3Oracle* z3 = nullptr;  // the pruning oracle under Pruner::z3, shared by the work items
   uint64_t max_states = 0;
+  const std::function<bool()>* should_stop = nullptr;  // SearchOptions::should_stop
   std::atomic<uint64_t> states{0}, pruned{0}, candidates{0}, verified{0};
   std::atomic<bool> stopped{false};
+  std::atomic<bool> cancelled{false};  // by should_stop; also sets `stopped`
   std::atomic<uint64_t> cut_items{0};  // work items stopped at their own state limit
+  std::mutex hook_mutex;
   bool stop() {
     if (stopped.load(std::memory_order_relaxed)) return true;
     const uint64_t s = states.load(std::memory_order_relaxed);
     if ((max_states && s >= max_states) ||
-        ((s & 255) == 0 && std::chrono::steady_clock::now() >= deadline))
+        ((s & 255) == 0 && (std::chrono::steady_clock::now() >= deadline || poll_cancel())))
       stopped = true;
     return stopped.load(std::memory_order_relaxed);
+  }
+  // Asks the caller's hook, one thread at a time, until it says stop; then stays cancelled.
+  bool poll_cancel() {
+    if (!should_stop || !*should_stop) return false;
+    std::lock_guard lock(hook_mutex);
+    if (!cancelled && (*should_stop)()) {
+      cancelled = true;
+      stopped = true;
+    }
+    return cancelled;
   }
 };
 

@@ -3,18 +3,21 @@
 // Work items are (fusion group, operand presentation, block configuration) triples in a fixed
 // order; threads take them by index and store each result in its slot, so the merged result does
 // not depend on which thread ran what. Partitions are then chosen best-first by estimated cost:
-// a group's cost is its cheapest candidate not yet rejected, and candidates are proved (by
-// fingerprints, against the group's own kernel graph) only when the partition that needs them is
-// the cheapest left, so only the candidates that can win are verified. The chosen µGraphs are
-// proved again as a whole against the input graph; that proof is what a Candidate carries.
+// a group's cost is its cheapest candidate not yet rejected, and only the cheapest partition left
+// is proved, as one µGraph against the input graph; that proof is what a Candidate carries, so
+// only candidates that can win are proved, and each once. When it fails, the partition's
+// candidates are proved alone against their groups' kernel graphs, in cost order, to find and
+// drop the wrong ones; a partition whose candidates all hold alone is given up.
 #include <algorithm>
 #include <cmath>
+#include <future>
 #include <mutex>
 #include <set>
 #include <thread>
 
 #include <fmt/format.h>
 
+#include "search/abstract_expr_z3.h"
 #include "search/checkpoint.h"
 #include "search/internal.h"
 #include "support/error.h"
@@ -57,23 +60,42 @@ struct Entry {
 struct GroupChoice {
   std::vector<Entry> entries;  // sorted by (cost, key)
   size_t next = 0;             // first entry not rejected
-  bool verified = false;       // entries[next] is proved
+  bool verified = false;       // entries[next] is proved, alone or within a proved µGraph
+  bool proved_alone = false;   // entries[next] is proved against the group's kernel graph
   int rejected = 0;
   bool exhausted() const { return next >= entries.size() || rejected >= kMaxRejectedPerGroup; }
 };
 
+// Float inputs uniform in [-1, 1) with 24 random bits, two per 64-bit draw (the suite's weights
+// are millions of elements), rounded to the dtype; integer inputs as ir::fill_random draws them.
+void fill_uniform(ir::HostTensor& t, std::mt19937_64& rng) {
+  if (!ir::is_float(t.type.dtype)) return ir::fill_random(t, rng);
+  auto value = [](uint64_t bits) { return float(int32_t(bits & 0xffffff) - (1 << 23)) * 0x1p-23f; };
+  const int64_t n = t.size();
+  for (int64_t i = 0; i < n; i += 2) {
+    const uint64_t bits = rng();
+    t.set(i, value(bits >> 40));
+    if (i + 1 < n) t.set(i + 1, value(bits >> 16));
+  }
+}
+
+// The reference executor on both programs, the two at once when `parallel`: at the suite's shapes
+// each is seconds of plain loops.
 FloatCheck float_check(const ir::KernelGraph& graph, const ir::KernelGraph& candidate,
-                       uint64_t seed) {
+                       uint64_t seed, bool parallel) {
   FloatCheck check;
   std::mt19937_64 rng(seed ^ 0x9e3779b97f4a7c15ull);
   std::vector<ir::HostTensor> inputs;
   for (const ir::TensorRef& in : graph.inputs()) {
     ir::HostTensor t(graph.type(in));
-    ir::fill_random(t, rng);
+    fill_uniform(t, rng);
     inputs.push_back(std::move(t));
   }
-  const std::vector<ir::HostTensor> want = verify::run_reference(graph, inputs);
+  std::future<std::vector<ir::HostTensor>> reference =
+      std::async(parallel ? std::launch::async : std::launch::deferred,
+                 [&] { return verify::run_reference(graph, inputs); });
   const std::vector<ir::HostTensor> got = verify::run_reference(candidate, inputs);
+  const std::vector<ir::HostTensor> want = reference.get();
   // Relative to 1 + |expected|: f32 allows for sums accumulated in another order; f16/bf16 for
   // the reference rounding every intermediate where fused tiles stay f32.
   double tolerance = 0;
@@ -136,8 +158,16 @@ SearchResult superoptimize(const ir::KernelGraph& graph, const backend::DeviceDe
       start + std::chrono::duration_cast<Clock::duration>(
                   std::chrono::duration<double>(std::max(options.budget_seconds, 0.0)));
   budget.max_states = options.max_states;
+  budget.should_stop = &options.should_stop;
+  std::unique_ptr<Z3Oracle> z3;  // one per search: its cache serves every work item
+  if (options.pruner == Pruner::z3) {
+    z3 = std::make_unique<Z3Oracle>();
+    budget.z3 = z3.get();
+  }
   const int threads =
       options.threads > 0 ? options.threads : std::max(1, int(std::thread::hardware_concurrency()));
+  verify::FingerprintOptions fingerprint = options.fingerprint;
+  if (fingerprint.threads == 0) fingerprint.threads = threads;
   auto note = [&](std::string line) {
     if (std::find(result.notes.begin(), result.notes.end(), line) == result.notes.end())
       result.notes.push_back(std::move(line));
@@ -222,10 +252,12 @@ SearchResult superoptimize(const ir::KernelGraph& graph, const backend::DeviceDe
   std::vector<std::string> item_errors(items.size());
   auto worker = [&] {
     for (size_t i; (i = next_item++) < items.size();) {
-      if (budget.stop()) return;
+      if (budget.stop() || budget.poll_cancel()) return;
       const Item& item = items[i];
       try {
         if (checkpoint && checkpoint->find(item.key, results[i])) {
+          // Costs are estimated again: the checkpoint may predate the current estimate.
+          for (BlockCandidate& c : results[i].candidates) c.cost = block_graph_cost(*c.body, space);
           std::lock_guard lock(resumed_mutex);
           resumed_states += results[i].states;
           resumed_pruned += results[i].pruned;
@@ -255,18 +287,19 @@ SearchResult superoptimize(const ir::KernelGraph& graph, const backend::DeviceDe
   for (size_t i = 0; i < items.size(); ++i)
     if (!item_errors[i].empty())
       note(fmt::format("block search of {} failed: {}", items[i].key, item_errors[i]));
-  result.stats.budget_exhausted = budget.stopped;
+  result.stats.budget_exhausted = budget.stopped && !budget.cancelled;
   if (budget.cut_items)
     note(
         fmt::format("{} block-level work item{} reached the per-item state limit and stopped there",
                     budget.cut_items.load(), budget.cut_items == 1 ? "" : "s"));
   if (budget.stopped) {
     const size_t done = size_t(std::count(finished.begin(), finished.end(), true));
-    note(
-        fmt::format("budget exhausted after {} of {} block-level work items; the result is the "
-                    "best found so far",
-                    done, items.size()));
+    note(fmt::format(
+        "{} after {} of {} block-level work items; the result is the best found so far",
+        budget.cancelled ? "cancelled by the caller" : "budget exhausted", done, items.size()));
   }
+
+  const bool cancelled_while_enumerating = budget.cancelled;
 
   // Merge in item order, then sort: independent of the threads.
   std::map<uint64_t, GroupChoice> choices;
@@ -288,17 +321,20 @@ SearchResult superoptimize(const ir::KernelGraph& graph, const backend::DeviceDe
     if (it == choices.end() || it->second.exhausted()) return INFINITY;
     return it->second.entries[it->second.next].candidate.cost;
   };
+  // Proves the group's entries alone, in cost order, until one holds; says whether it dropped any.
   auto verify_group = [&](GroupChoice& choice) {
-    while (!choice.exhausted() && !choice.verified) {
+    bool dropped = false;
+    while (!choice.exhausted() && !choice.proved_alone) {
       const Entry& e = choice.entries[choice.next];
       try {
         verify::EquivalenceResult r =
-            verify::check_equivalent(e.group->target, *e.candidate.body, options.fingerprint);
+            verify::check_equivalent(e.group->target, *e.candidate.body, fingerprint);
         if (r.equivalent && r.bound_met) {
+          choice.proved_alone = true;
+          if (!choice.verified) ++budget.verified;
           choice.verified = true;
-          ++budget.verified;
           report(false);
-          return;
+          return dropped;
         }
         if (choice.rejected == 0)
           note(fmt::format("a candidate of group {:x} failed verification: {}", e.group->mask,
@@ -310,17 +346,20 @@ SearchResult superoptimize(const ir::KernelGraph& graph, const backend::DeviceDe
       }
       ++choice.next;
       ++choice.rejected;
+      choice.verified = false;
+      dropped = true;
     }
+    return dropped;
   };
 
   // Best-first over the partitions.
   struct Chosen {
     ir::KernelGraph mugraph;
-    double cost;
+    verify::EquivalenceResult proof;
   };
   std::vector<Chosen> chosen;
   std::set<size_t> taken;
-  while (chosen.size() < kRankedFused) {
+  while (chosen.size() < kRankedFused && !budget.poll_cancel()) {
     size_t best = partitions.size();
     double best_cost = INFINITY;
     size_t best_groups = 0;
@@ -335,39 +374,52 @@ SearchResult superoptimize(const ir::KernelGraph& graph, const backend::DeviceDe
       }
     }
     if (best == partitions.size()) break;
-    bool all_verified = true;
-    for (uint64_t m : partitions[best].groups) {
-      if (__builtin_popcountll(m) == 1) continue;
-      GroupChoice& choice = choices[m];
-      if (!choice.verified) verify_group(choice);
-      all_verified &= choice.verified;
-    }
-    if (!all_verified) continue;  // costs changed; pick again
-    taken.insert(best);
+    std::vector<uint64_t> fused_masks;
     std::vector<const Group*> fused;
     std::vector<std::shared_ptr<const ir::BlockGraph>> bodies;
     for (uint64_t m : partitions[best].groups) {
       if (__builtin_popcountll(m) == 1) continue;
       const Entry& e = choices[m].entries[choices[m].next];
+      fused_masks.push_back(m);
       fused.push_back(e.group);
       bodies.push_back(e.candidate.body);
     }
     ir::KernelGraph mugraph = build_mugraph(graph, fused, bodies);
-    chosen.push_back({std::move(mugraph), best_cost});
+    verify::EquivalenceResult proof;
+    std::string why;
+    try {
+      proof = verify::check_equivalent(graph, mugraph, fingerprint);
+      why = proof.summary();
+    } catch (const Error& error) {
+      why = error.what();
+    }
+    if (proof.equivalent && proof.bound_met) {
+      for (uint64_t m : fused_masks) {
+        if (!choices[m].verified) ++budget.verified;
+        choices[m].verified = true;
+      }
+      report(false);
+      taken.insert(best);
+      chosen.push_back({std::move(mugraph), std::move(proof)});
+      continue;
+    }
+    bool dropped = false;
+    for (uint64_t m : fused_masks) dropped |= verify_group(choices[m]);
+    if (!dropped) {
+      note(fmt::format("a µGraph whose groups were proved failed the whole-graph proof: {}", why));
+      taken.insert(best);
+    }
   }
   for (const auto& [mask, choice] : choices)
     if (choice.rejected >= kMaxRejectedPerGroup)
       note(fmt::format("group {:x}: {} candidates failed verification; gave up on it", mask,
                        choice.rejected));
+  if (budget.cancelled && !cancelled_while_enumerating)
+    note("cancelled by the caller while proving; the result holds the µGraphs proved before");
 
   for (Chosen& c : chosen) {
     Candidate cand;
-    cand.proof = verify::check_equivalent(graph, c.mugraph, options.fingerprint);
-    if (!cand.proof.equivalent || !cand.proof.bound_met) {
-      note(fmt::format("a µGraph whose groups were proved failed the whole-graph proof: {}",
-                       cand.proof.summary()));
-      continue;
-    }
+    cand.proof = std::move(c.proof);
     cand.kernels = count_kernels(c.mugraph);
     cand.estimated_seconds = mugraph_cost(c.mugraph, space);
     cand.mugraph = std::move(c.mugraph);
@@ -398,7 +450,7 @@ SearchResult superoptimize(const ir::KernelGraph& graph, const backend::DeviceDe
       result.float_check = {true, 0, "float check: the best candidate is the input graph itself"};
       break;
     }
-    result.float_check = float_check(graph, best.mugraph, options.seed);
+    result.float_check = float_check(graph, best.mugraph, options.seed, threads > 1);
     if (result.float_check.passed) break;
     note(fmt::format("dropped a proved candidate that failed the float check: {}",
                      result.float_check.summary));
@@ -409,6 +461,12 @@ SearchResult superoptimize(const ir::KernelGraph& graph, const backend::DeviceDe
   result.stats.pruned = budget.pruned + resumed_pruned;
   result.stats.candidates = budget.candidates + resumed_candidates;
   result.stats.verified = budget.verified;
+  result.stats.cancelled = budget.cancelled;
+  result.stats.pruner = options.pruner;
+  if (z3) {
+    result.stats.z3 = z3->stats();
+    for (const std::string& d : result.stats.z3.differences) note(d);
+  }
   result.stats.seconds = seconds_since(start);
   report(true);
   return result;

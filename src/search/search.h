@@ -6,9 +6,10 @@
 // the device description's `capabilities["search"]` (documented in backend/backend.h); block ops
 // are enumerated in a canonical order, each prefix pruned unless its abstract expression can be
 // part of the group's (abstract_expr.h documents the axioms). Complete candidates are ranked by a
-// documented cost estimate (cost.cpp), proved equivalent by finite-field fingerprints
-// (verify::check_equivalent), and the best is checked in floating point against the reference
-// executor. The unfused input graph is always a valid candidate, so the result is never empty.
+// documented cost estimate (cost.cpp); the cheapest µGraphs are proved equivalent to the input
+// graph by finite-field fingerprints (verify::check_equivalent), each once, and the best is
+// checked in floating point against the reference executor. The unfused input graph is always a
+// valid candidate, so the result is never empty.
 //
 // Determinism: the enumeration order is fixed and work items are merged in item order, so a
 // search that finishes within its budgets returns the same ranking for the same seed whatever
@@ -36,6 +37,14 @@ struct SearchProgress {
   double states_per_second = 0;
 };
 
+// What decides whether a prefix's abstract expression can be part of the target's: the normal
+// form (abstract_expr.h), or Z3 proving or refuting it under the same axioms (abstract_expr_z3.h;
+// it keeps what it can do neither for). Z3 is optional at build time: see z3_available().
+enum class Pruner { normal_form, z3 };
+const char* pruner_name(Pruner pruner);
+// Whether this build has the Z3 pruner (CMake YIRAGE_Z3, Debian libz3-dev).
+bool z3_available();
+
 struct SearchOptions {
   double budget_seconds = 60;   // wall-clock budget for the enumeration
   uint64_t max_states = 0;      // 0 = unlimited
@@ -45,6 +54,14 @@ struct SearchOptions {
   verify::FingerprintOptions fingerprint;
   // Called from the searching threads, serialised, at most a few times a second.
   std::function<void(const SearchProgress&)> progress;
+  // Pruner::z3 in a build without Z3 is an error, never a silent fallback.
+  Pruner pruner = Pruner::normal_form;
+  // Cancellation: polled from the searching threads, serialised, where the budget is checked (at
+  // the start of every block-level work item, every 256 states) and before every proof. Once it
+  // returns true it is not called again, and the search stops as if its budget had run out: the
+  // result holds what was proved before (the unfused input graph at least), ranked[0] is still
+  // float-checked, and stats.cancelled is set. Empty = never cancelled.
+  std::function<bool()> should_stop;
 };
 
 struct Candidate {
@@ -54,11 +71,23 @@ struct Candidate {
   verify::EquivalenceResult proof;  // against the input graph
 };
 
+// The Z3 pruner's work in one search: queries asked, answered from the cache, and of those Z3
+// ran, the verdicts; the last two count verdicts that differ from the normal form's.
+struct Z3PrunerStats {
+  uint64_t queries = 0, cache_hits = 0, proved = 0, refuted = 0, unknown = 0;
+  uint64_t proved_but_cut = 0, refuted_but_kept = 0;
+  std::vector<std::string> differences;  // the first few of those, for the notes
+  double seconds = 0;                    // in Z3, summed over threads
+};
+
 struct SearchStats {
   uint64_t states = 0, pruned = 0, candidates = 0, verified = 0;
+  Pruner pruner = Pruner::normal_form;  // the one that ran
+  Z3PrunerStats z3;                     // with Pruner::z3
   double seconds = 0;
   bool budget_exhausted = false;
-  bool resumed = false;  // work items were taken from the checkpoint
+  bool cancelled = false;  // should_stop returned true
+  bool resumed = false;    // work items were taken from the checkpoint
 };
 
 struct FloatCheck {
@@ -73,7 +102,8 @@ struct SearchResult {
   SearchStats stats;
   FloatCheck float_check;  // of ranked[0] against the reference executor on fresh inputs
   // Why the search could not do better, one line each: ops it cannot place in a fused kernel,
-  // groups with no verified block graph, an exhausted budget. Empty when nothing to report.
+  // groups with no verified block graph, an exhausted budget, a cancellation. Empty when nothing to
+  // report.
   std::vector<std::string> notes;
 };
 

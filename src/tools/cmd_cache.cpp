@@ -102,6 +102,7 @@ void tuned_optimize(const TunedOptimizeOptions& o) {
   options.cache_path = cache_path(o.cache);
   options.read_cache = !o.force;
   options.search_seconds = o.budget;
+  options.pruner = o.pruner;
   options.profile.seed = o.seed;
   std::vector<std::string> lines;
   options.log = [&](const std::string& line) {

@@ -1,6 +1,8 @@
 // `yirage optimize`: searches a kernel graph for fused µGraphs, proves them, prints the best.
 #include <unistd.h>
 
+#include <atomic>
+#include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -22,6 +24,7 @@ struct OptimizeOptions {
   uint64_t max_states = 0;
   uint64_t seed = 0;
   int threads = 0;
+  search::Pruner pruner = search::SearchOptions{}.pruner;
   std::string checkpoint;
   std::string out;
   bool json = false;
@@ -50,6 +53,16 @@ backend::BackendInfo pick_description(const std::string& name) {
   std::vector<std::string> names;
   for (const auto& b : all) names.push_back(b.name);
   fail("optimize: unknown backend '{}'; known backends: {}", name, fmt::join(names, ", "));
+}
+
+// The first Ctrl-C during a search stops it at its next poll (SearchOptions::should_stop), and
+// the best result proved so far is printed; the handler resets itself, so a second one ends the
+// process as usual. A lock-free atomic is safe to set in a signal handler and to read from the
+// search's threads.
+std::atomic<bool> interrupted{false};
+static_assert(std::atomic<bool>::is_always_lock_free);
+void on_interrupt(int) {
+  interrupted = true;
 }
 
 std::string ref_name(const ir::KernelGraph& g, ir::TensorRef t) {
@@ -100,6 +113,17 @@ void print_mugraph(const ir::KernelGraph& g) {
     fmt::print("  output {} = {}\n", o.name, ref_name(g, o.tensor));
 }
 
+std::string pruner_line(const search::SearchStats& s) {
+  if (s.pruner == search::Pruner::normal_form)
+    return search::z3_available() ? "normal_form" : "normal_form (this build has no Z3)";
+  const search::Z3PrunerStats& z = s.z3;
+  return fmt::format(
+      "z3: {} queries, {} from the cache; proved {}, refuted {}, unknown {} (kept); {:.2f} s in "
+      "Z3; differs from the normal form on {} proved, {} refuted",
+      z.queries, z.cache_hits, z.proved, z.refuted, z.unknown, z.seconds, z.proved_but_cut,
+      z.refuted_but_kept);
+}
+
 void optimize(const OptimizeOptions& o) {
   const ir::KernelGraph graph = ir::load_kernel_graph(o.file);
   const backend::BackendInfo info = pick_description(o.backend);
@@ -111,6 +135,7 @@ void optimize(const OptimizeOptions& o) {
                     .out = o.out,
                     .budget = o.budget,
                     .seed = o.seed,
+                    .pruner = o.pruner,
                     .force = o.force,
                     .json = o.json});
     return;
@@ -120,6 +145,7 @@ void optimize(const OptimizeOptions& o) {
   options.max_states = o.max_states;
   options.seed = o.seed;
   options.threads = o.threads;
+  options.pruner = o.pruner;
   options.checkpoint_path = o.checkpoint;
   const bool tty = isatty(STDERR_FILENO) != 0;
   if (tty)
@@ -129,7 +155,13 @@ void optimize(const OptimizeOptions& o) {
                  p.seconds, p.states, p.states_per_second, p.pruned, p.candidates, p.verified);
       std::fflush(stderr);
     };
+  options.should_stop = [] { return interrupted.load(); };
+  struct sigaction action = {}, previous = {};
+  action.sa_handler = on_interrupt;
+  action.sa_flags = SA_RESETHAND;
+  sigaction(SIGINT, &action, &previous);
   const search::SearchResult r = search::superoptimize(graph, info.device, options);
+  sigaction(SIGINT, &previous, nullptr);
   if (tty) fmt::print(stderr, "\n");
   const search::Candidate& best = r.ranked.front();
   const bool verified = best.proof.equivalent && best.proof.bound_met && r.float_check.passed;
@@ -154,6 +186,9 @@ void optimize(const OptimizeOptions& o) {
         {"candidates", r.stats.candidates},
         {"verified_candidates", r.stats.verified},
         {"budget_exhausted", r.stats.budget_exhausted},
+        {"pruner", search::pruner_name(r.stats.pruner)},
+        {"z3_available", search::z3_available()},
+        {"cancelled", r.stats.cancelled},
         {"false_accept_bound", best.proof.false_accept_bound},
         {"proof", best.proof.summary()},
         {"float_check", r.float_check.summary},
@@ -164,6 +199,17 @@ void optimize(const OptimizeOptions& o) {
         {"ranked", ranked},
         {"mugraph", ir::to_json(best.mugraph)},
     };
+    if (r.stats.pruner == search::Pruner::z3) {
+      const search::Z3PrunerStats& z = r.stats.z3;
+      j["z3"] = {{"queries", z.queries},
+                 {"cache_hits", z.cache_hits},
+                 {"proved", z.proved},
+                 {"refuted", z.refuted},
+                 {"unknown", z.unknown},
+                 {"proved_but_cut", z.proved_but_cut},
+                 {"refuted_but_kept", z.refuted_but_kept},
+                 {"seconds", z.seconds}};
+    }
     fmt::print("{}\n", j.dump());
     return;
   }
@@ -176,7 +222,10 @@ void optimize(const OptimizeOptions& o) {
                                info.availability.reason));
   fmt::print("explored: {} states, {} pruned, {} candidates, {} verified, {:.2f} s{}\n",
              r.stats.states, r.stats.pruned, r.stats.candidates, r.stats.verified, r.stats.seconds,
-             r.stats.budget_exhausted ? " (budget exhausted)" : "");
+             r.stats.budget_exhausted ? " (budget exhausted)"
+             : r.stats.cancelled      ? " (interrupted)"
+                                      : "");
+  fmt::print("pruner: {}\n", pruner_line(r.stats));
   for (const std::string& n : r.notes) fmt::print("note: {}\n", n);
   fmt::print("best: {} kernel{}, estimated {:.3g} s\n", best.kernels, best.kernels == 1 ? "" : "s",
              best.estimated_seconds);
@@ -205,6 +254,15 @@ void add_optimize_command(CLI::App& app) {
   command->add_option("--seed", options->seed, "Seed (same seed, same result)")
       ->capture_default_str();
   command->add_option("--threads", options->threads, "Search threads (0: all cores)");
+  command
+      ->add_option_function<std::string>(
+          "--pruner",
+          [options](const std::string& name) {
+            options->pruner = name == "z3" ? search::Pruner::z3 : search::Pruner::normal_form;
+          },
+          "Abstract-expression pruning: normal_form, or z3 (builds with Z3 only)")
+      ->check(CLI::IsMember({"normal_form", "z3"}))
+      ->default_str(search::pruner_name(options->pruner));
   command->add_option("--checkpoint", options->checkpoint,
                       "Checkpoint file; resumes from it when it exists");
   command->add_option("--out", options->out, "Write the best µGraph as a kernel graph JSON file");

@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 
 #include "backend/backend.h"
+#include "search/search.h"
 
 namespace yirage::tools {
 
@@ -25,6 +26,7 @@ struct TunedOptimizeOptions {
   std::string file, backend, cache, out;
   double budget = 60;
   uint64_t seed = 0;
+  search::Pruner pruner = search::SearchOptions{}.pruner;
   bool force = false;  // search and profile even on a cache hit
   bool json = false;
 };

@@ -35,9 +35,11 @@ std::string signature_of(const ir::KernelGraph& graph) {
 }
 
 std::vector<Candidate> search_candidates(const ir::KernelGraph& graph,
-                                         const backend::DeviceDescription& device, double seconds) {
+                                         const backend::DeviceDescription& device, double seconds,
+                                         search::Pruner pruner) {
   search::SearchOptions options;
   options.budget_seconds = seconds;
+  options.pruner = pruner;
   search::SearchResult result = search::superoptimize(graph, device, options);
   std::vector<Candidate> candidates;
   for (size_t i = 0; i < result.ranked.size(); ++i) {
@@ -165,7 +167,7 @@ OptimizeResult optimize(const ir::KernelGraph& graph, backend::Backend& backend,
   auto start = Clock::now();
   std::vector<Candidate> candidates =
       options.candidates ? options.candidates(graph, device)
-                         : search_candidates(graph, device, options.search_seconds);
+                         : search_candidates(graph, device, options.search_seconds, options.pruner);
   const uint64_t unfused_hash = ir::structural_hash(graph);
   std::vector<Candidate> ordered{{"unfused", graph}};
   for (Candidate& c : candidates) {

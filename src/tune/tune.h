@@ -23,6 +23,7 @@
 
 #include "backend/backend.h"
 #include "ir/ir.h"
+#include "search/search.h"
 
 namespace yirage::tune {
 
@@ -133,6 +134,7 @@ struct OptimizeOptions {
   bool read_cache = true;            // false: search and profile even when an entry exists
   CandidateSource candidates;        // empty: the search
   double search_seconds = 30;
+  search::Pruner pruner = search::SearchOptions{}.pruner;  // of the default search
   int max_candidates = 6;  // the best-ranked ones are compiled and profiled
   ProfileOptions profile;
   // Progress lines ("cache hit ...", "compiled 3 candidates in 2.1 s", ...); may be empty.

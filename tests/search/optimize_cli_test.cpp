@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "ir/ir.h"
+#include "search/search.h"
 #include "search_targets.h"
 
 namespace yirage::search {
@@ -87,6 +88,28 @@ TEST_F(OptimizeCli, TextReportSaysWhatItExplored) {
   for (const char* text : {"explored:", "pruned", "verified", "false-accept bound:", "float check",
                            "µGraph:", "fused"})
     EXPECT_NE(r.out.find(text), std::string::npos) << text << "\n" << r.out;
+}
+
+// The report names the pruner; asking for Z3 in a build without it is an error, not a fallback.
+TEST_F(OptimizeCli, ReportsThePrunerAndRefusesAMissingZ3) {
+  const std::string graph = write_graph("gemm_layernorm");
+  const CliResult r = yirage(fmt::format("optimize '{}' --no-tune --backend cpu --json", graph));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["pruner"], "normal_form");
+  EXPECT_EQ(j["z3_available"], z3_available());
+  const CliResult z3 =
+      yirage(fmt::format("optimize '{}' --no-tune --backend cpu --json --pruner z3", graph));
+  if (z3_available()) {
+    ASSERT_EQ(z3.exit_code, 0) << z3.out << z3.err;
+    const nlohmann::json jz = nlohmann::json::parse(z3.out);
+    EXPECT_EQ(jz["pruner"], "z3");
+    EXPECT_EQ(jz["kernels"], j["kernels"]);
+    EXPECT_GT(jz["z3"]["queries"].get<uint64_t>(), 0u);
+  } else {
+    EXPECT_EQ(z3.exit_code, 1);
+    EXPECT_NE(z3.err.find("Z3"), std::string::npos) << z3.err;
+  }
 }
 
 TEST_F(OptimizeCli, UnknownBackendIsAOneLineError) {

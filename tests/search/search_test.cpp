@@ -146,6 +146,54 @@ TEST(Search, CheckpointResumesToTheSameResult) {
   std::filesystem::remove(path);
 }
 
+TEST(Search, CancelHookStopsTheSearchAndKeepsAValidAnswer) {
+  const ir::KernelGraph graph = testing::small_target("gqa");
+  SearchOptions o = quick_options();
+  constexpr int kStopAt = 3;
+  int polls = 0;  // the hook is called one thread at a time
+  o.should_stop = [&] { return ++polls == kStopAt; };
+  const SearchResult r = superoptimize(graph, testing::cpu_like_device(), o);
+  EXPECT_EQ(polls, kStopAt);  // not asked again once it said stop
+  EXPECT_TRUE(r.stats.cancelled);
+  EXPECT_FALSE(r.stats.budget_exhausted);
+  ASSERT_FALSE(r.ranked.empty());
+  EXPECT_TRUE(r.ranked.front().proof.equivalent);
+  EXPECT_TRUE(r.ranked.front().proof.bound_met);
+  EXPECT_TRUE(r.float_check.passed) << r.float_check.summary;
+  bool said = false;
+  for (const std::string& n : r.notes)
+    said |= n.find("cancelled by the caller") != std::string::npos;
+  EXPECT_TRUE(said);
+}
+
+// On one thread the polls come in a fixed order, the last of them before a proof; stopping there
+// keeps what was proved before it.
+TEST(Search, CancelWhileProvingKeepsWhatWasProved) {
+  const ir::KernelGraph graph = testing::small_target("gated_mlp");
+  SearchOptions o = quick_options(1);
+  int polls = 0;
+  o.should_stop = [&] {
+    ++polls;
+    return false;
+  };
+  const SearchResult full = superoptimize(graph, testing::cpu_like_device(), o);
+  ASSERT_FALSE(full.stats.cancelled);
+  ASSERT_GE(full.ranked.size(), 3u);  // two fused µGraphs and the input graph
+  const int total = polls;
+  polls = 0;
+  o.should_stop = [&] { return ++polls == total; };
+  const SearchResult r = superoptimize(graph, testing::cpu_like_device(), o);
+  EXPECT_TRUE(r.stats.cancelled);
+  EXPECT_EQ(r.stats.candidates, full.stats.candidates);  // the enumeration had finished
+  ASSERT_FALSE(r.ranked.empty());
+  EXPECT_LT(r.ranked.size(), full.ranked.size());
+  EXPECT_TRUE(r.ranked.front().proof.equivalent);
+  EXPECT_TRUE(r.float_check.passed) << r.float_check.summary;
+  bool said = false;
+  for (const std::string& n : r.notes) said |= n.find("while proving") != std::string::npos;
+  EXPECT_TRUE(said);
+}
+
 TEST(Search, CountKernels) {
   EXPECT_EQ(count_kernels(testing::small_target("gqa")), 5);
   // The hand-built µGraph: one fused node; the reshape of the norm weight is free.
