@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "support/error.h"
 
@@ -293,8 +294,9 @@ Z3Oracle::Verdict Z3Oracle::check(const ExprContext& ctx, const Poly& p, bool su
   std::vector<std::string> targets;
   for (const Poly& t : ctx.targets()) targets.push_back(canon.poly(t));
   std::sort(targets.begin(), targets.end());
-  std::string key = std::string(sums_left ? "Σ-left|" : "no-Σ-left|") + canon.poly(p) + " ⊑";
-  for (const std::string& t : targets) key += " | " + t;
+  // Also the text of the search's notes.
+  std::string key = canon.poly(p) + " ⊑ " + fmt::format("{}", fmt::join(targets, " or "));
+  if (!sums_left) key += " (nothing left sums)";
   std::promise<Verdict> promise;
   {
     std::unique_lock lock(impl_->mutex);

@@ -444,6 +444,7 @@ class Enumerator {
     const int32_t expr = memo_.apply(v, op, in, false);
     if (expr < 0 || !memo_.part(expr, phase == BlockPhase::in_loop || vocab_.sums)) {
       ++budget_.pruned;
+      ++budget_.expr_pruned;
       return;
     }
     ir::BlockGraph g2 = g;
@@ -542,6 +543,7 @@ class Enumerator {
                                                    {src.expr}, src.invariant);
       if (info.expr < 0 || !memo_.part(info.expr)) {
         ++budget_.pruned;
+        ++budget_.expr_pruned;
         return;
       }
       g2.add(acc, {frontier[i]});

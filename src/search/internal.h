@@ -58,6 +58,7 @@ struct Budget {
   uint64_t max_states = 0;
   const std::function<bool()>* should_stop = nullptr;  // SearchOptions::should_stop
   std::atomic<uint64_t> states{0}, pruned{0}, candidates{0}, verified{0};
+  std::atomic<uint64_t> expr_pruned{0};  // of pruned: by the abstract-expression test
   std::atomic<bool> stopped{false};
   std::atomic<bool> cancelled{false};  // by should_stop; also sets `stopped`
   std::atomic<uint64_t> cut_items{0};  // work items stopped at their own state limit

@@ -463,6 +463,7 @@ SearchResult superoptimize(const ir::KernelGraph& graph, const backend::DeviceDe
   result.stats.verified = budget.verified;
   result.stats.cancelled = budget.cancelled;
   result.stats.pruner = options.pruner;
+  result.stats.expr_pruned = budget.expr_pruned;
   if (z3) {
     result.stats.z3 = z3->stats();
     for (const std::string& d : result.stats.z3.differences) note(d);

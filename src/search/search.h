@@ -82,6 +82,9 @@ struct Z3PrunerStats {
 
 struct SearchStats {
   uint64_t states = 0, pruned = 0, candidates = 0, verified = 0;
+  // Of pruned: prefixes the abstract-expression test cut (or too large to normalise), not counting
+  // work items resumed from a checkpoint.
+  uint64_t expr_pruned = 0;
   Pruner pruner = Pruner::normal_form;  // the one that ran
   Z3PrunerStats z3;                     // with Pruner::z3
   double seconds = 0;

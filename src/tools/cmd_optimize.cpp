@@ -114,13 +114,15 @@ void print_mugraph(const ir::KernelGraph& g) {
 }
 
 std::string pruner_line(const search::SearchStats& s) {
+  const std::string cut = fmt::format("{} prefixes cut", s.expr_pruned);
   if (s.pruner == search::Pruner::normal_form)
-    return search::z3_available() ? "normal_form" : "normal_form (this build has no Z3)";
+    return fmt::format("normal_form, {}{}", cut,
+                       search::z3_available() ? "" : " (this build has no Z3)");
   const search::Z3PrunerStats& z = s.z3;
   return fmt::format(
-      "z3: {} queries, {} from the cache; proved {}, refuted {}, unknown {} (kept); {:.2f} s in "
-      "Z3; differs from the normal form on {} proved, {} refuted",
-      z.queries, z.cache_hits, z.proved, z.refuted, z.unknown, z.seconds, z.proved_but_cut,
+      "z3, {}: {} queries, {} from the cache; proved {}, refuted {}, unknown {} (kept); {:.2f} s "
+      "in Z3; differs from the normal form on {} proved, {} refuted",
+      cut, z.queries, z.cache_hits, z.proved, z.refuted, z.unknown, z.seconds, z.proved_but_cut,
       z.refuted_but_kept);
 }
 
@@ -187,6 +189,7 @@ void optimize(const OptimizeOptions& o) {
         {"verified_candidates", r.stats.verified},
         {"budget_exhausted", r.stats.budget_exhausted},
         {"pruner", search::pruner_name(r.stats.pruner)},
+        {"pruned_by_expression", r.stats.expr_pruned},
         {"z3_available", search::z3_available()},
         {"cancelled", r.stats.cancelled},
         {"false_accept_bound", best.proof.false_accept_bound},

@@ -97,6 +97,7 @@ TEST_F(OptimizeCli, ReportsThePrunerAndRefusesAMissingZ3) {
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   const nlohmann::json j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["pruner"], "normal_form");
+  EXPECT_GT(j["pruned_by_expression"].get<uint64_t>(), 0u);
   EXPECT_EQ(j["z3_available"], z3_available());
   const CliResult z3 =
       yirage(fmt::format("optimize '{}' --no-tune --backend cpu --json --pruner z3", graph));
