@@ -364,6 +364,16 @@ class Enumerator {
         if (t->kind == Kind::plain && partials == 1 && !t->invariant) return false;
       return true;
     };
+    // A norm needs whole rows: none of its normalized dims may be walked by the loop, and no
+    // partial value may reach it.
+    auto norm_rule = [&](const ir::Dims& normalized_shape) {
+      const int rank = int(types[0]->dims.size());
+      if (partials) return false;
+      for (size_t k = 0; k < normalized_shape.size(); ++k)
+        if (in[0]->walked >> (rank - 1 - int(k)) & 1) return false;
+      r.walked = in[0]->walked;
+      return true;
+    };
     bool ok = std::visit(
         ir::Overloaded{
             [&](const ir::MatmulOp&) {
@@ -412,22 +422,8 @@ class Enumerator {
                 r.kind = red.fn == ir::ReduceFn::max ? Kind::partial_max : Kind::partial_sum;
               return true;
             },
-            [&](const ir::RmsNormOp& n) {
-              const int rank = int(types[0]->dims.size());
-              if (partials) return false;
-              for (size_t k = 0; k < n.normalized_shape.size(); ++k)
-                if (in[0]->walked >> (rank - 1 - int(k)) & 1) return false;
-              r.walked = in[0]->walked;
-              return true;
-            },
-            [&](const ir::LayerNormOp& n) {
-              const int rank = int(types[0]->dims.size());
-              if (partials) return false;
-              for (size_t k = 0; k < n.normalized_shape.size(); ++k)
-                if (in[0]->walked >> (rank - 1 - int(k)) & 1) return false;
-              r.walked = in[0]->walked;
-              return true;
-            },
+            [&](const ir::RmsNormOp& n) { return norm_rule(n.normalized_shape); },
+            [&](const ir::LayerNormOp& n) { return norm_rule(n.normalized_shape); },
             [&](const auto&) { return false; },
         },
         op);
