@@ -82,6 +82,18 @@ __device__ __forceinline__ unsigned yr_pack(unsigned short lo, unsigned short hi
 YR_MMA(yr_half, "f16")
 YR_MMA(yr_bfloat, "bf16")
 #undef YR_MMA
+// Fragments of 16-bit tiles in shared memory: four 8x8 matrices of A (row-major), two of B read
+// transposed from its row-major [K x N] tile; each lane passes one 16-byte row address.
+__device__ __forceinline__ void yr_ldmatrix_x4(unsigned* r, const void* row) {
+  unsigned s = (unsigned)__cvta_generic_to_shared(row);
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(s) : "memory");
+}
+__device__ __forceinline__ void yr_ldmatrix_x2_trans(unsigned* r, const void* row) {
+  unsigned s = (unsigned)__cvta_generic_to_shared(row);
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];"
+               : "=r"(r[0]), "=r"(r[1]) : "r"(s) : "memory");
+}
 __device__ __forceinline__ void yr_cp_async16(void* smem, const void* gmem) {
   unsigned s = (unsigned)__cvta_generic_to_shared(smem);
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(gmem));

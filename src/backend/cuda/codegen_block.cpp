@@ -1,37 +1,21 @@
-// Lowering one fused node: its block graph becomes one kernel, one thread block per grid block.
-//
-// Shared memory holds every tile: an iterator's tile in its operand's dtype (three stages when the
-// for-loop walks it, so that iterations i+1 and i+2 stream in by cp.async, 16 bytes a copy, while
-// iteration i computes), every other tile in f32, each accumulator's running value (and a
-// rescaled_sum's running max) in f32. Block ops run one after another with a barrier between
-// them, each spreading its tile's elements over the block's 256 threads. The matmul of a tile
-// keeps up to 16 rows of results in registers per thread and splits K over the threads that
-// share a column, which suits the skinny products of LLM decoding (few rows, wide weight tiles):
-// every weight element read from shared memory feeds all rows.
+// The frame of a fused node's kernel and its non-matmul block ops (see block_lowering.h).
 #include <algorithm>
-#include <map>
 
 #include <fmt/format.h>
 
+#include "backend/cuda/block_lowering.h"
 #include "backend/cuda/codegen_util.h"
-#include "ir/block_graph.h"
 #include "support/error.h"
 
 namespace yirage::backend::cuda::detail {
-namespace {
 
 using ir::BlockGraph;
 using ir::BlockNode;
 using ir::Dims;
 
-constexpr int kThreads = 256;
-const char* const kBlockIdx[ir::kGridAxes] = {"blockIdx.x", "blockIdx.y", "blockIdx.z"};
+namespace {
 
-int64_t pow2_at_least(int64_t v) {
-  int64_t p = 1;
-  while (p < v) p *= 2;
-  return p;
-}
+const char* const kBlockIdx[ir::kGridAxes] = {"blockIdx.x", "blockIdx.y", "blockIdx.z"};
 
 // The flat in-tile offset, in a tensor of `strides`, of tile element `var` of a tile of `dims`.
 std::string tile_offset(const Dims& dims, const Dims& strides, const std::string& var) {
@@ -45,590 +29,477 @@ std::string tile_offset(const Dims& dims, const Dims& strides, const std::string
   return expr.empty() ? "0ll" : expr;
 }
 
-class BlockLowering {
- public:
-  BlockLowering(const BlockGraph& g, const std::string& name, const CodegenOptions& options)
-      : g_(g), name_(name), options_(options), r_(g.forloop_range()) {}
+// Elementwise functions a matmul may recompute for every column tile that reads its operand.
+bool cheap_elementwise(const ir::BlockOp& op) {
+  if (const auto* u = std::get_if<ir::UnaryOp>(&op))
+    return u->fn == ir::UnaryFn::square || u->fn == ir::UnaryFn::neg ||
+           u->fn == ir::UnaryFn::relu || u->fn == ir::UnaryFn::mul_scalar;
+  if (const auto* b = std::get_if<ir::BinaryOp>(&op))
+    return b->fn == ir::BinaryFn::add || b->fn == ir::BinaryFn::sub || b->fn == ir::BinaryFn::mul;
+  return false;
+}
 
-  KernelLaunch run(const std::vector<int>& in, const std::vector<int>& out) {
-    plan();
-    KernelLaunch k;
-    k.name = "yr_fused_" + identifier(name_);
-    k.what = fmt::format("fused node '{}'", name_);
-    for (int s : in) k.args.push_back(s);
-    for (int s : out) k.args.push_back(s);
-    k.grid = {unsigned(g_.grid().extent[0]), unsigned(g_.grid().extent[1]),
-              unsigned(g_.grid().extent[2])};
-    k.threads = kThreads;
-    k.shared_bytes = size_t(shared_);
-    if (shared_ > options_.max_shared_bytes)
-      fail(
-          "cuda: fused node '{}' needs {} bytes of shared memory, more than the {} a block may "
-          "have",
-          name_, shared_, options_.max_shared_bytes);
-    k.source = prelude() + kernel(k.name);
-    return k;
-  }
+}  // namespace
 
- private:
-  struct Storage {
-    int64_t offset = 0;
-    int stages = 1;           // iterators walked by the loop: pipeline_stages()
-    int64_t max_offset = -1;  // rescaled_sum: its running max
+BlockLowering::BlockLowering(const BlockGraph& g, const std::string& name,
+                             const CodegenOptions& options)
+    : g_(g), name_(name), options_(options), r_(g.forloop_range()) {}
+
+KernelLaunch BlockLowering::run(const std::vector<int>& in, const std::vector<int>& out) {
+  analyse_readers();
+  plan();
+  KernelLaunch k;
+  k.name = "yr_fused_" + identifier(name_);
+  k.what = fmt::format("fused node '{}'", name_);
+  for (int s : in) k.args.push_back(s);
+  for (int s : out) k.args.push_back(s);
+  k.grid = {unsigned(g_.grid().extent[0]), unsigned(g_.grid().extent[1]),
+            unsigned(g_.grid().extent[2])};
+  k.threads = kBlockThreads;
+  k.shared_bytes = size_t(shared_);
+  if (shared_ > options_.max_shared_bytes)
+    fail("cuda: fused node '{}' needs {} bytes of shared memory, more than the {} a block may have",
+         name_, shared_, options_.max_shared_bytes);
+  k.source = prelude() + kernel(k.name);
+  return k;
+}
+
+// Tiles the loop walks are kept in up to three stages, so that two iterations' loads are in
+// flight while one computes.
+int BlockLowering::pipeline_stages() const {
+  return int(std::min<int64_t>(r_, 3));
+}
+
+int64_t BlockLowering::elements(int32_t id) const {
+  return ir::num_elements(node(id).tile.dims);
+}
+
+int64_t BlockLowering::allocate(int64_t bytes) {
+  const int64_t at = shared_;
+  shared_ += (bytes + 15) / 16 * 16;
+  return at;
+}
+
+void BlockLowering::analyse_readers() {
+  const size_t count = g_.nodes().size();
+  readers_.assign(count, 0);
+  reader_.assign(count, -1);
+  for (int32_t id = 0; id < int32_t(count); ++id)
+    for (int32_t in : node(id).inputs) {
+      ++readers_[size_t(in)];
+      reader_[size_t(in)] = id;
+    }
+  // An accumulator reads its input inside the loop, though its own value exists only after it;
+  // a saver reads its input after the post-loop ops.
+  auto read_phase = [&](int32_t reader) {
+    const ir::BlockOp& op = node(reader).op;
+    if (std::holds_alternative<ir::AccumulatorOp>(op)) return ir::BlockPhase::in_loop;
+    if (std::holds_alternative<ir::OutputSaverOp>(op)) return ir::BlockPhase::post_loop;
+    return g_.phase(reader);
   };
-
-  const BlockNode& node(int32_t id) const { return g_.nodes()[size_t(id)]; }
-  // Tiles the loop walks are kept in up to three stages, so that two iterations' loads are in
-  // flight while one computes.
-  int pipeline_stages() const { return int(std::min<int64_t>(r_, 3)); }
-  int64_t elements(int32_t id) const { return ir::num_elements(node(id).tile.dims); }
-
-  int64_t allocate(int64_t bytes) {
-    const int64_t at = shared_;
-    shared_ += (bytes + 15) / 16 * 16;
-    return at;
+  inlined_.assign(count, false);
+  for (int32_t id = 0; id < int32_t(count); ++id) {
+    const ir::BlockOp& op = node(id).op;
+    if (!std::holds_alternative<ir::UnaryOp>(op) && !std::holds_alternative<ir::BinaryOp>(op))
+      continue;
+    if (readers_[size_t(id)] != 1) continue;
+    const int32_t reader = reader_[size_t(id)];
+    if (read_phase(reader) != g_.phase(id)) continue;
+    if (std::holds_alternative<ir::MatmulOp>(node(reader).op) && !cheap_elementwise(op)) continue;
+    inlined_[size_t(id)] = true;
   }
-
-  void plan() {
-    for (size_t id = 0; id < g_.nodes().size(); ++id) {
-      const BlockNode& n = g_.nodes()[id];
-      Storage s;
-      if (const auto* it = std::get_if<ir::InputIteratorOp>(&n.op)) {
-        s.stages = it->fmap != ir::kReplicate ? pipeline_stages() : 1;
-        const int64_t bytes = elements(int32_t(id)) *
-                              int64_t(ir::dtype_size(g_.operands()[size_t(it->operand)].dtype));
-        s.offset = allocate(bytes * s.stages);
-      } else if (!std::holds_alternative<ir::OutputSaverOp>(n.op)) {
-        s.offset = allocate(elements(int32_t(id)) * 4);
-        const auto* acc = std::get_if<ir::AccumulatorOp>(&n.op);
-        if (acc && acc->fn == ir::AccumFn::rescaled_sum)
-          s.max_offset = allocate(elements(n.inputs[1]) * 4);
-      }
-      storage_.push_back(s);
+  resident_.assign(count, false);
+  resident_of_.assign(count, -1);
+  for (int32_t id = 0; id < int32_t(count); ++id)
+    if (can_be_resident(id)) {
+      resident_[size_t(id)] = true;
+      resident_of_[size_t(reader_[size_t(id)])] = id;
     }
-    int64_t red_floats = kThreads * 16;
-    for (size_t id = 0; id < g_.nodes().size(); ++id)
-      if (std::holds_alternative<ir::MatmulOp>(g_.nodes()[id].op) && tensor_core(int32_t(id))) {
-        const MmaPlan p = mma_plan(int32_t(id));
-        red_floats = std::max(red_floats, p.splits * p.mp * p.n);
-      }
-    reduction_offset_ = allocate(red_floats * 4);
-  }
+}
 
-  std::string tile_var(int32_t id) const { return fmt::format("t{}", id); }
-
-  // A float expression for element `index` of tile `id`.
-  std::string read(int32_t id, const std::string& index) const {
-    if (std::holds_alternative<ir::InputIteratorOp>(node(id).op))
-      return fmt::format("yr_to_f({}[{}])", tile_var(id), index);
-    return fmt::format("{}[{}]", tile_var(id), index);
-  }
-
-  // The loads of one iterator's tile for loop iteration `iteration` (an expression) into the
-  // shared-memory address `dst` (a pointer expression).
-  std::string load(int32_t id, const std::string& iteration, const std::string& dst) const {
-    const auto& it = std::get<ir::InputIteratorOp>(node(id).op);
-    const ir::TensorType& operand = g_.operands()[size_t(it.operand)];
-    const Dims& dims = operand.dims;
-    const Dims strides = ir::row_major_strides(dims);
-    const Dims& tile = node(id).tile.dims;
-    std::string base;
-    for (int a = 0; a < ir::kGridAxes; ++a) {
-      if (it.imap[size_t(a)] == ir::kReplicate) continue;
-      const size_t j = size_t(it.imap[size_t(a)]);
-      base += fmt::format(" + (long long){} * {}ll", kBlockIdx[a],
-                          dims[j] / g_.grid().extent[size_t(a)] * strides[j]);
-    }
-    if (it.fmap != ir::kReplicate)
-      base += fmt::format(" + (long long)({}) * {}ll", iteration,
-                          tile[size_t(it.fmap)] * strides[size_t(it.fmap)]);
-    const std::string src = fmt::format("in{}", it.operand);
-    const int64_t vec = 16 / int64_t(ir::dtype_size(operand.dtype));
-    const int64_t n = ir::num_elements(tile);
-    if (tile.back() % vec == 0 && dims.back() % vec == 0) {
-      return fmt::format(
-          "    for (int q = threadIdx.x; q < {0}; q += {1}) {{\n"
-          "      const int e = q * {2};\n"
-          "      yr_cp_async16({3} + e, {4} + (0ll{5} + {6}));\n    }}\n",
-          n / vec, kThreads, vec, dst, src, base, tile_offset(tile, strides, "e"));
-    }
-    return fmt::format(
-        "    for (int e = threadIdx.x; e < {0}; e += {1}) {2}[e] = {3}[0ll{4} + {5}];\n", n,
-        kThreads, dst, src, base, tile_offset(tile, strides, "e"));
-  }
-
-  std::string elementwise(int32_t id, const std::string& expr) const {
-    return fmt::format("  for (int e = threadIdx.x; e < {}; e += {}) {}[e] = {};\n", elements(id),
-                       kThreads, tile_var(id), expr);
-  }
-
-  // Whether a tile matmul runs on the tensor cores: a 16-bit output dtype, B an iterator tile of
-  // that dtype (read straight from shared memory), K a multiple of 16 and N of 8. A may be any
-  // tile; an f32 one is rounded to the 16-bit dtype as it is read, as the kernel-level program
-  // rounds every intermediate to its dtype.
-  bool tensor_core(int32_t id) const {
+void BlockLowering::plan() {
+  for (int32_t id = 0; id < int32_t(g_.nodes().size()); ++id) {
     const BlockNode& n = node(id);
-    const ir::DType t = n.tile.dtype;
-    if (t != ir::DType::f16 && t != ir::DType::bf16) return false;
-    const BlockNode& b = node(n.inputs[1]);
-    const auto* it = std::get_if<ir::InputIteratorOp>(&b.op);
-    if (!it || g_.operands()[size_t(it->operand)].dtype != t) return false;
-    const Dims& c = n.tile.dims;
-    return node(n.inputs[0]).tile.dims.back() % 16 == 0 && c.back() % 8 == 0;
+    Storage s;
+    if (const auto* it = std::get_if<ir::InputIteratorOp>(&n.op)) {
+      s.stages = it->fmap != ir::kReplicate ? pipeline_stages() : 1;
+      const int64_t bytes =
+          elements(id) * int64_t(ir::dtype_size(g_.operands()[size_t(it->operand)].dtype));
+      s.offset = allocate(bytes * s.stages);
+    } else if (!std::holds_alternative<ir::OutputSaverOp>(n.op) && !inlined_[size_t(id)] &&
+               !resident_[size_t(id)]) {
+      s.offset = allocate(elements(id) * 4);
+      const auto* acc = std::get_if<ir::AccumulatorOp>(&n.op);
+      if (acc && acc->fn == ir::AccumFn::rescaled_sum)
+        s.max_offset = allocate(elements(n.inputs[1]) * 4);
+    }
+    storage_.push_back(s);
   }
+  int64_t red_floats = kBlockThreads * 16;
+  for (int32_t id = 0; id < int32_t(g_.nodes().size()); ++id)
+    if (std::holds_alternative<ir::MatmulOp>(node(id).op) && tensor_core(id)) {
+      const MmaPlan p = mma_plan(id);
+      red_floats = std::max(red_floats, p.splits * p.mp * p.n);
+    }
+  reduction_offset_ = allocate(red_floats * 4);
+}
 
-  struct MmaPlan {
-    int64_t m, n, k, mp, pairs, splits;
+std::string BlockLowering::tile_var(int32_t id) const {
+  return fmt::format("t{}", id);
+}
+
+// A float expression for element `index` of tile `id`; an inlined op is computed from its
+// operands' elements there.
+std::string BlockLowering::read(int32_t id, const std::string& index) const {
+  const BlockNode& n = node(id);
+  if (std::holds_alternative<ir::InputIteratorOp>(n.op))
+    return fmt::format("yr_to_f({}[{}])", tile_var(id), index);
+  if (!inlined_[size_t(id)]) return fmt::format("{}[{}]", tile_var(id), index);
+  auto operand = [&](size_t i) {
+    return read(n.inputs[i],
+                broadcast_index(n.tile.dims, node(n.inputs[i]).tile.dims, "(" + index + ")"));
   };
-  MmaPlan mma_plan(int32_t id) const {
-    const Dims& c = node(id).tile.dims;
-    MmaPlan p{c[c.size() - 2], c.back(), node(node(id).inputs[0]).tile.dims.back(), 0, 0, 1};
-    p.mp = (p.m + 15) / 16 * 16;
-    p.pairs = (p.mp / 16) * (p.n / 8);
-    const int64_t warps = kThreads / 32;
-    if (p.pairs < warps) p.splits = std::min<int64_t>(warps / p.pairs, p.k / 16);
-    return p;
-  }
+  if (const auto* u = std::get_if<ir::UnaryOp>(&n.op)) return unary_expr(*u, operand(0));
+  return binary_expr(std::get<ir::BinaryOp>(n.op).fn, operand(0), operand(1));
+}
 
-  // The 16-bit pattern of element `index` of tile `id` as dtype `t` (a ctype name).
-  std::string bits(int32_t id, const std::string& index, const std::string& t) const {
-    const auto* it = std::get_if<ir::InputIteratorOp>(&node(id).op);
-    if (it && ctype(g_.operands()[size_t(it->operand)].dtype) == t)
-      return fmt::format("{}[{}].x", tile_var(id), index);
-    return fmt::format("yr_bits({}{{}}, {})", t, read(id, index));
+// The loads of one iterator's tile for loop iteration `iteration` (an expression) into the
+// shared-memory address `dst` (a pointer expression).
+std::string BlockLowering::load(int32_t id, const std::string& iteration,
+                                const std::string& dst) const {
+  const auto& it = std::get<ir::InputIteratorOp>(node(id).op);
+  const ir::TensorType& operand = g_.operands()[size_t(it.operand)];
+  const Dims& dims = operand.dims;
+  const Dims strides = ir::row_major_strides(dims);
+  const Dims& tile = node(id).tile.dims;
+  std::string base;
+  for (int a = 0; a < ir::kGridAxes; ++a) {
+    if (it.imap[size_t(a)] == ir::kReplicate) continue;
+    const size_t j = size_t(it.imap[size_t(a)]);
+    base += fmt::format(" + (long long){} * {}ll", kBlockIdx[a],
+                        dims[j] / g_.grid().extent[size_t(a)] * strides[j]);
   }
-
-  // mma.sync m16n8k16 with f32 accumulators: each warp owns 16x8 output tiles (rows padded to
-  // 16 with zeros); when there are fewer tiles than warps, the warps also split K and add their
-  // partial tiles through shared memory.
-  std::string mma_matmul(int32_t id) const {
-    const BlockNode& n = node(id);
-    const Dims& a = node(n.inputs[0]).tile.dims;
-    const Dims& b = node(n.inputs[1]).tile.dims;
-    const Dims& c = n.tile.dims;
-    const MmaPlan p = mma_plan(id);
-    const Dims cb(c.begin(), c.end() - 2), ab(a.begin(), a.end() - 2), bb(b.begin(), b.end() - 2);
-    const std::string t = ctype(n.tile.dtype);
-    auto a_bits = [&](const std::string& row, const std::string& col) {
-      return fmt::format("({} < {} ? {} : (unsigned short)0)", row, p.m,
-                         bits(n.inputs[0], fmt::format("ao + ({}) * {} + ({})", row, p.k, col), t));
-    };
-    auto b_bits = [&](const std::string& row, const std::string& col) {
-      return bits(n.inputs[1], fmt::format("bo + ({}) * {} + ({})", row, p.n, col), t);
-    };
-    std::string s = fmt::format(
-        "  {{  // tensor-core matmul [{m}x{k}] x [{k}x{n}], {batches} batch(es), {pairs} 16x8 "
-        "tiles, K split {splits} ways\n"
-        "    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tq = lane "
-        "& 3;\n"
-        "    for (int bt = 0; bt < {batches}; ++bt) {{\n"
-        "      const int ao = (int)({abatch}) * {mk}, bo = (int)({bbatch}) * {kn}, co = bt * "
-        "{mn};\n"
-        "      for (int w = warp; w < {work}; w += {warps}) {{\n"
-        "        const int pp = w % {pairs}, sp = w / {pairs};\n"
-        "        const int r0 = (pp / {ntiles}) * 16 + g, r1 = r0 + 8, col = (pp % {ntiles}) * 8 + "
-        "g;\n"
-        "        float acc[4] = {{0.0f, 0.0f, 0.0f, 0.0f}};\n"
-        "        for (int ks = sp; ks < {ksteps}; ks += {splits}) {{\n"
-        "          const int k0 = ks * 16 + 2 * tq;\n"
-        "          yr_mma({t}{{}}, acc, yr_pack({a00}, {a01}), yr_pack({a10}, {a11}),\n"
-        "                 yr_pack({a02}, {a03}), yr_pack({a12}, {a13}),\n"
-        "                 yr_pack({b0}, {b1}), yr_pack({b8}, {b9}));\n"
-        "        }}\n"
-        "        const int oc = (pp % {ntiles}) * 8 + 2 * tq;\n",
-        fmt::arg("m", p.m), fmt::arg("k", p.k), fmt::arg("n", p.n),
-        fmt::arg("batches", ir::num_elements(cb)), fmt::arg("pairs", p.pairs),
-        fmt::arg("splits", p.splits), fmt::arg("work", p.pairs * p.splits),
-        fmt::arg("warps", kThreads / 32), fmt::arg("ntiles", p.n / 8), fmt::arg("ksteps", p.k / 16),
-        fmt::arg("abatch", ab.empty() ? "0" : broadcast_index(cb, ab, "bt")),
-        fmt::arg("bbatch", bb.empty() ? "0" : broadcast_index(cb, bb, "bt")),
-        fmt::arg("mk", p.m * p.k), fmt::arg("kn", p.k * p.n), fmt::arg("mn", p.m * p.n),
-        fmt::arg("t", t), fmt::arg("a00", a_bits("r0", "k0")),
-        fmt::arg("a01", a_bits("r0", "k0 + 1")), fmt::arg("a10", a_bits("r1", "k0")),
-        fmt::arg("a11", a_bits("r1", "k0 + 1")), fmt::arg("a02", a_bits("r0", "k0 + 8")),
-        fmt::arg("a03", a_bits("r0", "k0 + 9")), fmt::arg("a12", a_bits("r1", "k0 + 8")),
-        fmt::arg("a13", a_bits("r1", "k0 + 9")), fmt::arg("b0", b_bits("k0", "col")),
-        fmt::arg("b1", b_bits("k0 + 1", "col")), fmt::arg("b8", b_bits("k0 + 8", "col")),
-        fmt::arg("b9", b_bits("k0 + 9", "col")));
-    const std::string out = tile_var(id);
-    if (p.splits == 1) {
-      s += fmt::format(
-          "        if (r0 < {m}) {{ {out}[co + r0 * {n} + oc] = acc[0]; {out}[co + r0 * {n} + oc + "
-          "1] = acc[1]; }}\n"
-          "        if (r1 < {m}) {{ {out}[co + r1 * {n} + oc] = acc[2]; {out}[co + r1 * {n} + oc + "
-          "1] = acc[3]; }}\n"
-          "      }}\n",
-          fmt::arg("m", p.m), fmt::arg("n", p.n), fmt::arg("out", out));
-    } else {
-      s += fmt::format(
-          "        float* part = red + sp * {mpn};\n"
-          "        part[r0 * {n} + oc] = acc[0]; part[r0 * {n} + oc + 1] = acc[1];\n"
-          "        part[r1 * {n} + oc] = acc[2]; part[r1 * {n} + oc + 1] = acc[3];\n"
-          "      }}\n"
-          "      __syncthreads();\n"
-          "      for (int e = threadIdx.x; e < {mn}; e += {threads}) {{\n"
-          "        float sum = 0.0f;\n"
-          "        for (int q = 0; q < {splits}; ++q) sum += red[q * {mpn} + e];\n"
-          "        {out}[co + e] = sum;\n"
-          "      }}\n"
-          "      __syncthreads();\n",
-          fmt::arg("mpn", p.mp * p.n), fmt::arg("n", p.n), fmt::arg("mn", p.m * p.n),
-          fmt::arg("threads", kThreads), fmt::arg("splits", p.splits), fmt::arg("out", out));
-    }
-    return s + "    }\n  }\n";
-  }
-
-  std::string matmul(int32_t id) const {
-    if (tensor_core(id)) return mma_matmul(id);
-    const BlockNode& n = node(id);
-    const Dims& a = node(n.inputs[0]).tile.dims;
-    const Dims& b = node(n.inputs[1]).tile.dims;
-    const Dims& c = n.tile.dims;
-    const int64_t m = c[c.size() - 2], nn = c.back(), k = a.back();
-    const Dims cb(c.begin(), c.end() - 2), ab(a.begin(), a.end() - 2), bb(b.begin(), b.end() - 2);
-    int64_t mc = std::min<int64_t>(m, 16);
-    while (m % mc != 0) --mc;
-    const int64_t nt = std::min<int64_t>(pow2_at_least(nn), kThreads);
-    const int64_t kp = kThreads / nt;
-    std::string s = fmt::format(
-        "  {{  // matmul [{m}x{k}] x [{k}x{n}], {batches} batch(es)\n"
-        "    const int nl = threadIdx.x % {nt}, kp = threadIdx.x / {nt};\n"
-        "    for (int bt = 0; bt < {batches}; ++bt) {{\n"
-        "      const int ao = (int)({abatch}) * {mk}, bo = (int)({bbatch}) * {kn}, co = bt * "
-        "{mn};\n"
-        "      for (int m0 = 0; m0 < {m}; m0 += {mc})\n"
-        "        for (int n0 = 0; n0 < {n}; n0 += {nt}) {{\n"
-        "          const int col = n0 + nl;\n"
-        "          float acc[{mc}];\n"
-        "#pragma unroll\n"
-        "          for (int i = 0; i < {mc}; ++i) acc[i] = 0.0f;\n"
-        "          if (col < {n})\n"
-        "            for (int kk = kp; kk < {k}; kk += {kp}) {{\n"
-        "              const float bv = {bread};\n"
-        "#pragma unroll\n"
-        "              for (int i = 0; i < {mc}; ++i) acc[i] += {aread} * bv;\n"
-        "            }}\n",
-        fmt::arg("m", m), fmt::arg("k", k), fmt::arg("n", nn), fmt::arg("nt", nt),
-        fmt::arg("kp", kp), fmt::arg("mc", mc), fmt::arg("batches", ir::num_elements(cb)),
-        fmt::arg("abatch", ab.empty() ? "0" : broadcast_index(cb, ab, "bt")),
-        fmt::arg("bbatch", bb.empty() ? "0" : broadcast_index(cb, bb, "bt")), fmt::arg("mk", m * k),
-        fmt::arg("kn", k * nn), fmt::arg("mn", m * nn),
-        fmt::arg("bread", read(n.inputs[1], fmt::format("bo + kk * {} + col", nn))),
-        fmt::arg("aread", read(n.inputs[0], fmt::format("ao + (m0 + i) * {} + kk", k))));
-    const std::string out = tile_var(id);
-    if (kp == 1) {
-      s += fmt::format(
-          "          if (col < {n})\n"
-          "#pragma unroll\n"
-          "            for (int i = 0; i < {mc}; ++i) {out}[co + (m0 + i) * {n} + col] = acc[i];\n",
-          fmt::arg("n", nn), fmt::arg("mc", mc), fmt::arg("out", out));
-    } else {
-      s += fmt::format(
-          "#pragma unroll\n"
-          "          for (int i = 0; i < {mc}; ++i) red[(kp * {mc} + i) * {nt} + nl] = acc[i];\n"
-          "          __syncthreads();\n"
-          "          for (int e = threadIdx.x; e < {mc} * {nt}; e += {threads}) {{\n"
-          "            const int i = e / {nt}, cc = n0 + e % {nt};\n"
-          "            if (cc < {n}) {{\n"
-          "              float sum = 0.0f;\n"
-          "              for (int p = 0; p < {kp}; ++p) sum += red[(p * {mc} + i) * {nt} + e % "
-          "{nt}];\n"
-          "              {out}[co + (m0 + i) * {n} + cc] = sum;\n"
-          "            }}\n"
-          "          }}\n"
-          "          __syncthreads();\n",
-          fmt::arg("n", nn), fmt::arg("mc", mc), fmt::arg("nt", nt), fmt::arg("kp", kp),
-          fmt::arg("threads", kThreads), fmt::arg("out", out));
-    }
-    s += "        }\n    }\n  }\n";
-    return s;
-  }
-
-  // Reduces `dim` in runs: output (outer, w, inner) sums or maxes `run` input elements. A group
-  // of `lanes` threads (a power of two within a warp) shares each output and combines by shuffles.
-  std::string reduce(int32_t id, int dim, int64_t width, bool is_max, bool mean) const {
-    const BlockNode& n = node(id);
-    const Dims& x = node(n.inputs[0]).tile.dims;
-    int64_t inner = 1;
-    for (size_t j = size_t(dim) + 1; j < x.size(); ++j) inner *= x[j];
-    const int64_t extent = x[size_t(dim)], run = extent / width;
-    int64_t lanes = 1;
-    while (lanes < 32 && lanes * 2 <= run && elements(id) * lanes * 2 <= kThreads * 4) lanes *= 2;
+  if (it.fmap != ir::kReplicate)
+    base += fmt::format(" + (long long)({}) * {}ll", iteration,
+                        tile[size_t(it.fmap)] * strides[size_t(it.fmap)]);
+  const std::string src = fmt::format("in{}", it.operand);
+  const int64_t vec = 16 / int64_t(ir::dtype_size(operand.dtype));
+  const int64_t n = ir::num_elements(tile);
+  if (tile.back() % vec == 0 && dims.back() % vec == 0) {
     return fmt::format(
-        "  for (int o0 = 0; o0 < {outputs}; o0 += {groups}) {{\n"
-        "    const int o = o0 + threadIdx.x / {lanes};\n"
-        "    float acc = {init};\n"
-        "    if (o < {outputs}) {{\n"
-        "      const int oo = o / ({width} * {inner}), w = (o / {inner}) % {width}, ii = o % "
-        "{inner};\n"
-        "      for (int r = threadIdx.x % {lanes}; r < {run}; r += {lanes}) {{\n"
-        "        const float v = {x};\n"
-        "        acc = {combine};\n"
-        "      }}\n"
-        "    }}\n"
-        "    for (int off = {lanes} / 2; off > 0; off >>= 1) {{\n"
-        "      const float v = __shfl_xor_sync(0xffffffffu, acc, off);\n"
-        "      acc = {combine};\n"
-        "    }}\n"
-        "    if (o < {outputs} && threadIdx.x % {lanes} == 0) {out}[o] = acc{scale};\n"
+        "    for (int q = threadIdx.x; q < {0}; q += {1}) {{\n"
+        "      const int e = q * {2};\n"
+        "      yr_cp_async16({3} + e, {4} + (0ll{5} + {6}));\n    }}\n",
+        n / vec, kBlockThreads, vec, dst, src, base, tile_offset(tile, strides, "e"));
+  }
+  return fmt::format(
+      "    for (int e = threadIdx.x; e < {0}; e += {1}) {2}[e] = {3}[0ll{4} + {5}];\n", n,
+      kBlockThreads, dst, src, base, tile_offset(tile, strides, "e"));
+}
+
+std::string BlockLowering::elementwise(int32_t id, const std::string& expr) const {
+  return fmt::format("  for (int e = threadIdx.x; e < {}; e += {}) {}[e] = {};\n", elements(id),
+                     kBlockThreads, tile_var(id), expr);
+}
+
+// Reduces `dim` in runs: output (outer, w, inner) sums or maxes `run` input elements. A group
+// of `lanes` threads (a power of two within a warp) shares each output and combines by shuffles.
+std::string BlockLowering::reduce(int32_t id, int dim, int64_t width, bool is_max,
+                                  bool mean) const {
+  const BlockNode& n = node(id);
+  const Dims& x = node(n.inputs[0]).tile.dims;
+  int64_t inner = 1;
+  for (size_t j = size_t(dim) + 1; j < x.size(); ++j) inner *= x[j];
+  const int64_t extent = x[size_t(dim)], run = extent / width;
+  int64_t lanes = 1;
+  while (lanes < 32 && lanes * 2 <= run && elements(id) * lanes * 2 <= kBlockThreads * 4)
+    lanes *= 2;
+  return fmt::format(
+      "  for (int o0 = 0; o0 < {outputs}; o0 += {groups}) {{\n"
+      "    const int o = o0 + threadIdx.x / {lanes};\n"
+      "    float acc = {init};\n"
+      "    if (o < {outputs}) {{\n"
+      "      const int oo = o / ({width} * {inner}), w = (o / {inner}) % {width}, ii = o % "
+      "{inner};\n"
+      "      for (int r = threadIdx.x % {lanes}; r < {run}; r += {lanes}) {{\n"
+      "        const float v = {x};\n"
+      "        acc = {combine};\n"
+      "      }}\n"
+      "    }}\n"
+      "    for (int off = {lanes} / 2; off > 0; off >>= 1) {{\n"
+      "      const float v = __shfl_xor_sync(0xffffffffu, acc, off);\n"
+      "      acc = {combine};\n"
+      "    }}\n"
+      "    if (o < {outputs} && threadIdx.x % {lanes} == 0) {out}[o] = acc{scale};\n"
+      "  }}\n",
+      fmt::arg("outputs", elements(id)), fmt::arg("groups", kBlockThreads / lanes),
+      fmt::arg("lanes", lanes), fmt::arg("width", width), fmt::arg("inner", inner),
+      fmt::arg("run", run), fmt::arg("init", is_max ? "-INFINITY" : "0.0f"),
+      fmt::arg("x", read(n.inputs[0],
+                         fmt::format("(oo * {} + w * {} + r) * {} + ii", extent, run, inner))),
+      fmt::arg("combine", is_max ? "fmaxf(acc, v)" : "acc + v"), fmt::arg("out", tile_var(id)),
+      fmt::arg("scale", mean ? fmt::format(" / {}.0f", run) : std::string()));
+}
+
+// rms_norm / layer_norm of a tile over its trailing `normalized` dims: a warp per row.
+std::string BlockLowering::norm(int32_t id, const Dims& normalized, double eps, bool layer,
+                                bool has_weight, bool has_bias) const {
+  const BlockNode& n = node(id);
+  const int64_t len = ir::num_elements(normalized), rows = elements(id) / len;
+  if (rows < kBlockWarps) return block_norm(id, len, rows, eps, layer, has_weight, has_bias);
+  std::string s = fmt::format(
+      "  for (int row = threadIdx.x / 32; row < {rows}; row += {warps}) {{\n"
+      "    const int lane = threadIdx.x % 32, base = row * {len};\n"
+      "    float mean = 0.0f;\n",
+      fmt::arg("rows", rows), fmt::arg("warps", kBlockWarps), fmt::arg("len", len));
+  if (layer)
+    s += fmt::format(
+        "    {{ float a = 0.0f; for (int r = lane; r < {0}; r += 32) a += {1};\n"
+        "      mean = yr_warp_sum(a) / {0}.0f; }}\n",
+        len, read(n.inputs[0], "base + r"));
+  s += fmt::format(
+      "    float a = 0.0f;\n"
+      "    for (int r = lane; r < {0}; r += 32) {{ const float d = {1} - mean; a += d * d; }}\n"
+      "    const float scale = 1.0f / sqrtf(yr_warp_sum(a) / {0}.0f + {2:.9e}f);\n"
+      "    for (int r = lane; r < {0}; r += 32) {{\n"
+      "      float y = ({1} - mean) * scale;\n",
+      len, read(n.inputs[0], "base + r"), float(eps));
+  if (has_weight) s += fmt::format("      y *= {};\n", read(n.inputs[1], "r"));
+  if (has_bias) s += fmt::format("      y += {};\n", read(n.inputs[has_weight ? 2 : 1], "r"));
+  s += fmt::format("      {}[base + r] = y;\n    }}\n  }}\n", tile_var(id));
+  return s;
+}
+
+// The same for few rows: the whole block works on one row at a time.
+std::string BlockLowering::block_norm(int32_t id, int64_t len, int64_t rows, double eps, bool layer,
+                                      bool has_weight, bool has_bias) const {
+  const BlockNode& n = node(id);
+  const std::string x = read(n.inputs[0], "base + r");
+  std::string s = fmt::format(
+      "  for (int row = 0; row < {rows}; ++row) {{\n"
+      "    const int base = row * {len};\n"
+      "    float mean = 0.0f;\n",
+      fmt::arg("rows", rows), fmt::arg("len", len));
+  if (layer)
+    s += fmt::format(
+        "    {{ float a = 0.0f; for (int r = threadIdx.x; r < {0}; r += {1}) a += {2};\n"
+        "      mean = yr_block_reduce(a, red, false) / {0}.0f; }}\n",
+        len, kBlockThreads, x);
+  s += fmt::format(
+      "    float a = 0.0f;\n"
+      "    for (int r = threadIdx.x; r < {0}; r += {1}) {{ const float d = {2} - mean; a += d * "
+      "d; }}\n"
+      "    const float scale = 1.0f / sqrtf(yr_block_reduce(a, red, false) / {0}.0f + "
+      "{3:.9e}f);\n"
+      "    for (int r = threadIdx.x; r < {0}; r += {1}) {{\n"
+      "      float y = ({2} - mean) * scale;\n",
+      len, kBlockThreads, x, float(eps));
+  if (has_weight) s += fmt::format("      y *= {};\n", read(n.inputs[1], "r"));
+  if (has_bias) s += fmt::format("      y += {};\n", read(n.inputs[has_weight ? 2 : 1], "r"));
+  s += fmt::format("      {}[base + r] = y;\n    }}\n    __syncthreads();\n  }}\n", tile_var(id));
+  return s;
+}
+
+std::string BlockLowering::concat(int32_t id, int dim) const {
+  const BlockNode& n = node(id);
+  const Dims& c = n.tile.dims;
+  const Dims cs = ir::row_major_strides(c);
+  std::string s = fmt::format(
+      "  for (int e = threadIdx.x; e < {}; e += {}) {{\n"
+      "    const int outer = e / {}, at = (e / {}) % {}, inner = e % {};\n",
+      elements(id), kBlockThreads, cs[size_t(dim)] * c[size_t(dim)], cs[size_t(dim)],
+      c[size_t(dim)], cs[size_t(dim)]);
+  int64_t offset = 0;
+  for (int32_t in : n.inputs) {
+    const int64_t extent = node(in).tile.dims[size_t(dim)];
+    s += fmt::format("    {}if (at < {}) {}[e] = {};\n", offset ? "else " : "", offset + extent,
+                     tile_var(id),
+                     read(in, fmt::format("(outer * {0} + at - {1}) * {2} + inner", extent, offset,
+                                          cs[size_t(dim)])));
+    offset += extent;
+  }
+  return s + "  }\n";
+}
+
+// The code of one compute op (neither iterator, accumulator nor saver).
+std::string BlockLowering::op(int32_t id) const {
+  const BlockNode& n = node(id);
+  auto operand = [&](size_t i) {
+    return read(n.inputs[i], broadcast_index(n.tile.dims, node(n.inputs[i]).tile.dims, "e"));
+  };
+  auto not_here = [&]() -> std::string {
+    fail("cuda: fused node '{}': block op {} at node {} is not a compute op", name_,
+         ir::block_op_label(n.op), id);
+  };
+  return std::visit(
+      ir::Overloaded{
+          [&](const ir::InputIteratorOp&) { return not_here(); },
+          [&](const ir::AccumulatorOp&) { return not_here(); },
+          [&](const ir::OutputSaverOp&) { return not_here(); },
+          [&](const ir::MatmulOp&) { return matmul(id); },
+          [&](const ir::UnaryOp& u) { return elementwise(id, unary_expr(u, operand(0))); },
+          [&](const ir::BinaryOp& b) {
+            return elementwise(id, binary_expr(b.fn, operand(0), operand(1)));
+          },
+          [&](const ir::ReduceOp& r) {
+            return reduce(id, r.dim, 1, r.fn == ir::ReduceFn::max, r.fn == ir::ReduceFn::mean);
+          },
+          [&](const ir::ReduceToWidthOp& r) { return reduce(id, r.dim, r.width, false, false); },
+          [&](const ir::RmsNormOp& r) {
+            return norm(id, r.normalized_shape, r.eps, false, r.has_weight, false);
+          },
+          [&](const ir::LayerNormOp& l) {
+            return norm(id, l.normalized_shape, l.eps, true, l.has_weight, l.has_bias);
+          },
+          [&](const ir::ConcatOp& c) { return concat(id, c.dim); },
+      },
+      n.op);
+}
+
+std::string BlockLowering::accumulate(int32_t id) const {
+  const BlockNode& n = node(id);
+  const auto& acc = std::get<ir::AccumulatorOp>(n.op);
+  if (acc.fn == ir::AccumFn::rescaled_sum) {
+    const int32_t m = n.inputs[1];
+    const std::string mi = broadcast_index(n.tile.dims, node(m).tile.dims, "e");
+    return fmt::format(
+        "  for (int e = threadIdx.x; e < {0}; e += {1}) {{\n"
+        "    const float mo = {2}_max[{3}], mv = {4}, mn = fmaxf(mo, mv);\n"
+        "    {2}[e] = (mo == -INFINITY ? 0.0f : {2}[e] * expf(mo - mn)) + {5} * expf(mv - mn);\n"
         "  }}\n",
-        fmt::arg("outputs", elements(id)), fmt::arg("groups", kThreads / lanes),
-        fmt::arg("lanes", lanes), fmt::arg("width", width), fmt::arg("inner", inner),
-        fmt::arg("run", run), fmt::arg("init", is_max ? "-INFINITY" : "0.0f"),
-        fmt::arg("x", read(n.inputs[0],
-                           fmt::format("(oo * {} + w * {} + r) * {} + ii", extent, run, inner))),
-        fmt::arg("combine", is_max ? "fmaxf(acc, v)" : "acc + v"), fmt::arg("out", tile_var(id)),
-        fmt::arg("scale", mean ? fmt::format(" / {}.0f", run) : std::string()));
+        elements(id), kBlockThreads, tile_var(id), mi, read(m, mi), read(n.inputs[0], "e"));
   }
+  return elementwise(id, acc.fn == ir::AccumFn::max
+                             ? fmt::format("fmaxf({}[e], {})", tile_var(id), read(n.inputs[0], "e"))
+                             : fmt::format("{}[e] + {}", tile_var(id), read(n.inputs[0], "e")));
+}
 
-  // rms_norm / layer_norm of a tile over its trailing `normalized` dims: a warp per row.
-  std::string norm(int32_t id, const Dims& normalized, double eps, bool layer, bool has_weight,
-                   bool has_bias) const {
-    const BlockNode& n = node(id);
-    const int64_t len = ir::num_elements(normalized), rows = elements(id) / len;
-    if (rows < kThreads / 32) return block_norm(id, len, rows, eps, layer, has_weight, has_bias);
-    std::string s = fmt::format(
-        "  for (int row = threadIdx.x / 32; row < {rows}; row += {warps}) {{\n"
-        "    const int lane = threadIdx.x % 32, base = row * {len};\n"
-        "    float mean = 0.0f;\n",
-        fmt::arg("rows", rows), fmt::arg("warps", kThreads / 32), fmt::arg("len", len));
-    if (layer)
-      s += fmt::format(
-          "    {{ float a = 0.0f; for (int r = lane; r < {0}; r += 32) a += {1};\n"
-          "      mean = yr_warp_sum(a) / {0}.0f; }}\n",
-          len, read(n.inputs[0], "base + r"));
-    s += fmt::format(
-        "    float a = 0.0f;\n"
-        "    for (int r = lane; r < {0}; r += 32) {{ const float d = {1} - mean; a += d * d; }}\n"
-        "    const float scale = 1.0f / sqrtf(yr_warp_sum(a) / {0}.0f + {2:.9e}f);\n"
-        "    for (int r = lane; r < {0}; r += 32) {{\n"
-        "      float y = ({1} - mean) * scale;\n",
-        len, read(n.inputs[0], "base + r"), float(eps));
-    if (has_weight) s += fmt::format("      y *= {};\n", read(n.inputs[1], "r"));
-    if (has_bias) s += fmt::format("      y += {};\n", read(n.inputs[has_weight ? 2 : 1], "r"));
-    s += fmt::format("      {}[base + r] = y;\n    }}\n  }}\n", tile_var(id));
-    return s;
+std::string BlockLowering::save(int32_t id, int output) const {
+  const BlockNode& n = node(id);
+  const auto& saver = std::get<ir::OutputSaverOp>(n.op);
+  const ir::TensorType out = g_.output_types()[size_t(output)];
+  const Dims& tile = n.tile.dims;
+  const Dims strides = ir::row_major_strides(out.dims);
+  std::string base;
+  for (int a = 0; a < ir::kGridAxes; ++a) {
+    if (saver.omap[size_t(a)] == ir::kReplicate) continue;
+    const size_t j = size_t(saver.omap[size_t(a)]);
+    base += fmt::format(" + (long long){} * {}ll", kBlockIdx[a], tile[j] * strides[j]);
   }
-
-  // The same for few rows: the whole block works on one row at a time.
-  std::string block_norm(int32_t id, int64_t len, int64_t rows, double eps, bool layer,
-                         bool has_weight, bool has_bias) const {
-    const BlockNode& n = node(id);
-    const std::string x = read(n.inputs[0], "base + r");
-    std::string s = fmt::format(
-        "  for (int row = 0; row < {rows}; ++row) {{\n"
-        "    const int base = row * {len};\n"
-        "    float mean = 0.0f;\n",
-        fmt::arg("rows", rows), fmt::arg("len", len));
-    if (layer)
-      s += fmt::format(
-          "    {{ float a = 0.0f; for (int r = threadIdx.x; r < {0}; r += {1}) a += {2};\n"
-          "      mean = yr_block_reduce(a, red, false) / {0}.0f; }}\n",
-          len, kThreads, x);
-    s += fmt::format(
-        "    float a = 0.0f;\n"
-        "    for (int r = threadIdx.x; r < {0}; r += {1}) {{ const float d = {2} - mean; a += d * "
-        "d; }}\n"
-        "    const float scale = 1.0f / sqrtf(yr_block_reduce(a, red, false) / {0}.0f + "
-        "{3:.9e}f);\n"
-        "    for (int r = threadIdx.x; r < {0}; r += {1}) {{\n"
-        "      float y = ({2} - mean) * scale;\n",
-        len, kThreads, x, float(eps));
-    if (has_weight) s += fmt::format("      y *= {};\n", read(n.inputs[1], "r"));
-    if (has_bias) s += fmt::format("      y += {};\n", read(n.inputs[has_weight ? 2 : 1], "r"));
-    s += fmt::format("      {}[base + r] = y;\n    }}\n    __syncthreads();\n  }}\n", tile_var(id));
-    return s;
-  }
-
-  std::string concat(int32_t id, int dim) const {
-    const BlockNode& n = node(id);
-    const Dims& c = n.tile.dims;
-    const Dims cs = ir::row_major_strides(c);
-    std::string s = fmt::format(
-        "  for (int e = threadIdx.x; e < {}; e += {}) {{\n"
-        "    const int outer = e / {}, at = (e / {}) % {}, inner = e % {};\n",
-        elements(id), kThreads, cs[size_t(dim)] * c[size_t(dim)], cs[size_t(dim)], c[size_t(dim)],
-        cs[size_t(dim)]);
-    int64_t offset = 0;
-    for (int32_t in : n.inputs) {
-      const int64_t extent = node(in).tile.dims[size_t(dim)];
-      s += fmt::format("    {}if (at < {}) {}[e] = {};\n", offset ? "else " : "", offset + extent,
-                       tile_var(id),
-                       read(in, fmt::format("(outer * {0} + at - {1}) * {2} + inner", extent,
-                                            offset, cs[size_t(dim)])));
-      offset += extent;
-    }
-    return s + "  }\n";
-  }
-
-  // The code of one compute op (neither iterator, accumulator nor saver).
-  std::string op(int32_t id) const {
-    const BlockNode& n = node(id);
-    auto operand = [&](size_t i) {
-      return read(n.inputs[i], broadcast_index(n.tile.dims, node(n.inputs[i]).tile.dims, "e"));
-    };
-    auto not_here = [&]() -> std::string {
-      fail("cuda: fused node '{}': block op {} at node {} is not a compute op", name_,
-           ir::block_op_label(n.op), id);
-    };
-    return std::visit(
-        ir::Overloaded{
-            [&](const ir::InputIteratorOp&) { return not_here(); },
-            [&](const ir::AccumulatorOp&) { return not_here(); },
-            [&](const ir::OutputSaverOp&) { return not_here(); },
-            [&](const ir::MatmulOp&) { return matmul(id); },
-            [&](const ir::UnaryOp& u) { return elementwise(id, unary_expr(u, operand(0))); },
-            [&](const ir::BinaryOp& b) {
-              return elementwise(id, binary_expr(b.fn, operand(0), operand(1)));
-            },
-            [&](const ir::ReduceOp& r) {
-              return reduce(id, r.dim, 1, r.fn == ir::ReduceFn::max, r.fn == ir::ReduceFn::mean);
-            },
-            [&](const ir::ReduceToWidthOp& r) { return reduce(id, r.dim, r.width, false, false); },
-            [&](const ir::RmsNormOp& r) {
-              return norm(id, r.normalized_shape, r.eps, false, r.has_weight, false);
-            },
-            [&](const ir::LayerNormOp& l) {
-              return norm(id, l.normalized_shape, l.eps, true, l.has_weight, l.has_bias);
-            },
-            [&](const ir::ConcatOp& c) { return concat(id, c.dim); },
-        },
-        n.op);
-  }
-
-  std::string accumulate(int32_t id) const {
-    const BlockNode& n = node(id);
-    const auto& acc = std::get<ir::AccumulatorOp>(n.op);
-    if (acc.fn == ir::AccumFn::rescaled_sum) {
-      const int32_t m = n.inputs[1];
-      const std::string mi = broadcast_index(n.tile.dims, node(m).tile.dims, "e");
-      return fmt::format(
-          "  for (int e = threadIdx.x; e < {0}; e += {1}) {{\n"
-          "    const float mo = {2}_max[{3}], mv = {4}, mn = fmaxf(mo, mv);\n"
-          "    {2}[e] = (mo == -INFINITY ? 0.0f : {2}[e] * expf(mo - mn)) + {5} * expf(mv - mn);\n"
-          "  }}\n",
-          elements(id), kThreads, tile_var(id), mi, read(m, mi), read(n.inputs[0], "e"));
-    }
-    return elementwise(id,
-                       acc.fn == ir::AccumFn::max
-                           ? fmt::format("fmaxf({}[e], {})", tile_var(id), read(n.inputs[0], "e"))
-                           : fmt::format("{}[e] + {}", tile_var(id), read(n.inputs[0], "e")));
-  }
-
-  std::string save(int32_t id, int output) const {
-    const BlockNode& n = node(id);
-    const auto& saver = std::get<ir::OutputSaverOp>(n.op);
-    const ir::TensorType out = g_.output_types()[size_t(output)];
-    const Dims& tile = n.tile.dims;
-    const Dims strides = ir::row_major_strides(out.dims);
-    std::string base;
-    for (int a = 0; a < ir::kGridAxes; ++a) {
-      if (saver.omap[size_t(a)] == ir::kReplicate) continue;
-      const size_t j = size_t(saver.omap[size_t(a)]);
-      base += fmt::format(" + (long long){} * {}ll", kBlockIdx[a], tile[j] * strides[j]);
-    }
-    const int64_t vec = 16 / int64_t(ir::dtype_size(out.dtype));
-    const std::string t = ctype(out.dtype);
-    if (tile.back() % vec == 0 && out.dims.back() % vec == 0)
-      return fmt::format(
-          "  for (int q = threadIdx.x; q < {0}; q += {1}) {{\n"
-          "    const int e = q * {2};\n"
-          "    __align__(16) {3} v[{2}];\n"
-          "#pragma unroll\n"
-          "    for (int u = 0; u < {2}; ++u) yr_store(v + u, {4}[e + u]);\n"
-          "    *reinterpret_cast<uint4*>(out{5} + (0ll{6} + {7})) = *reinterpret_cast<const "
-          "uint4*>(v);\n"
-          "  }}\n",
-          elements(n.inputs[0]) / vec, kThreads, vec, t, tile_var(n.inputs[0]), output, base,
-          tile_offset(tile, strides, "e"));
+  const int64_t vec = 16 / int64_t(ir::dtype_size(out.dtype));
+  const std::string t = ctype(out.dtype);
+  if (tile.back() % vec == 0 && out.dims.back() % vec == 0)
     return fmt::format(
-        "  for (int e = threadIdx.x; e < {}; e += {}) yr_store(out{} + (0ll{} + {}), {}[e]);\n",
-        elements(n.inputs[0]), kThreads, output, base, tile_offset(tile, strides, "e"),
-        tile_var(n.inputs[0]));
-  }
+        "  for (int q = threadIdx.x; q < {0}; q += {1}) {{\n"
+        "    const int e = q * {2};\n"
+        "    __align__(16) {3} v[{2}];\n"
+        "#pragma unroll\n"
+        "    for (int u = 0; u < {2}; ++u) yr_store(v + u, {4});\n"
+        "    *reinterpret_cast<uint4*>(out{5} + (0ll{6} + {7})) = *reinterpret_cast<const "
+        "uint4*>(v);\n"
+        "  }}\n",
+        elements(n.inputs[0]) / vec, kBlockThreads, vec, t, read(n.inputs[0], "e + u"), output,
+        base, tile_offset(tile, strides, "e"));
+  return fmt::format(
+      "  for (int e = threadIdx.x; e < {}; e += {}) yr_store(out{} + (0ll{} + {}), {});\n",
+      elements(n.inputs[0]), kBlockThreads, output, base, tile_offset(tile, strides, "e"),
+      read(n.inputs[0], "e"));
+}
 
-  std::string kernel(const std::string& kname) const {
-    std::string params;
-    for (size_t i = 0; i < g_.operands().size(); ++i)
-      params += fmt::format("{}const {}* __restrict__ in{}", i ? ", " : "",
-                            ctype(g_.operands()[i].dtype), i);
-    const std::vector<ir::TensorType> outputs = g_.output_types();
-    for (size_t i = 0; i < outputs.size(); ++i)
-      params += fmt::format(", {}* __restrict__ out{}", ctype(outputs[i].dtype), i);
+std::string BlockLowering::kernel(const std::string& kname) const {
+  std::string params;
+  for (size_t i = 0; i < g_.operands().size(); ++i)
+    params += fmt::format("{}const {}* __restrict__ in{}", i ? ", " : "",
+                          ctype(g_.operands()[i].dtype), i);
+  const std::vector<ir::TensorType> outputs = g_.output_types();
+  for (size_t i = 0; i < outputs.size(); ++i)
+    params += fmt::format(", {}* __restrict__ out{}", ctype(outputs[i].dtype), i);
 
-    std::string decl, init, once, first, next, stage, body, accumulate_code, finalize, post, saves;
-    std::vector<std::string> more_first(3);  // the prologue's loads for iterations 1, 2
-    std::vector<int32_t> rescaled;
-    int saver_count = 0;
-    for (int32_t id = 0; id < int32_t(g_.nodes().size()); ++id) {
-      const BlockNode& n = node(id);
-      const Storage& s = storage_[size_t(id)];
-      if (const auto* it = std::get_if<ir::InputIteratorOp>(&n.op)) {
-        const std::string t = ctype(g_.operands()[size_t(it->operand)].dtype);
-        decl += fmt::format("  {0}* const {1}_base = reinterpret_cast<{0}*>(smem + {2});\n", t,
-                            tile_var(id), s.offset);
-        if (it->fmap == ir::kReplicate) {
-          once += load(id, "0", tile_var(id) + "_base");
-          stage += fmt::format("    const {0}* const {1} = {1}_base;\n", t, tile_var(id));
-        } else {
-          const int stages = s.stages, ahead = stages - 1;
-          const int64_t n_el = elements(id);
-          first += load(id, "0", tile_var(id) + "_base");
-          for (int p = 1; p < ahead; ++p)
-            more_first[size_t(p)] += load(
-                id, std::to_string(p), fmt::format("({}_base + {} * {})", tile_var(id), p, n_el));
-          if (ahead > 0)
-            next += load(id, fmt::format("it + {}", ahead),
-                         fmt::format("({}_base + ((it + {}) % {}) * {})", tile_var(id), ahead,
-                                     stages, n_el));
-          stage += fmt::format("    const {0}* const {1} = {1}_base + (it % {2}) * {3};\n", t,
-                               tile_var(id), stages, n_el);
-        }
-        continue;
-      }
-      if (std::holds_alternative<ir::OutputSaverOp>(n.op)) {
-        saves += save(id, saver_count++);
-        continue;
-      }
-      decl += fmt::format("  float* const {} = reinterpret_cast<float*>(smem + {});\n",
+  std::string decl, init, once, first, next, stage, body, accumulate_code, flush, finalize, post,
+      saves;
+  std::vector<std::string> more_first(3);  // the prologue's loads for iterations 1, 2
+  std::vector<int32_t> rescaled;
+  int saver_count = 0;
+  for (int32_t id = 0; id < int32_t(g_.nodes().size()); ++id) {
+    const BlockNode& n = node(id);
+    const Storage& s = storage_[size_t(id)];
+    if (const auto* it = std::get_if<ir::InputIteratorOp>(&n.op)) {
+      const std::string t = ctype(g_.operands()[size_t(it->operand)].dtype);
+      decl += fmt::format("  {0}* const {1}_base = reinterpret_cast<{0}*>(smem + {2});\n", t,
                           tile_var(id), s.offset);
-      if (const auto* acc = std::get_if<ir::AccumulatorOp>(&n.op)) {
-        const bool is_max = acc->fn == ir::AccumFn::max;
-        init += fmt::format("  for (int e = threadIdx.x; e < {}; e += {}) {}[e] = {};\n",
-                            elements(id), kThreads, tile_var(id), is_max ? "-INFINITY" : "0.0f");
-        if (acc->fn == ir::AccumFn::rescaled_sum) {
-          decl += fmt::format("  float* const {}_max = reinterpret_cast<float*>(smem + {});\n",
-                              tile_var(id), s.max_offset);
-          init +=
-              fmt::format("  for (int e = threadIdx.x; e < {}; e += {}) {}_max[e] = -INFINITY;\n",
-                          elements(n.inputs[1]), kThreads, tile_var(id));
-          rescaled.push_back(id);
-        }
-        accumulate_code += accumulate(id);
-        if (acc->fn == ir::AccumFn::mean)
-          finalize += elementwise(id, fmt::format("{}[e] / {}.0f", tile_var(id), r_));
-        if (acc->fn == ir::AccumFn::rms)
-          finalize += elementwise(
-              id, fmt::format("sqrtf({}[e] / {}.0f + {:.9e}f)", tile_var(id), r_, float(acc->eps)));
-        continue;
+      if (it->fmap == ir::kReplicate) {
+        once += load(id, "0", tile_var(id) + "_base");
+        stage += fmt::format("    const {0}* const {1} = {1}_base;\n", t, tile_var(id));
+      } else {
+        const int stages = s.stages, ahead = stages - 1;
+        const int64_t n_el = elements(id);
+        first += load(id, "0", tile_var(id) + "_base");
+        for (int p = 1; p < ahead; ++p)
+          more_first[size_t(p)] += load(id, std::to_string(p),
+                                        fmt::format("({}_base + {} * {})", tile_var(id), p, n_el));
+        if (ahead > 0)
+          next += load(
+              id, fmt::format("it + {}", ahead),
+              fmt::format("({}_base + ((it + {}) % {}) * {})", tile_var(id), ahead, stages, n_el));
+        stage += fmt::format("    const {0}* const {1} = {1}_base + (it % {2}) * {3};\n", t,
+                             tile_var(id), stages, n_el);
       }
-      std::string& target = g_.phase(id) == ir::BlockPhase::in_loop ? body : post;
-      target += op(id) + "  __syncthreads();\n";
+      continue;
     }
-    // The running maxima move only after every rescaled_sum has used the old ones.
-    std::string max_update;
-    for (int32_t id : rescaled) {
-      const int32_t m = node(id).inputs[1];
-      max_update += fmt::format(
-          "  for (int e = threadIdx.x; e < {0}; e += {1}) {2}_max[e] = fmaxf({2}_max[e], {3});\n",
-          elements(m), kThreads, tile_var(id), read(m, "e"));
+    if (std::holds_alternative<ir::OutputSaverOp>(n.op)) {
+      saves += save(id, saver_count++);
+      continue;
     }
-    if (!max_update.empty()) max_update = "  __syncthreads();\n" + max_update;
-    const int ahead = pipeline_stages() - 1;
-    std::string prologue = first + "  yr_cp_commit();\n";
-    for (int p = 1; p < ahead; ++p) prologue += more_first[size_t(p)] + "  yr_cp_commit();\n";
-    if (ahead > 0) next = fmt::format("    if (it + {} < {}) {{\n{}    }}\n", ahead, r_, next);
-    return fmt::format(R"(
+    if (inlined_[size_t(id)]) continue;
+    if (resident_[size_t(id)]) {
+      decl += mma_declare_resident(id);
+      body += mma_matmul(id);
+      continue;
+    }
+    decl += fmt::format("  float* const {} = reinterpret_cast<float*>(smem + {});\n", tile_var(id),
+                        s.offset);
+    if (const int32_t mm = resident_of_[size_t(id)]; mm >= 0) {
+      flush += mma_flush_resident(mm);
+      continue;
+    }
+    if (const auto* acc = std::get_if<ir::AccumulatorOp>(&n.op)) {
+      const bool is_max = acc->fn == ir::AccumFn::max;
+      init += fmt::format("  for (int e = threadIdx.x; e < {}; e += {}) {}[e] = {};\n",
+                          elements(id), kBlockThreads, tile_var(id), is_max ? "-INFINITY" : "0.0f");
+      if (acc->fn == ir::AccumFn::rescaled_sum) {
+        decl += fmt::format("  float* const {}_max = reinterpret_cast<float*>(smem + {});\n",
+                            tile_var(id), s.max_offset);
+        init += fmt::format("  for (int e = threadIdx.x; e < {}; e += {}) {}_max[e] = -INFINITY;\n",
+                            elements(n.inputs[1]), kBlockThreads, tile_var(id));
+        rescaled.push_back(id);
+      }
+      accumulate_code += accumulate(id);
+      if (acc->fn == ir::AccumFn::mean)
+        finalize += elementwise(id, fmt::format("{}[e] / {}.0f", tile_var(id), r_));
+      if (acc->fn == ir::AccumFn::rms)
+        finalize += elementwise(
+            id, fmt::format("sqrtf({}[e] / {}.0f + {:.9e}f)", tile_var(id), r_, float(acc->eps)));
+      continue;
+    }
+    std::string& target = g_.phase(id) == ir::BlockPhase::in_loop ? body : post;
+    target += op(id) + "  __syncthreads();\n";
+  }
+  // The running maxima move only after every rescaled_sum has used the old ones.
+  std::string max_update;
+  for (int32_t id : rescaled) {
+    const int32_t m = node(id).inputs[1];
+    max_update += fmt::format(
+        "  for (int e = threadIdx.x; e < {0}; e += {1}) {2}_max[e] = fmaxf({2}_max[e], {3});\n",
+        elements(m), kBlockThreads, tile_var(id), read(m, "e"));
+  }
+  if (!max_update.empty()) max_update = "  __syncthreads();\n" + max_update;
+  const int ahead = pipeline_stages() - 1;
+  std::string prologue = first + "  yr_cp_commit();\n";
+  for (int p = 1; p < ahead; ++p) prologue += more_first[size_t(p)] + "  yr_cp_commit();\n";
+  if (ahead > 0) next = fmt::format("    if (it + {} < {}) {{\n{}    }}\n", ahead, r_, next);
+  // A resident matmul's mma loop sits in `body` with no barrier of its own: whatever next
+  // writes the shared memory it reads is behind the loop's barriers.
+  return fmt::format(R"(
 extern "C" __global__ void __launch_bounds__({threads}) {name}({params}) {{
   extern __shared__ __align__(16) unsigned char smem[];
   float* const red = reinterpret_cast<float*>(smem + {red});
@@ -638,29 +509,18 @@ extern "C" __global__ void __launch_bounds__({threads}) {name}({params}) {{
     __syncthreads();
 {stage}{body}{accumulate}{max_update}    __syncthreads();
   }}
-{finalize}  __syncthreads();
+{flush}{finalize}  __syncthreads();
 {post}{saves}}}
 )",
-                       fmt::arg("threads", kThreads), fmt::arg("name", kname),
-                       fmt::arg("params", params), fmt::arg("red", reduction_offset_),
-                       fmt::arg("decl", decl), fmt::arg("init", init), fmt::arg("once", once),
-                       fmt::arg("prologue", prologue), fmt::arg("range", r_),
-                       fmt::arg("next", next), fmt::arg("ahead", ahead), fmt::arg("stage", stage),
-                       fmt::arg("body", body), fmt::arg("accumulate", accumulate_code),
-                       fmt::arg("max_update", max_update), fmt::arg("finalize", finalize),
-                       fmt::arg("post", post), fmt::arg("saves", saves));
-  }
-
-  const BlockGraph& g_;
-  std::string name_;
-  CodegenOptions options_;
-  int64_t r_;
-  std::vector<Storage> storage_;
-  int64_t shared_ = 0;
-  int64_t reduction_offset_ = 0;
-};
-
-}  // namespace
+                     fmt::arg("threads", kBlockThreads), fmt::arg("name", kname),
+                     fmt::arg("params", params), fmt::arg("red", reduction_offset_),
+                     fmt::arg("decl", decl), fmt::arg("init", init), fmt::arg("once", once),
+                     fmt::arg("prologue", prologue), fmt::arg("range", r_), fmt::arg("next", next),
+                     fmt::arg("ahead", ahead), fmt::arg("stage", stage), fmt::arg("body", body),
+                     fmt::arg("accumulate", accumulate_code), fmt::arg("max_update", max_update),
+                     fmt::arg("flush", flush), fmt::arg("finalize", finalize),
+                     fmt::arg("post", post), fmt::arg("saves", saves));
+}
 
 KernelLaunch lower_fused(const ir::BlockGraph& body, const std::string& name,
                          const std::vector<int>& input_slots, const std::vector<int>& output_slots,

@@ -1,0 +1,94 @@
+// Lowering one fused node: its block graph becomes one kernel, one thread block per grid block.
+// Internal to backend/cuda; codegen_block.cpp holds the kernel's frame and the elementwise,
+// reduction and norm ops, codegen_block_matmul.cpp the tile matmuls.
+//
+// Shared memory holds the tiles: an iterator's tile in its operand's dtype (three stages when the
+// for-loop walks it, so that iterations i+1 and i+2 stream in by cp.async, 16 bytes a copy, while
+// iteration i computes), every other stored tile in f32, each accumulator's running value (and a
+// rescaled_sum's running max) in f32. Block ops run one after another with a barrier between
+// them, each spreading its tile's elements over the block's 256 threads. Two rewrites cut that
+// traffic, because the loop body's chain of passes and barriers, not DRAM, bounds the skinny
+// products of LLM decoding:
+//   - an elementwise op with a single reader in its own phase is not stored: the reader computes
+//     it from its operands where it reads it (for a matmul operand, only the cheap functions,
+//     since a matmul reads each element once per column tile);
+//   - a tensor-core matmul whose only reader is a sum accumulator keeps its partial products in
+//     registers across the whole for-loop ("resident"), and writes the accumulator once after it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/codegen.h"
+#include "ir/block_graph.h"
+
+namespace yirage::backend::cuda::detail {
+
+inline constexpr int kBlockThreads = 256;
+inline constexpr int kBlockWarps = kBlockThreads / 32;
+
+class BlockLowering {
+ public:
+  BlockLowering(const ir::BlockGraph& g, const std::string& name, const CodegenOptions& options);
+  KernelLaunch run(const std::vector<int>& in, const std::vector<int>& out);
+
+ private:
+  struct Storage {
+    int64_t offset = -1;      // -1: not stored (an inlined op, a resident matmul)
+    int stages = 1;           // iterators walked by the loop: pipeline_stages()
+    int64_t max_offset = -1;  // rescaled_sum: its running max
+  };
+  // How a tensor-core matmul spreads over the warps: 16x8 output tiles ("pairs") of the padded
+  // [mp x n] product, each split `splits` ways along K; each warp takes `per_warp` work items.
+  struct MmaPlan {
+    int64_t m, n, k, mp, pairs, splits, per_warp, batches;
+  };
+
+  // codegen_block.cpp
+  const ir::BlockNode& node(int32_t id) const { return g_.nodes()[size_t(id)]; }
+  int pipeline_stages() const;
+  int64_t elements(int32_t id) const;
+  int64_t allocate(int64_t bytes);
+  void analyse_readers();
+  void plan();
+  std::string tile_var(int32_t id) const;
+  std::string read(int32_t id, const std::string& index) const;
+  std::string load(int32_t id, const std::string& iteration, const std::string& dst) const;
+  std::string elementwise(int32_t id, const std::string& expr) const;
+  std::string reduce(int32_t id, int dim, int64_t width, bool is_max, bool mean) const;
+  std::string norm(int32_t id, const ir::Dims& normalized, double eps, bool layer, bool has_weight,
+                   bool has_bias) const;
+  std::string block_norm(int32_t id, int64_t len, int64_t rows, double eps, bool layer,
+                         bool has_weight, bool has_bias) const;
+  std::string concat(int32_t id, int dim) const;
+  std::string op(int32_t id) const;
+  std::string accumulate(int32_t id) const;
+  std::string save(int32_t id, int output) const;
+  std::string kernel(const std::string& kname) const;
+
+  // codegen_block_matmul.cpp
+  bool tensor_core(int32_t id) const;
+  bool can_be_resident(int32_t id) const;
+  MmaPlan mma_plan(int32_t id) const;
+  std::string bits(int32_t id, const std::string& index, const std::string& t) const;
+  std::string mma_matmul(int32_t id) const;
+  std::string mma_declare_resident(int32_t id) const;
+  std::string mma_flush_resident(int32_t id) const;
+  std::string matmul(int32_t id) const;
+
+  const ir::BlockGraph& g_;
+  std::string name_;
+  CodegenOptions options_;
+  int64_t r_;
+  std::vector<Storage> storage_;
+  std::vector<int> readers_;          // how many node inputs name each node
+  std::vector<int32_t> reader_;       // the reader, where there is exactly one
+  std::vector<bool> inlined_;         // elementwise ops computed where they are read
+  std::vector<bool> resident_;        // tensor-core matmuls accumulated in registers
+  std::vector<int32_t> resident_of_;  // accumulator -> its resident matmul, or -1
+  int64_t shared_ = 0;
+  int64_t reduction_offset_ = 0;
+};
+
+}  // namespace yirage::backend::cuda::detail
