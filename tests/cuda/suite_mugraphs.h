@@ -5,6 +5,7 @@
 // suite's kernel graph checks it.
 #pragma once
 
+#include <array>
 #include <memory>
 #include <optional>
 #include <string>
@@ -62,6 +63,83 @@ inline TensorRef rmsnorm_linear_node(KernelGraph& g, TensorRef x, TensorRef gain
   return fused(g, std::move(b), {x, row, w}, name);
 }
 
+// Split-K: a matrix-vector-like product streams a weight far larger than its activations, and a
+// grid over columns alone leaves each block a narrow column strip: a few dozen bytes of every
+// weight row, which the DRAM serves poorly, and too few blocks once the strips widen. These
+// variants take wide strips (n columns) and split K over a second grid axis (s ways) instead.
+// Each block saves its partial tile, the s partials stacked on rows, and a second fused kernel
+// sums them over its loop and finishes the epilogue.
+inline constexpr ir::AxisMap kSplitRows{kReplicate, 1, kReplicate};  // X: y walks K (dim 1)
+inline constexpr ir::AxisMap kSplitWeight{1, 0, kReplicate};         // W: x on N, y on K
+inline constexpr ir::AxisMap kStackParts{1, 0, kReplicate};          // partials: y stacks rows
+
+// The first kernel of rms_norm(X, G) · W split over K: the partial products X·(G ⊙ W) over the
+// split's K range, and the split's mean of X² (one copy per column strip).
+inline std::pair<TensorRef, TensorRef> rmsnorm_linear_parts(KernelGraph& g, TensorRef x,
+                                                            TensorRef gain, TensorRef w, int64_t n,
+                                                            int64_t splits, int64_t kc,
+                                                            const std::string& name) {
+  const ir::TensorType xt = g.type(x), wt = g.type(w);
+  const int64_t k = xt.dims[1], cols = wt.dims[1];
+  TensorRef row = g.reshape(gain, {1, k});
+  BlockGraph b({{cols / n, splits, 1}}, k / splits / kc, {xt, g.type(row), wt});
+  int32_t xi = b.iterator(0, kSplitRows, 1);
+  int32_t gi = b.iterator(1, kSplitRows, 1);
+  int32_t wi = b.iterator(2, kSplitWeight, 0);
+  int32_t xg = b.add(ir::BinaryOp{ir::BinaryFn::mul}, {xi, gi});
+  int32_t part = b.accumulate(AccumFn::sum, b.add(ir::MatmulOp{}, {xg, wi}));
+  int32_t sq = b.add(ir::UnaryOp{ir::UnaryFn::square}, {xi});
+  int32_t ms = b.accumulate(AccumFn::mean, b.add(ir::ReduceOp{ir::ReduceFn::mean, 1}, {sq}));
+  b.save(part, kStackParts);
+  b.save(ms, kStackParts);
+  std::vector<TensorRef> outs =
+      g.add_node(ir::FusedOp{std::make_shared<const BlockGraph>(std::move(b))}, {x, row, w}, name);
+  return {outs[0], outs[1]};
+}
+
+// The second kernel: Σ partials / sqrt(mean of the splits' means of X² + eps), blocks of n2
+// columns. The means come once per column strip of the first kernel; their row mean is the value.
+inline TensorRef rmsnorm_linear_finish(KernelGraph& g, TensorRef parts, TensorRef ms,
+                                       int64_t splits, int64_t n2, const std::string& name) {
+  const int64_t cols = g.type(parts).dims[1];
+  BlockGraph b({{cols / n2, 1, 1}}, splits, {g.type(parts), g.type(ms)});
+  int32_t pi = b.iterator(0, kOnX1, 0);
+  int32_t mi = b.iterator(1, kAll, 0);
+  int32_t sum = b.accumulate(AccumFn::sum, pi);
+  int32_t rms = b.accumulate(AccumFn::rms, b.add(ir::ReduceOp{ir::ReduceFn::mean, 1}, {mi}), 1e-6);
+  b.save(b.add(ir::BinaryOp{ir::BinaryFn::div}, {sum, rms}), kOnX1);
+  return fused(g, std::move(b), {parts, ms}, name);
+}
+
+// X · W split over K: the first kernel's partials; `finish` sums them (plus R's tile, if any).
+inline TensorRef linear_parts(KernelGraph& g, TensorRef x, TensorRef w, int64_t n, int64_t splits,
+                              int64_t kc, const std::string& name) {
+  const ir::TensorType xt = g.type(x), wt = g.type(w);
+  const int64_t k = xt.dims[1], cols = wt.dims[1];
+  BlockGraph b({{cols / n, splits, 1}}, k / splits / kc, {xt, wt});
+  int32_t xi = b.iterator(0, kSplitRows, 1);
+  int32_t wi = b.iterator(1, kSplitWeight, 0);
+  b.save(b.accumulate(AccumFn::sum, b.add(ir::MatmulOp{}, {xi, wi})), kStackParts);
+  return fused(g, std::move(b), {x, w}, name);
+}
+
+inline TensorRef linear_finish(KernelGraph& g, TensorRef parts, std::optional<TensorRef> r,
+                               int64_t splits, int64_t n2, const std::string& name) {
+  const int64_t cols = g.type(parts).dims[1];
+  std::vector<ir::TensorType> operands{g.type(parts)};
+  if (r) operands.push_back(g.type(*r));
+  BlockGraph b({{cols / n2, 1, 1}}, splits, operands);
+  int32_t out = b.accumulate(AccumFn::sum, b.iterator(0, kOnX1, 0));
+  if (r) {
+    int32_t ri = b.iterator(1, kOnX1, kReplicate);
+    out = b.add(ir::BinaryOp{ir::BinaryFn::add}, {out, b.accumulate(AccumFn::mean, ri)});
+  }
+  b.save(out, kOnX1);
+  std::vector<TensorRef> inputs{parts};
+  if (r) inputs.push_back(*r);
+  return fused(g, std::move(b), inputs, name);
+}
+
 // X · W (+ R, a residual of the output's shape): blocks split columns by n, the loop walks K.
 inline TensorRef linear_node(KernelGraph& g, TensorRef x, TensorRef w, std::optional<TensorRef> r,
                              int64_t n, int64_t kc, const std::string& name) {
@@ -94,6 +172,15 @@ inline std::vector<Variant> rmsnorm_linear(int bs) {
     g.mark_output(rmsnorm_linear_node(g, x, gain, w, n, kc, "fused_rmsnorm_linear"), "out");
     out.push_back({fmt::format("n{}_k{}", n, kc), std::move(g)});
   }
+  for (auto [n, s, kc] : {std::array<int64_t, 3>{256, 16, 64}, {512, 16, 32}, {256, 8, 64}}) {
+    KernelGraph g;
+    TensorRef x = g.input("X", {2 * bs, kHidden}, DType::f16);
+    TensorRef gain = g.input("G", {kHidden}, DType::f16);
+    TensorRef w = g.input("W", {kHidden, 6144}, DType::f16);
+    auto [parts, ms] = rmsnorm_linear_parts(g, x, gain, w, n, s, kc, "rmsnorm_linear_parts");
+    g.mark_output(rmsnorm_linear_finish(g, parts, ms, s, 64, "rmsnorm_linear_finish"), "out");
+    out.push_back({fmt::format("split{}_n{}_k{}", s, n, kc), std::move(g)});
+  }
   return out;
 }
 
@@ -117,6 +204,31 @@ inline std::vector<Variant> gated_mlp(int bs) {
     b.save(b.add(ir::BinaryOp{ir::BinaryFn::mul}, {silu, up}), kOnX1);
     g.mark_output(fused(g, std::move(b), {x, w1, w2}, "fused_gated_mlp"), "out");
     out.push_back({fmt::format("n{}_k{}", n, kc), std::move(g)});
+  }
+  // Split over K: partial gate and up products, then silu(Σ gate) · Σ up.
+  const auto splits = bs == 1 ? std::vector<std::array<int64_t, 3>>{{256, 16, 32}, {128, 16, 64}}
+                              : std::vector<std::array<int64_t, 3>>{{128, 8, 32}, {64, 8, 64}};
+  for (auto [n, s, kc] : splits) {
+    KernelGraph g;
+    TensorRef x = g.input("X", {8 * bs, kHidden}, DType::f16);
+    TensorRef w1 = g.input("W1", {kHidden, kHidden}, DType::f16);
+    TensorRef w2 = g.input("W2", {kHidden, kHidden}, DType::f16);
+    BlockGraph b({{kHidden / n, s, 1}}, kHidden / s / kc, {g.type(x), g.type(w1), g.type(w2)});
+    int32_t xi = b.iterator(0, kSplitRows, 1);
+    int32_t w1i = b.iterator(1, kSplitWeight, 0);
+    int32_t w2i = b.iterator(2, kSplitWeight, 0);
+    b.save(b.accumulate(AccumFn::sum, b.add(ir::MatmulOp{}, {xi, w1i})), kStackParts);
+    b.save(b.accumulate(AccumFn::sum, b.add(ir::MatmulOp{}, {xi, w2i})), kStackParts);
+    std::vector<TensorRef> parts = g.add_node(
+        ir::FusedOp{std::make_shared<const BlockGraph>(std::move(b))}, {x, w1, w2}, "gated_parts");
+    BlockGraph f({{kHidden / 64, 1, 1}}, s, {g.type(parts[0]), g.type(parts[1])});
+    int32_t gate = f.accumulate(AccumFn::sum, f.iterator(0, kOnX1, 0));
+    int32_t up = f.accumulate(AccumFn::sum, f.iterator(1, kOnX1, 0));
+    f.save(
+        f.add(ir::BinaryOp{ir::BinaryFn::mul}, {f.add(ir::UnaryOp{ir::UnaryFn::silu}, {gate}), up}),
+        kOnX1);
+    g.mark_output(fused(g, std::move(f), {parts[0], parts[1]}, "gated_finish"), "out");
+    out.push_back({fmt::format("split{}_n{}_k{}", s, n, kc), std::move(g)});
   }
   return out;
 }
@@ -142,6 +254,33 @@ inline std::vector<Variant> gqa(int bs) {
     b.save(b.add(ir::BinaryOp{ir::BinaryFn::div}, {ev, l}), {0, 1, kReplicate});
     g.mark_output(fused(g, std::move(b), {q, k, v}, "fused_attention"), "out");
     out.push_back({fmt::format("qb{}_lc{}", qb, lc), std::move(g)});
+  }
+  // Split over the keys (a third grid axis, s ways), as flash-decoding does: without a running
+  // max, exp(S)·V and the row sums of each key range simply add. The first kernel stacks each
+  // split's partials on the last dim; the second sums them and divides.
+  for (auto [qb, lc, s] : {std::array<int64_t, 3>{16, 64, 8}, {32, 64, 16}, {64, 64, 16}}) {
+    KernelGraph g;
+    const int64_t heads = 2 * bs, queries = 256, d = 64, keys = 4096;
+    TensorRef q = g.input("Q", {heads, queries, d}, DType::f16);
+    TensorRef k = g.input("K", {heads, d, keys}, DType::f16);
+    TensorRef v = g.input("V", {heads, keys, d}, DType::f16);
+    BlockGraph b({{heads, queries / qb, s}}, keys / s / lc, {g.type(q), g.type(k), g.type(v)});
+    int32_t qi = b.iterator(0, {0, 1, kReplicate}, kReplicate);
+    int32_t ki = b.iterator(1, {0, kReplicate, 2}, 2);
+    int32_t vi = b.iterator(2, {0, kReplicate, 1}, 1);
+    int32_t e = b.add(ir::UnaryOp{ir::UnaryFn::exp}, {b.add(ir::MatmulOp{}, {qi, ki})});
+    b.save(b.accumulate(AccumFn::sum, b.add(ir::MatmulOp{}, {e, vi})), {0, 1, 2});
+    b.save(b.accumulate(AccumFn::sum, b.add(ir::ReduceOp{ir::ReduceFn::sum, 2}, {e})), {0, 1, 2});
+    std::vector<TensorRef> parts =
+        g.add_node(ir::FusedOp{std::make_shared<const BlockGraph>(std::move(b))}, {q, k, v},
+                   "attention_parts");
+    const int64_t fq = 64;
+    BlockGraph f({{heads, queries / fq, 1}}, s, {g.type(parts[0]), g.type(parts[1])});
+    int32_t ev = f.accumulate(AccumFn::sum, f.iterator(0, {0, 1, kReplicate}, 2));
+    int32_t l = f.accumulate(AccumFn::sum, f.iterator(1, {0, 1, kReplicate}, 2));
+    f.save(f.add(ir::BinaryOp{ir::BinaryFn::div}, {ev, l}), {0, 1, kReplicate});
+    g.mark_output(fused(g, std::move(f), {parts[0], parts[1]}, "attention_finish"), "out");
+    out.push_back({fmt::format("split{}_qb{}_lc{}", s, qb, lc), std::move(g)});
   }
   return out;
 }
@@ -205,6 +344,15 @@ inline std::vector<Variant> gemm_softmax(int) {
     g.mark_output(g.softmax(logits, -1), "out");
     out.push_back({fmt::format("n{}_k{}", n, kc), std::move(g)});
   }
+  for (auto [n, s, kc] : {std::array<int64_t, 3>{256, 4, 64}, {640, 8, 32}}) {
+    KernelGraph g;
+    TensorRef x = g.input("X", {8, 2048}, DType::f16);
+    TensorRef w = g.input("W", {2048, 32000}, DType::f16);
+    TensorRef parts = linear_parts(g, x, w, n, s, kc, "linear_parts");
+    TensorRef logits = linear_finish(g, parts, std::nullopt, s, 128, "linear_finish");
+    g.mark_output(g.softmax(logits, -1), "out");
+    out.push_back({fmt::format("split{}_n{}_k{}", s, n, kc), std::move(g)});
+  }
   return out;
 }
 
@@ -218,6 +366,15 @@ inline std::vector<Variant> gemm_layernorm(int) {
     TensorRef proj = linear_node(g, x, w, std::nullopt, n, kc, "fused_linear");
     g.mark_output(g.layer_norm(proj, {kHidden}), "out");
     out.push_back({fmt::format("n{}_k{}", n, kc), std::move(g)});
+  }
+  for (auto [n, s, kc] : {std::array<int64_t, 3>{256, 16, 64}, {128, 16, 128}}) {
+    KernelGraph g;
+    TensorRef x = g.input("X", {16, kHidden}, DType::f16);
+    TensorRef w = g.input("W", {kHidden, kHidden}, DType::f16);
+    TensorRef parts = linear_parts(g, x, w, n, s, kc, "linear_parts");
+    TensorRef proj = linear_finish(g, parts, std::nullopt, s, 64, "linear_finish");
+    g.mark_output(g.layer_norm(proj, {kHidden}), "out");
+    out.push_back({fmt::format("split{}_n{}_k{}", s, n, kc), std::move(g)});
   }
   return out;
 }
@@ -252,6 +409,35 @@ inline std::vector<Variant> llama_mlp_block(int bs) {
     b.save(res, kOnX1);
     g.mark_output(fused(g, std::move(b), {parts[0], parts[1], wd, x}, "fused_mlp_down"), "out");
     out.push_back({fmt::format("n{}_k{}_down_n{}_k{}", n, kc, dn, dk), std::move(g)});
+  }
+  // Both projections split over K: norm·gate_up partials and their finish, the split into gate
+  // and up, silu(g)·u · Wd partials, and their finish with the residual.
+  struct SplitTiling {
+    int64_t n, s, kc, dn, ds, dk;
+  };
+  for (auto [n, s, kc, dn, ds, dk] :
+       {SplitTiling{256, 4, 64, 256, 16, 64}, SplitTiling{512, 4, 32, 256, 8, 64}}) {
+    KernelGraph g;
+    TensorRef x = g.input("X", {bs, kHidden}, DType::f16);
+    TensorRef gain = g.input("G", {kHidden}, DType::f16);
+    TensorRef wgu = g.input("Wgu", {kHidden, 2 * inter}, DType::f16);
+    TensorRef wd = g.input("Wd", {inter, kHidden}, DType::f16);
+    auto [gu_parts, ms] = rmsnorm_linear_parts(g, x, gain, wgu, n, s, kc, "norm_gate_up_parts");
+    TensorRef gu = rmsnorm_linear_finish(g, gu_parts, ms, s, 64, "norm_gate_up_finish");
+    std::vector<TensorRef> halves =
+        g.add_node(ir::SplitOp{.dim = 1, .sizes = {inter, inter}}, {gu}, "split");
+    BlockGraph b({{kHidden / dn, ds, 1}}, inter / ds / dk,
+                 {g.type(halves[0]), g.type(halves[1]), g.type(wd)});
+    int32_t gi = b.iterator(0, kSplitRows, 1);
+    int32_t ui = b.iterator(1, kSplitRows, 1);
+    int32_t wi = b.iterator(2, kSplitWeight, 0);
+    int32_t h =
+        b.add(ir::BinaryOp{ir::BinaryFn::mul}, {b.add(ir::UnaryOp{ir::UnaryFn::silu}, {gi}), ui});
+    b.save(b.accumulate(AccumFn::sum, b.add(ir::MatmulOp{}, {h, wi})), kStackParts);
+    TensorRef down = fused(g, std::move(b), {halves[0], halves[1], wd}, "down_parts");
+    g.mark_output(linear_finish(g, down, x, ds, 64, "down_finish"), "out");
+    out.push_back(
+        {fmt::format("split{}_n{}_k{}_down_split{}_n{}_k{}", s, n, kc, ds, dn, dk), std::move(g)});
   }
   return out;
 }

@@ -27,6 +27,9 @@ namespace yirage::backend::cuda::detail {
 
 inline constexpr int kBlockThreads = 256;
 inline constexpr int kBlockWarps = kBlockThreads / 32;
+// A staged A operand's rows are padded by 8 16-bit elements (16 bytes), so the eight row
+// addresses of one ldmatrix fall in different banks.
+inline constexpr int64_t kStagedPad = 8;
 
 class BlockLowering {
  public:
@@ -38,6 +41,7 @@ class BlockLowering {
     int64_t offset = -1;      // -1: not stored (an inlined op, a resident matmul)
     int stages = 1;           // iterators walked by the loop: pipeline_stages()
     int64_t max_offset = -1;  // rescaled_sum: its running max
+    int64_t staged_a = -1;    // a tensor-core matmul whose A is staged (a_staged()): A's copy
   };
   // How a tensor-core matmul spreads over the warps: 16x8 output tiles ("pairs") of the padded
   // [mp x n] product, each split `splits` ways along K; each warp takes `per_warp` work items.
@@ -74,6 +78,12 @@ class BlockLowering {
   std::string bits(int32_t id, const std::string& index, const std::string& t) const;
   std::string mma_matmul(int32_t id) const;
   std::string mma_declare_resident(int32_t id) const;
+  bool a_staged(int32_t id) const;
+  int64_t row_pad(int32_t id) const;
+  int64_t stored_elements(int32_t id) const;
+  std::string stored_index(int32_t id, const std::string& index) const;
+  int64_t staged_a_elements(int32_t id) const;
+  std::string mma_stage_a(int32_t id) const;
   std::string mma_flush_resident(int32_t id) const;
   std::string matmul(int32_t id) const;
 

@@ -74,6 +74,34 @@ int64_t BlockLowering::elements(int32_t id) const {
   return ir::num_elements(node(id).tile.dims);
 }
 
+// A 16-bit iterator tile is stored with its rows padded by kStagedPad elements, so that the
+// eight 16-byte rows an ldmatrix reads (or a column walk touches) fall in different banks: with
+// rows a multiple of 128 bytes long they all hit the same four banks, an 8-way conflict on every
+// tensor-core fragment.
+int64_t BlockLowering::row_pad(int32_t id) const {
+  const auto* it = std::get_if<ir::InputIteratorOp>(&node(id).op);
+  if (!it) return 0;
+  const ir::TensorType& operand = g_.operands()[size_t(it->operand)];
+  const Dims& tile = node(id).tile.dims;
+  const bool vectorised = tile.back() % 8 == 0 && operand.dims.back() % 8 == 0;
+  const bool rows = tile.size() >= 2 && ir::num_elements(tile) > tile.back();
+  return ir::dtype_size(operand.dtype) == 2 && vectorised && rows && tile.back() >= 16 ? kStagedPad
+                                                                                       : 0;
+}
+
+int64_t BlockLowering::stored_elements(int32_t id) const {
+  const int64_t width = node(id).tile.dims.back();
+  return elements(id) / width * (width + row_pad(id));
+}
+
+// Where element `index` (row-major in the tile) of tile `id` is stored.
+std::string BlockLowering::stored_index(int32_t id, const std::string& index) const {
+  const int64_t pad = row_pad(id);
+  if (pad == 0) return index;
+  const int64_t width = node(id).tile.dims.back();
+  return fmt::format("(({0}) / {1} * {2} + ({0}) % {1})", index, width, width + pad);
+}
+
 int64_t BlockLowering::allocate(int64_t bytes) {
   const int64_t at = shared_;
   shared_ += (bytes + 15) / 16 * 16;
@@ -124,7 +152,7 @@ void BlockLowering::plan() {
     if (const auto* it = std::get_if<ir::InputIteratorOp>(&n.op)) {
       s.stages = it->fmap != ir::kReplicate ? pipeline_stages() : 1;
       const int64_t bytes =
-          elements(id) * int64_t(ir::dtype_size(g_.operands()[size_t(it->operand)].dtype));
+          stored_elements(id) * int64_t(ir::dtype_size(g_.operands()[size_t(it->operand)].dtype));
       s.offset = allocate(bytes * s.stages);
     } else if (!std::holds_alternative<ir::OutputSaverOp>(n.op) && !inlined_[size_t(id)] &&
                !resident_[size_t(id)]) {
@@ -132,6 +160,9 @@ void BlockLowering::plan() {
       const auto* acc = std::get_if<ir::AccumulatorOp>(&n.op);
       if (acc && acc->fn == ir::AccumFn::rescaled_sum)
         s.max_offset = allocate(elements(n.inputs[1]) * 4);
+    }
+    if (std::holds_alternative<ir::MatmulOp>(n.op) && a_staged(id)) {
+      s.staged_a = allocate(staged_a_elements(id) * 2);
     }
     storage_.push_back(s);
   }
@@ -153,7 +184,7 @@ std::string BlockLowering::tile_var(int32_t id) const {
 std::string BlockLowering::read(int32_t id, const std::string& index) const {
   const BlockNode& n = node(id);
   if (std::holds_alternative<ir::InputIteratorOp>(n.op))
-    return fmt::format("yr_to_f({}[{}])", tile_var(id), index);
+    return fmt::format("yr_to_f({}[{}])", tile_var(id), stored_index(id, index));
   if (!inlined_[size_t(id)]) return fmt::format("{}[{}]", tile_var(id), index);
   auto operand = [&](size_t i) {
     return read(n.inputs[i],
@@ -189,8 +220,9 @@ std::string BlockLowering::load(int32_t id, const std::string& iteration,
     return fmt::format(
         "    for (int q = threadIdx.x; q < {0}; q += {1}) {{\n"
         "      const int e = q * {2};\n"
-        "      yr_cp_async16({3} + e, {4} + (0ll{5} + {6}));\n    }}\n",
-        n / vec, kBlockThreads, vec, dst, src, base, tile_offset(tile, strides, "e"));
+        "      yr_cp_async16({3} + {7}, {4} + (0ll{5} + {6}));\n    }}\n",
+        n / vec, kBlockThreads, vec, dst, src, base, tile_offset(tile, strides, "e"),
+        stored_index(id, "e"));
   }
   return fmt::format(
       "    for (int e = threadIdx.x; e < {0}; e += {1}) {2}[e] = {3}[0ll{4} + {5}];\n", n,
@@ -432,7 +464,7 @@ std::string BlockLowering::kernel(const std::string& kname) const {
         stage += fmt::format("    const {0}* const {1} = {1}_base;\n", t, tile_var(id));
       } else {
         const int stages = s.stages, ahead = stages - 1;
-        const int64_t n_el = elements(id);
+        const int64_t n_el = stored_elements(id);
         first += load(id, "0", tile_var(id) + "_base");
         for (int p = 1; p < ahead; ++p)
           more_first[size_t(p)] += load(id, std::to_string(p),
@@ -451,6 +483,14 @@ std::string BlockLowering::kernel(const std::string& kname) const {
       continue;
     }
     if (inlined_[size_t(id)]) continue;
+    if (s.staged_a >= 0) {
+      // Zeroed once: the padding rows stay zero, the staging pass rewrites the others.
+      decl += fmt::format(
+          "  unsigned short* const sa{} = reinterpret_cast<unsigned short*>(smem + {});\n", id,
+          s.staged_a);
+      init += fmt::format("  for (int e = threadIdx.x; e < {}; e += {}) sa{}[e] = 0;\n",
+                          staged_a_elements(id), kBlockThreads, id);
+    }
     if (resident_[size_t(id)]) {
       decl += mma_declare_resident(id);
       body += mma_matmul(id);

@@ -67,7 +67,7 @@ BlockLowering::MmaPlan BlockLowering::mma_plan(int32_t id) const {
 std::string BlockLowering::bits(int32_t id, const std::string& index, const std::string& t) const {
   const auto* it = std::get_if<ir::InputIteratorOp>(&node(id).op);
   if (it && ctype(g_.operands()[size_t(it->operand)].dtype) == t)
-    return fmt::format("{}[{}].x", tile_var(id), index);
+    return fmt::format("{}[{}].x", tile_var(id), stored_index(id, index));
   return fmt::format("yr_bits({}{{}}, {})", t, read(id, index));
 }
 
@@ -76,6 +76,44 @@ std::string BlockLowering::bits(int32_t id, const std::string& index, const std:
 // partial tiles through shared memory. B's fragments come by ldmatrix.trans from its row-major
 // [K x N] tile, A's by ldmatrix from a 16-bit iterator tile of whole 16-row tiles, and otherwise
 // element by element (rounded to the 16-bit type, zero in the padding rows).
+// A tensor-core matmul's A goes to the tensor cores by ldmatrix straight from its iterator tile
+// when that tile holds whole 16-row tiles of the matmul's dtype. Otherwise (a computed tile, an
+// inlined elementwise op, a 2-row activation) building the fragments element by element costs
+// every warp tens of instructions per k-step, for every column tile and K split, which made the
+// small-M kernels instruction bound (ncu: 40% SM busy at 23% of DRAM bandwidth). Such an A is
+// staged once per use instead: converted to the 16-bit type into a padded [mp x k] copy.
+bool BlockLowering::a_staged(int32_t id) const {
+  if (!tensor_core(id)) return false;
+  const BlockNode& n = node(id);
+  const auto* a_it = std::get_if<ir::InputIteratorOp>(&node(n.inputs[0]).op);
+  const MmaPlan p = mma_plan(id);
+  return !(a_it && g_.operands()[size_t(a_it->operand)].dtype == n.tile.dtype && p.m % 16 == 0);
+}
+
+// The staged copy's 16-bit elements: A's batches of [mp x (k + pad)].
+int64_t BlockLowering::staged_a_elements(int32_t id) const {
+  const MmaPlan p = mma_plan(id);
+  const int64_t batches = ir::num_elements(node(node(id).inputs[0]).tile.dims) / (p.m * p.k);
+  return batches * p.mp * (p.k + kStagedPad);
+}
+
+// The staging pass: every element of A, rounded to the matmul's 16-bit type, into sa<id>.
+std::string BlockLowering::mma_stage_a(int32_t id) const {
+  const BlockNode& n = node(id);
+  const MmaPlan p = mma_plan(id);
+  const int64_t count = ir::num_elements(node(n.inputs[0]).tile.dims);
+  return fmt::format(
+      "  for (int e = threadIdx.x; e < {count}; e += {threads}) {{\n"
+      "    const int bt = e / {mk}, r = (e / {k}) % {m}, col = e % {k};\n"
+      "    sa{id}[(bt * {mp} + r) * {stride} + col] = {bits};\n"
+      "  }}\n"
+      "  __syncthreads();\n",
+      fmt::arg("count", count), fmt::arg("threads", kBlockThreads), fmt::arg("mk", p.m * p.k),
+      fmt::arg("k", p.k), fmt::arg("m", p.m), fmt::arg("id", id), fmt::arg("mp", p.mp),
+      fmt::arg("stride", p.k + kStagedPad),
+      fmt::arg("bits", bits(n.inputs[0], "e", ctype(n.tile.dtype))));
+}
+
 std::string BlockLowering::mma_matmul(int32_t id) const {
   const BlockNode& n = node(id);
   const Dims& a = node(n.inputs[0]).tile.dims;
@@ -85,29 +123,17 @@ std::string BlockLowering::mma_matmul(int32_t id) const {
   const Dims cb(c.begin(), c.end() - 2), ab(a.begin(), a.end() - 2), bb(b.begin(), b.end() - 2);
   const std::string t = ctype(n.tile.dtype);
   const bool resident = resident_[size_t(id)];
-  const auto* a_it = std::get_if<ir::InputIteratorOp>(&node(n.inputs[0]).op);
-  const bool a_ldmatrix =
-      a_it && ctype(g_.operands()[size_t(a_it->operand)].dtype) == t && p.m % 16 == 0;
-  std::string a_load;
-  if (a_ldmatrix) {
-    a_load = fmt::format(
-        "            yr_ldmatrix_x4(a, {} + ao + (rb + (lane & 15)) * {} + ks * 16 + (lane >> 4) * "
-        "8);\n",
-        tile_var(n.inputs[0]), p.k);
-  } else {
-    auto a_bits = [&](const std::string& row, const std::string& col) {
-      return fmt::format("({} < {} ? {} : (unsigned short)0)", row, p.m,
-                         bits(n.inputs[0], fmt::format("ao + ({}) * {} + ({})", row, p.k, col), t));
-    };
-    a_load = fmt::format(
-        "            a[0] = yr_pack({}, {});\n            a[1] = yr_pack({}, {});\n"
-        "            a[2] = yr_pack({}, {});\n            a[3] = yr_pack({}, {});\n",
-        a_bits("r0", "k0"), a_bits("r0", "k0 + 1"), a_bits("r1", "k0"), a_bits("r1", "k0 + 1"),
-        a_bits("r0", "k0 + 8"), a_bits("r0", "k0 + 9"), a_bits("r1", "k0 + 8"),
-        a_bits("r1", "k0 + 9"));
-  }
+  // A's fragments by ldmatrix.x4, from its iterator tile or from its staged copy.
+  const bool staged = a_staged(id);
+  const std::string a_load = fmt::format(
+      "            yr_ldmatrix_x4(a, {} + ao + (rb + (lane & 15)) * {} + ks * 16 + (lane >> 4) * "
+      "8);\n",
+      staged ? fmt::format("sa{}", id) : tile_var(n.inputs[0]),
+      p.k + (staged ? kStagedPad : row_pad(n.inputs[0])));
+  const int64_t b_stride = p.n + row_pad(n.inputs[1]);
   const std::string unroll = resident ? "#pragma unroll\n" : "";
-  std::string s = fmt::format(
+  std::string s = staged ? mma_stage_a(id) : "";
+  s += fmt::format(
       "  {{  // tensor-core matmul [{m}x{k}] x [{k}x{n}], {batches} batch(es), {pairs} 16x8 "
       "tiles, K split {splits} ways{resident}\n"
       "    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tq = lane "
@@ -124,10 +150,10 @@ std::string BlockLowering::mma_matmul(int32_t id) const {
       "{acc}"
       "#pragma unroll 4\n"
       "          for (int ks = sp; ks < {ksteps}; ks += {splits}) {{\n"
-      "            const int k0 = ks * 16 + 2 * tq;\n"
       "            unsigned a[4], bf[2];\n"
       "{a_load}"
-      "            yr_ldmatrix_x2_trans(bf, {b} + bo + (ks * 16 + (lane & 15)) * {n} + cb);\n"
+      "            yr_ldmatrix_x2_trans(bf, {b} + bo + (ks * 16 + (lane & 15)) * {b_stride} + "
+      "cb);\n"
       "            yr_mma({t}{{}}, acc, a[0], a[1], a[2], a[3], bf[0], bf[1]);\n"
       "          }}\n",
       fmt::arg("m", p.m), fmt::arg("k", p.k), fmt::arg("n", p.n), fmt::arg("batches", p.batches),
@@ -138,7 +164,8 @@ std::string BlockLowering::mma_matmul(int32_t id) const {
       fmt::arg("ntiles", p.n / 8), fmt::arg("ksteps", p.k / 16),
       fmt::arg("abatch", ab.empty() ? "0" : broadcast_index(cb, ab, "bt")),
       fmt::arg("bbatch", bb.empty() ? "0" : broadcast_index(cb, bb, "bt")),
-      fmt::arg("mk", p.m * p.k), fmt::arg("kn", p.k * p.n), fmt::arg("mn", p.m * p.n),
+      fmt::arg("mk", staged ? p.mp * (p.k + kStagedPad) : p.m * (p.k + row_pad(n.inputs[0]))),
+      fmt::arg("kn", p.k * b_stride), fmt::arg("b_stride", b_stride), fmt::arg("mn", p.m * p.n),
       fmt::arg("acc", resident ? fmt::format("          float* const acc = r{}[bt * {} + j];\n", id,
                                              p.per_warp)
                                : "          float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};\n"),
