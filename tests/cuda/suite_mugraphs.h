@@ -162,9 +162,11 @@ inline TensorRef linear_node(KernelGraph& g, TensorRef x, TensorRef w, std::opti
   return fused(g, std::move(b), inputs, name);
 }
 
+// n48 makes 128 blocks: one wave on the 132 multiprocessors of an H100/H200, where a deep load
+// pipeline (BlockLowering::plan) keeps each block's weight stream in flight.
 inline std::vector<Variant> rmsnorm_linear(int bs) {
   std::vector<Variant> out;
-  for (auto [n, kc] : {std::pair{32, 256}, {64, 256}, {16, 512}}) {
+  for (auto [n, kc] : {std::pair{32, 256}, {64, 256}, {16, 512}, {48, 256}}) {
     KernelGraph g;
     TensorRef x = g.input("X", {2 * bs, kHidden}, DType::f16);
     TensorRef gain = g.input("G", {kHidden}, DType::f16);
@@ -336,7 +338,7 @@ inline std::vector<Variant> ntrans(int bs) {
 // A fused linear, then the kernel-level softmax.
 inline std::vector<Variant> gemm_softmax(int) {
   std::vector<Variant> out;
-  for (auto [n, kc] : {std::pair{64, 256}, {32, 512}}) {
+  for (auto [n, kc] : {std::pair{64, 256}, {32, 512}, {256, 64}}) {
     KernelGraph g;
     TensorRef x = g.input("X", {8, 2048}, DType::f16);
     TensorRef w = g.input("W", {2048, 32000}, DType::f16);
@@ -387,7 +389,8 @@ inline std::vector<Variant> llama_mlp_block(int bs) {
   struct Tiling {
     int64_t n, kc, dn, dk;
   };
-  for (auto [n, kc, dn, dk] : {Tiling{64, 256, 32, 256}, Tiling{32, 512, 16, 512}}) {
+  for (auto [n, kc, dn, dk] :
+       {Tiling{64, 256, 32, 256}, Tiling{32, 512, 16, 512}, Tiling{224, 128, 32, 256}}) {
     KernelGraph g;
     TensorRef x = g.input("X", {bs, kHidden}, DType::f16);
     TensorRef gain = g.input("G", {kHidden}, DType::f16);

@@ -51,7 +51,8 @@ class BlockLowering {
 
   // codegen_block.cpp
   const ir::BlockNode& node(int32_t id) const { return g_.nodes()[size_t(id)]; }
-  int pipeline_stages() const;
+  int pipeline_stages() const { return stages_; }
+  void allocate_storage();
   int64_t elements(int32_t id) const;
   int64_t allocate(int64_t bytes);
   void analyse_readers();
@@ -99,6 +100,7 @@ class BlockLowering {
   std::vector<int32_t> resident_of_;  // accumulator -> its resident matmul, or -1
   int64_t shared_ = 0;
   int64_t reduction_offset_ = 0;
+  int stages_ = 1;  // pipeline depth of the tiles the loop walks (plan())
 };
 
 }  // namespace yirage::backend::cuda::detail

@@ -52,6 +52,9 @@ struct CodegenOptions {
   // A block's shared memory, at most; the device's opt-in limit. A fused node that needs more
   // is an error naming the node.
   int64_t max_shared_bytes = 227 * 1024;
+  // The device's multiprocessors; 0 when unknown. With it, a fused kernel's loads are pipelined
+  // as deep as the shared memory left to each of its co-resident blocks allows.
+  int64_t multiprocessors = 0;
 };
 
 // Throws yirage::Error naming the node and op it cannot lower.

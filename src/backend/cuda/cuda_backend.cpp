@@ -319,6 +319,7 @@ class CudaBackend final : public Backend {
     CUcontext ctx = context();
     CodegenOptions options;
     options.max_shared_bytes = probe_.max_shared;
+    options.multiprocessors = probe_.device.capabilities.value("multiprocessors", int64_t{0});
     return std::make_unique<CudaModule>(ctx, stream_, lower(graph, options), arch(),
                                         probe_.max_shared);
   }
