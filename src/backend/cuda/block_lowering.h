@@ -79,6 +79,7 @@ class BlockLowering {
   std::string bits(int32_t id, const std::string& index, const std::string& t) const;
   std::string mma_matmul(int32_t id) const;
   std::string mma_declare_resident(int32_t id) const;
+  std::string mma_write_back(const MmaPlan& p, const std::string& out) const;
   bool a_staged(int32_t id) const;
   int64_t row_pad(int32_t id) const;
   int64_t stored_elements(int32_t id) const;

@@ -171,32 +171,34 @@ std::string BlockLowering::mma_matmul(int32_t id) const {
                                : "          float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};\n"),
       fmt::arg("a_load", a_load), fmt::arg("b", tile_var(n.inputs[1])), fmt::arg("t", t));
   if (resident) return s + "        }\n      }\n    }\n  }\n";
-  const std::string out = tile_var(id);
-  if (p.splits == 1) {
-    s += fmt::format(
+  return s + mma_write_back(p, tile_var(id)) + "    }\n  }\n";
+}
+
+// The end of a warp's work item: its 16x8 tile into `out` (rows past m dropped), or with a K
+// split, into its split's partial tile, the partials then summed by the block into `out`.
+std::string BlockLowering::mma_write_back(const MmaPlan& p, const std::string& out) const {
+  if (p.splits == 1)
+    return fmt::format(
         "          if (r0 < {m}) {{ {out}[co + r0 * {n} + oc] = acc[0]; {out}[co + r0 * {n} + oc + "
         "1] = acc[1]; }}\n"
         "          if (r1 < {m}) {{ {out}[co + r1 * {n} + oc] = acc[2]; {out}[co + r1 * {n} + oc + "
         "1] = acc[3]; }}\n"
         "        }}\n      }}\n",
         fmt::arg("m", p.m), fmt::arg("n", p.n), fmt::arg("out", out));
-  } else {
-    s += fmt::format(
-        "          float* part = red + sp * {mpn};\n"
-        "          part[r0 * {n} + oc] = acc[0]; part[r0 * {n} + oc + 1] = acc[1];\n"
-        "          part[r1 * {n} + oc] = acc[2]; part[r1 * {n} + oc + 1] = acc[3];\n"
-        "        }}\n      }}\n"
-        "      __syncthreads();\n"
-        "      for (int e = threadIdx.x; e < {mn}; e += {threads}) {{\n"
-        "        float sum = 0.0f;\n"
-        "        for (int q = 0; q < {splits}; ++q) sum += red[q * {mpn} + e];\n"
-        "        {out}[co + e] = sum;\n"
-        "      }}\n"
-        "      __syncthreads();\n",
-        fmt::arg("mpn", p.mp * p.n), fmt::arg("n", p.n), fmt::arg("mn", p.m * p.n),
-        fmt::arg("threads", kBlockThreads), fmt::arg("splits", p.splits), fmt::arg("out", out));
-  }
-  return s + "    }\n  }\n";
+  return fmt::format(
+      "          float* part = red + sp * {mpn};\n"
+      "          part[r0 * {n} + oc] = acc[0]; part[r0 * {n} + oc + 1] = acc[1];\n"
+      "          part[r1 * {n} + oc] = acc[2]; part[r1 * {n} + oc + 1] = acc[3];\n"
+      "        }}\n      }}\n"
+      "      __syncthreads();\n"
+      "      for (int e = threadIdx.x; e < {mn}; e += {threads}) {{\n"
+      "        float sum = 0.0f;\n"
+      "        for (int q = 0; q < {splits}; ++q) sum += red[q * {mpn} + e];\n"
+      "        {out}[co + e] = sum;\n"
+      "      }}\n"
+      "      __syncthreads();\n",
+      fmt::arg("mpn", p.mp * p.n), fmt::arg("n", p.n), fmt::arg("mn", p.m * p.n),
+      fmt::arg("threads", kBlockThreads), fmt::arg("splits", p.splits), fmt::arg("out", out));
 }
 
 // A resident matmul's registers, zeroed before the loop.
@@ -234,29 +236,7 @@ std::string BlockLowering::mma_flush_resident(int32_t id) const {
       fmt::arg("mn", p.m * p.n), fmt::arg("per_warp", p.per_warp), fmt::arg("warps", kBlockWarps),
       fmt::arg("work", p.pairs * p.splits), fmt::arg("pairs", p.pairs),
       fmt::arg("ntiles", p.n / 8));
-  if (p.splits == 1)
-    return s + fmt::format(
-                   "          if (r0 < {m}) {{ {out}[co + r0 * {n} + oc] = acc[0]; {out}[co + r0 "
-                   "* {n} + oc + 1] = acc[1]; }}\n"
-                   "          if (r1 < {m}) {{ {out}[co + r1 * {n} + oc] = acc[2]; {out}[co + r1 "
-                   "* {n} + oc + 1] = acc[3]; }}\n"
-                   "        }}\n      }}\n    }}\n  }}\n",
-                   fmt::arg("m", p.m), fmt::arg("n", p.n), fmt::arg("out", out));
-  return s + fmt::format(
-                 "          float* part = red + sp * {mpn};\n"
-                 "          part[r0 * {n} + oc] = acc[0]; part[r0 * {n} + oc + 1] = acc[1];\n"
-                 "          part[r1 * {n} + oc] = acc[2]; part[r1 * {n} + oc + 1] = acc[3];\n"
-                 "        }}\n      }}\n"
-                 "      __syncthreads();\n"
-                 "      for (int e = threadIdx.x; e < {mn}; e += {threads}) {{\n"
-                 "        float sum = 0.0f;\n"
-                 "        for (int q = 0; q < {splits}; ++q) sum += red[q * {mpn} + e];\n"
-                 "        {out}[co + e] = sum;\n"
-                 "      }}\n"
-                 "      __syncthreads();\n    }}\n  }}\n",
-                 fmt::arg("mpn", p.mp * p.n), fmt::arg("n", p.n), fmt::arg("mn", p.m * p.n),
-                 fmt::arg("threads", kBlockThreads), fmt::arg("splits", p.splits),
-                 fmt::arg("out", out));
+  return s + mma_write_back(p, out) + "    }\n  }\n";
 }
 
 std::string BlockLowering::matmul(int32_t id) const {
