@@ -53,6 +53,7 @@ class BlockLowering {
   const ir::BlockNode& node(int32_t id) const { return g_.nodes()[size_t(id)]; }
   int pipeline_stages() const { return stages_; }
   void allocate_storage();
+  int64_t pipelined_bytes() const;
   int64_t elements(int32_t id) const;
   int64_t allocate(int64_t bytes);
   void analyse_readers();

@@ -148,27 +148,31 @@ void BlockLowering::analyse_readers() {
 void BlockLowering::plan() {
   stages_ = int(std::min<int64_t>(r_, 3));
   allocate_storage();
-  if (options_.multiprocessors <= 0 || r_ <= 3) return;
-  const int64_t three = shared_;
-  stages_ = 2;
-  allocate_storage();
-  const int64_t per_stage = three - shared_;
-  if (per_stage <= 0) {
-    stages_ = 3;
-    allocate_storage();
-    return;
-  }
-  const int64_t fixed = three - 3 * per_stage;
+  const int64_t per_stage = pipelined_bytes();
+  if (options_.multiprocessors <= 0 || r_ <= 3 || per_stage == 0) return;
+  const int64_t fixed = shared_ - 3 * per_stage;
   const int64_t blocks = g_.grid().extent[0] * g_.grid().extent[1] * g_.grid().extent[2];
   const int64_t per_sm = (blocks + options_.multiprocessors - 1) / options_.multiprocessors;
   const int64_t budget = (options_.max_shared_bytes + 1024) / per_sm - 1024;
   const int64_t fits = std::min<int64_t>((budget - fixed) / per_stage, 8);
   stages_ = int(std::min<int64_t>(r_, std::max<int64_t>(3, fits)));
+  if (stages_ == 3) return;
   allocate_storage();
   if (shared_ > options_.max_shared_bytes) {
     stages_ = 3;
     allocate_storage();
   }
+}
+
+// The shared memory one pipeline stage takes: a buffer of every tile the loop walks.
+int64_t BlockLowering::pipelined_bytes() const {
+  int64_t bytes = 0;
+  for (int32_t id = 0; id < int32_t(g_.nodes().size()); ++id)
+    if (const auto* it = std::get_if<ir::InputIteratorOp>(&node(id).op);
+        it && it->fmap != ir::kReplicate)
+      bytes +=
+          stored_elements(id) * int64_t(ir::dtype_size(g_.operands()[size_t(it->operand)].dtype));
+  return bytes;
 }
 
 void BlockLowering::allocate_storage() {

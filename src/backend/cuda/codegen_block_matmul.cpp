@@ -71,11 +71,6 @@ std::string BlockLowering::bits(int32_t id, const std::string& index, const std:
   return fmt::format("yr_bits({}{{}}, {})", t, read(id, index));
 }
 
-// mma.sync m16n8k16 with f32 accumulators: each warp owns 16x8 output tiles (rows padded to 16
-// with zeros); when there are fewer tiles than warps, the warps also split K and add their
-// partial tiles through shared memory. B's fragments come by ldmatrix.trans from its row-major
-// [K x N] tile, A's by ldmatrix from a 16-bit iterator tile of whole 16-row tiles, and otherwise
-// element by element (rounded to the 16-bit type, zero in the padding rows).
 // A tensor-core matmul's A goes to the tensor cores by ldmatrix straight from its iterator tile
 // when that tile holds whole 16-row tiles of the matmul's dtype. Otherwise (a computed tile, an
 // inlined elementwise op, a 2-row activation) building the fragments element by element costs
@@ -114,6 +109,10 @@ std::string BlockLowering::mma_stage_a(int32_t id) const {
       fmt::arg("bits", bits(n.inputs[0], "e", ctype(n.tile.dtype))));
 }
 
+// mma.sync m16n8k16 with f32 accumulators: each warp owns 16x8 output tiles (rows padded to 16
+// with zeros); when there are fewer tiles than warps, the warps also split K and add their
+// partial tiles through shared memory. B's fragments come by ldmatrix.trans from its row-major
+// [K x N] tile, A's by ldmatrix from its iterator tile or its staged copy (a_staged()).
 std::string BlockLowering::mma_matmul(int32_t id) const {
   const BlockNode& n = node(id);
   const Dims& a = node(n.inputs[0]).tile.dims;
