@@ -37,10 +37,17 @@ inline constexpr ir::AxisMap kOnX0{0, kReplicate, kReplicate};
 inline constexpr ir::AxisMap kOnX1{1, kReplicate, kReplicate};
 inline constexpr int64_t kHidden = 4096;
 
+// A fused node of `body`; its outputs, one per saver.
+inline std::vector<TensorRef> fused_outputs(KernelGraph& g, BlockGraph body,
+                                            std::vector<TensorRef> inputs,
+                                            const std::string& name) {
+  return g.add_node(ir::FusedOp{std::make_shared<const BlockGraph>(std::move(body))},
+                    std::move(inputs), name);
+}
+
 inline TensorRef fused(KernelGraph& g, BlockGraph body, std::vector<TensorRef> inputs,
                        const std::string& name) {
-  return g.add_node(ir::FusedOp{std::make_shared<const BlockGraph>(std::move(body))},
-                    std::move(inputs), name)[0];
+  return fused_outputs(g, std::move(body), std::move(inputs), name)[0];
 }
 
 // rms_norm(X, G) · W in one kernel: blocks split W's columns by n, the loop walks K by kc. The
@@ -92,8 +99,7 @@ inline std::pair<TensorRef, TensorRef> rmsnorm_linear_parts(KernelGraph& g, Tens
   int32_t ms = b.accumulate(AccumFn::mean, b.add(ir::ReduceOp{ir::ReduceFn::mean, 1}, {sq}));
   b.save(part, kStackParts);
   b.save(ms, kStackParts);
-  std::vector<TensorRef> outs =
-      g.add_node(ir::FusedOp{std::make_shared<const BlockGraph>(std::move(b))}, {x, row, w}, name);
+  std::vector<TensorRef> outs = fused_outputs(g, std::move(b), {x, row, w}, name);
   return {outs[0], outs[1]};
 }
 
@@ -221,8 +227,7 @@ inline std::vector<Variant> gated_mlp(int bs) {
     int32_t w2i = b.iterator(2, kSplitWeight, 0);
     b.save(b.accumulate(AccumFn::sum, b.add(ir::MatmulOp{}, {xi, w1i})), kStackParts);
     b.save(b.accumulate(AccumFn::sum, b.add(ir::MatmulOp{}, {xi, w2i})), kStackParts);
-    std::vector<TensorRef> parts = g.add_node(
-        ir::FusedOp{std::make_shared<const BlockGraph>(std::move(b))}, {x, w1, w2}, "gated_parts");
+    std::vector<TensorRef> parts = fused_outputs(g, std::move(b), {x, w1, w2}, "gated_parts");
     BlockGraph f({{kHidden / 64, 1, 1}}, s, {g.type(parts[0]), g.type(parts[1])});
     int32_t gate = f.accumulate(AccumFn::sum, f.iterator(0, kOnX1, 0));
     int32_t up = f.accumulate(AccumFn::sum, f.iterator(1, kOnX1, 0));
@@ -273,9 +278,7 @@ inline std::vector<Variant> gqa(int bs) {
     int32_t e = b.add(ir::UnaryOp{ir::UnaryFn::exp}, {b.add(ir::MatmulOp{}, {qi, ki})});
     b.save(b.accumulate(AccumFn::sum, b.add(ir::MatmulOp{}, {e, vi})), {0, 1, 2});
     b.save(b.accumulate(AccumFn::sum, b.add(ir::ReduceOp{ir::ReduceFn::sum, 2}, {e})), {0, 1, 2});
-    std::vector<TensorRef> parts =
-        g.add_node(ir::FusedOp{std::make_shared<const BlockGraph>(std::move(b))}, {q, k, v},
-                   "attention_parts");
+    std::vector<TensorRef> parts = fused_outputs(g, std::move(b), {q, k, v}, "attention_parts");
     const int64_t fq = 64;
     BlockGraph f({{heads, queries / fq, 1}}, s, {g.type(parts[0]), g.type(parts[1])});
     int32_t ev = f.accumulate(AccumFn::sum, f.iterator(0, {0, 1, kReplicate}, 2));
