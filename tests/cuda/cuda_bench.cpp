@@ -3,7 +3,8 @@
 // against the reference executor on random inputs (outputs poisoned first), times the correct
 // ones with CUDA events over CUDA-graph replays, and prints one JSON object per line.
 //
-//   yirage_cuda_bench [--workloads a,b,...] [--bs 1,8]
+//   yirage_cuda_bench [--workloads a,b,...] [--bs 1,8] [--variants n32_k256,...]
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -70,10 +71,13 @@ int run(int argc, char** argv) {
   std::vector<std::string> names;
   for (const suite::WorkloadInfo& w : suite::workloads()) names.push_back(w.name);
   std::vector<int> batch_sizes{1, 8};
+  std::vector<std::string> only_variants;  // empty: every variant
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     if (flag == "--workloads")
       names = split_list(argv[i + 1]);
+    else if (flag == "--variants")
+      only_variants = split_list(argv[i + 1]);
     else if (flag == "--bs") {
       batch_sizes.clear();
       for (const std::string& b : split_list(argv[i + 1])) batch_sizes.push_back(std::stoi(b));
@@ -94,6 +98,9 @@ int run(int argc, char** argv) {
       for (const ir::HostTensor& t : inputs) bytes += int64_t(t.bytes.size());
       for (const ir::HostTensor& t : expected) bytes += int64_t(t.bytes.size());
       for (const cuda_suite::Variant& v : cuda_suite::variants(w.name, bs)) {
+        if (!only_variants.empty() &&
+            std::find(only_variants.begin(), only_variants.end(), v.name) == only_variants.end())
+          continue;
         nlohmann::json row = {{"workload", w.name},
                               {"bs", bs},
                               {"variant", v.name},

@@ -78,6 +78,7 @@ class BlockLowering {
   bool can_be_resident(int32_t id) const;
   MmaPlan mma_plan(int32_t id) const;
   std::string bits(int32_t id, const std::string& index, const std::string& t) const;
+  std::string ks_loop(const MmaPlan& p) const;
   std::string mma_matmul(int32_t id) const;
   std::string mma_declare_resident(int32_t id) const;
   std::string mma_write_back(const MmaPlan& p, const std::string& out) const;
@@ -99,6 +100,7 @@ class BlockLowering {
   std::vector<int32_t> reader_;       // the reader, where there is exactly one
   std::vector<bool> inlined_;         // elementwise ops computed where they are read
   std::vector<bool> resident_;        // tensor-core matmuls accumulated in registers
+  std::vector<bool> reduced_into_;    // reductions added straight into their accumulator
   std::vector<int32_t> resident_of_;  // accumulator -> its resident matmul, or -1
   int64_t shared_ = 0;
   int64_t reduction_offset_ = 0;

@@ -130,6 +130,20 @@ void BlockLowering::analyse_readers() {
     if (std::holds_alternative<ir::MatmulOp>(node(reader).op) && !cheap_elementwise(op)) continue;
     inlined_[size_t(id)] = true;
   }
+  // A reduction in the loop whose only reader is an adding accumulator adds its results straight
+  // into the accumulator's tile: no tile of its own, no pass and barrier for the accumulator.
+  reduced_into_.assign(count, false);
+  for (int32_t id = 0; id < int32_t(count); ++id) {
+    const ir::BlockOp& op = node(id).op;
+    const auto* reduce = std::get_if<ir::ReduceOp>(&op);
+    const bool adds = (reduce && reduce->fn != ir::ReduceFn::max) ||
+                      std::holds_alternative<ir::ReduceToWidthOp>(op);
+    if (!adds || g_.phase(id) != ir::BlockPhase::in_loop || readers_[size_t(id)] != 1) continue;
+    const auto* acc = std::get_if<ir::AccumulatorOp>(&node(reader_[size_t(id)]).op);
+    reduced_into_[size_t(id)] =
+        acc && (acc->fn == ir::AccumFn::sum || acc->fn == ir::AccumFn::mean ||
+                acc->fn == ir::AccumFn::rms);
+  }
   resident_.assign(count, false);
   resident_of_.assign(count, -1);
   for (int32_t id = 0; id < int32_t(count); ++id)
@@ -187,7 +201,7 @@ void BlockLowering::allocate_storage() {
           stored_elements(id) * int64_t(ir::dtype_size(g_.operands()[size_t(it->operand)].dtype));
       s.offset = allocate(bytes * s.stages);
     } else if (!std::holds_alternative<ir::OutputSaverOp>(n.op) && !inlined_[size_t(id)] &&
-               !resident_[size_t(id)]) {
+               !resident_[size_t(id)] && !reduced_into_[size_t(id)]) {
       s.offset = allocate(elements(id) * 4);
       const auto* acc = std::get_if<ir::AccumulatorOp>(&n.op);
       if (acc && acc->fn == ir::AccumFn::rescaled_sum)
@@ -249,12 +263,18 @@ std::string BlockLowering::load(int32_t id, const std::string& iteration,
   const int64_t vec = 16 / int64_t(ir::dtype_size(operand.dtype));
   const int64_t n = ir::num_elements(tile);
   if (tile.back() % vec == 0 && dims.back() % vec == 0) {
+    // A fixed count of copies per thread, unrolled: every address but the iteration's term is
+    // then loop-invariant, and the compiler keeps it in registers across the for-loop instead of
+    // recomputing the tile offset's divisions and 64-bit products for each 16-byte copy.
+    const int64_t copies = n / vec, per_thread = (copies + kBlockThreads - 1) / kBlockThreads;
     return fmt::format(
-        "    for (int q = threadIdx.x; q < {0}; q += {1}) {{\n"
-        "      const int e = q * {2};\n"
-        "      yr_cp_async16({3} + {7}, {4} + (0ll{5} + {6}));\n    }}\n",
-        n / vec, kBlockThreads, vec, dst, src, base, tile_offset(tile, strides, "e"),
-        stored_index(id, "e"));
+        "#pragma unroll\n"
+        "    for (int j = 0; j < {0}; ++j) {{\n"
+        "      const int q = threadIdx.x + j * {1}, e = q * {2};\n"
+        "      {8}yr_cp_async16({3} + {7}, {4} + (0ll{5} + {6}));\n    }}\n",
+        per_thread, kBlockThreads, vec, dst, src, base, tile_offset(tile, strides, "e"),
+        stored_index(id, "e"),
+        copies % kBlockThreads == 0 ? "" : fmt::format("if (q < {}) ", copies));
   }
   return fmt::format(
       "    for (int e = threadIdx.x; e < {0}; e += {1}) {2}[e] = {3}[0ll{4} + {5}];\n", n,
@@ -294,14 +314,16 @@ std::string BlockLowering::reduce(int32_t id, int dim, int64_t width, bool is_ma
       "      const float v = __shfl_xor_sync(0xffffffffu, acc, off);\n"
       "      acc = {combine};\n"
       "    }}\n"
-      "    if (o < {outputs} && threadIdx.x % {lanes} == 0) {out}[o] = acc{scale};\n"
+      "    if (o < {outputs} && threadIdx.x % {lanes} == 0) {out}[o] {assign} acc{scale};\n"
       "  }}\n",
       fmt::arg("outputs", elements(id)), fmt::arg("groups", kBlockThreads / lanes),
       fmt::arg("lanes", lanes), fmt::arg("width", width), fmt::arg("inner", inner),
       fmt::arg("run", run), fmt::arg("init", is_max ? "-INFINITY" : "0.0f"),
       fmt::arg("x", read(n.inputs[0],
                          fmt::format("(oo * {} + w * {} + r) * {} + ii", extent, run, inner))),
-      fmt::arg("combine", is_max ? "fmaxf(acc, v)" : "acc + v"), fmt::arg("out", tile_var(id)),
+      fmt::arg("combine", is_max ? "fmaxf(acc, v)" : "acc + v"),
+      fmt::arg("out", tile_var(reduced_into_[size_t(id)] ? reader_[size_t(id)] : id)),
+      fmt::arg("assign", reduced_into_[size_t(id)] ? "+=" : "="),
       fmt::arg("scale", mean ? fmt::format(" / {}.0f", run) : std::string()));
 }
 
@@ -546,7 +568,7 @@ std::string BlockLowering::kernel(const std::string& kname) const {
                             elements(n.inputs[1]), kBlockThreads, tile_var(id));
         rescaled.push_back(id);
       }
-      accumulate_code += accumulate(id);
+      if (!reduced_into_[size_t(n.inputs[0])]) accumulate_code += accumulate(id);
       if (acc->fn == ir::AccumFn::mean)
         finalize += elementwise(id, fmt::format("{}[e] / {}.0f", tile_var(id), r_));
       if (acc->fn == ir::AccumFn::rms)
@@ -555,7 +577,8 @@ std::string BlockLowering::kernel(const std::string& kname) const {
       continue;
     }
     std::string& target = g_.phase(id) == ir::BlockPhase::in_loop ? body : post;
-    target += op(id) + "  __syncthreads();\n";
+    // Nothing in the loop reads a reduction added into its accumulator.
+    target += op(id) + (reduced_into_[size_t(id)] ? "" : "  __syncthreads();\n");
   }
   // The running maxima move only after every rescaled_sum has used the old ones.
   std::string max_update;
@@ -570,29 +593,31 @@ std::string BlockLowering::kernel(const std::string& kname) const {
   std::string prologue = first + "  yr_cp_commit();\n";
   for (int p = 1; p < ahead; ++p) prologue += more_first[size_t(p)] + "  yr_cp_commit();\n";
   if (ahead > 0) next = fmt::format("    if (it + {} < {}) {{\n{}    }}\n", ahead, r_, next);
-  // A resident matmul's mma loop sits in `body` with no barrier of its own: whatever next
-  // writes the shared memory it reads is behind the loop's barriers.
-  return fmt::format(R"(
+  // One barrier opens each iteration: the tiles of iteration `it` have landed for every thread,
+  // and every thread is done with iteration it - 1, whose stage the loads for it + ahead then
+  // reuse, as are the reads of the staged A copies and accumulators the body rewrites. So the
+  // body ends with no barrier of its own, and a resident matmul's mma loop needs none.
+  return fmt::format(
+      R"(
 extern "C" __global__ void __launch_bounds__({threads}) {name}({params}) {{
   extern __shared__ __align__(16) unsigned char smem[];
   float* const red = reinterpret_cast<float*>(smem + {red});
 {decl}{init}{once}{prologue}  for (int it = 0; it < {range}; ++it) {{
-{next}    yr_cp_commit();
-    asm volatile("cp.async.wait_group {ahead};" ::: "memory");
+    asm volatile("cp.async.wait_group {pending};" ::: "memory");
     __syncthreads();
-{stage}{body}{accumulate}{max_update}    __syncthreads();
-  }}
+{next}    yr_cp_commit();
+{stage}{body}{accumulate}{max_update}  }}
+  __syncthreads();
 {flush}{finalize}  __syncthreads();
 {post}{saves}}}
 )",
-                     fmt::arg("threads", kBlockThreads), fmt::arg("name", kname),
-                     fmt::arg("params", params), fmt::arg("red", reduction_offset_),
-                     fmt::arg("decl", decl), fmt::arg("init", init), fmt::arg("once", once),
-                     fmt::arg("prologue", prologue), fmt::arg("range", r_), fmt::arg("next", next),
-                     fmt::arg("ahead", ahead), fmt::arg("stage", stage), fmt::arg("body", body),
-                     fmt::arg("accumulate", accumulate_code), fmt::arg("max_update", max_update),
-                     fmt::arg("flush", flush), fmt::arg("finalize", finalize),
-                     fmt::arg("post", post), fmt::arg("saves", saves));
+      fmt::arg("threads", kBlockThreads), fmt::arg("name", kname), fmt::arg("params", params),
+      fmt::arg("red", reduction_offset_), fmt::arg("decl", decl), fmt::arg("init", init),
+      fmt::arg("once", once), fmt::arg("prologue", prologue), fmt::arg("range", r_),
+      fmt::arg("next", next), fmt::arg("pending", std::max(ahead - 1, 0)), fmt::arg("stage", stage),
+      fmt::arg("body", body), fmt::arg("accumulate", accumulate_code),
+      fmt::arg("max_update", max_update), fmt::arg("flush", flush), fmt::arg("finalize", finalize),
+      fmt::arg("post", post), fmt::arg("saves", saves));
 }
 
 KernelLaunch lower_fused(const ir::BlockGraph& body, const std::string& name,

@@ -109,6 +109,23 @@ std::string BlockLowering::mma_stage_a(int32_t id) const {
       fmt::arg("bits", bits(n.inputs[0], "e", ctype(n.tile.dtype))));
 }
 
+// A warp's walk over its K steps (ks). With a fixed trip count the loop unrolls whole, so the
+// compiler issues the ldmatrix loads of later steps while earlier mmas run: unrolled by four over
+// a runtime bound, each mma waited on its own fragments (ncu: short-scoreboard stalls on every
+// HMMA of the skinny products).
+std::string BlockLowering::ks_loop(const MmaPlan& p) const {
+  const int64_t ksteps = p.k / 16;
+  if (ksteps % p.splits != 0)
+    return fmt::format("#pragma unroll 4\n          for (int ks = sp; ks < {}; ks += {}) {{\n",
+                       ksteps, p.splits);
+  const int64_t steps = ksteps / p.splits;
+  return fmt::format(
+      "#pragma unroll{}\n"
+      "          for (int kk = 0; kk < {}; ++kk) {{\n"
+      "            const int ks = sp + kk * {};\n",
+      steps <= 16 ? "" : " 4", steps, p.splits);
+}
+
 // mma.sync m16n8k16 with f32 accumulators: each warp owns 16x8 output tiles (rows padded to 16
 // with zeros); when there are fewer tiles than warps, the warps also split K and add their
 // partial tiles through shared memory. B's fragments come by ldmatrix.trans from its row-major
@@ -147,8 +164,7 @@ std::string BlockLowering::mma_matmul(int32_t id) const {
       "          const int rb = (pp / {ntiles}) * 16, cb = (pp % {ntiles}) * 8;\n"
       "          const int r0 = rb + g, r1 = r0 + 8, oc = cb + 2 * tq;\n"
       "{acc}"
-      "#pragma unroll 4\n"
-      "          for (int ks = sp; ks < {ksteps}; ks += {splits}) {{\n"
+      "{ks_loop}"
       "            unsigned a[4], bf[2];\n"
       "{a_load}"
       "            yr_ldmatrix_x2_trans(bf, {b} + bo + (ks * 16 + (lane & 15)) * {b_stride} + "
@@ -168,7 +184,8 @@ std::string BlockLowering::mma_matmul(int32_t id) const {
       fmt::arg("acc", resident ? fmt::format("          float* const acc = r{}[bt * {} + j];\n", id,
                                              p.per_warp)
                                : "          float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};\n"),
-      fmt::arg("a_load", a_load), fmt::arg("b", tile_var(n.inputs[1])), fmt::arg("t", t));
+      fmt::arg("a_load", a_load), fmt::arg("b", tile_var(n.inputs[1])), fmt::arg("t", t),
+      fmt::arg("ks_loop", ks_loop(p)));
   if (resident) return s + "        }\n      }\n    }\n  }\n";
   return s + mma_write_back(p, tile_var(id)) + "    }\n  }\n";
 }

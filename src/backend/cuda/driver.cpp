@@ -144,8 +144,13 @@ const NvrtcApi& nvrtc() {
 }
 
 // -O3 is NVRTC's default; fast-math stays off so that exp, division and sqrt keep f32 accuracy.
+// YIRAGE_CUDA_LINEINFO=1 adds line tables, so that ncu's source view maps stalls to the source.
 std::vector<std::string> compile_options(const std::string& arch) {
-  return {"--gpu-architecture=" + arch, "--std=c++17", "-default-device", "--restrict"};
+  std::vector<std::string> options{"--gpu-architecture=" + arch, "--std=c++17", "-default-device",
+                                   "--restrict"};
+  if (const char* lineinfo = std::getenv("YIRAGE_CUDA_LINEINFO"); lineinfo && *lineinfo == '1')
+    options.push_back("-lineinfo");
+  return options;
 }
 
 CompileResult compile_nvrtc(const std::string& source, const std::string& arch,

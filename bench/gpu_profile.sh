@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Evidence for bench/gpu_notes.md, run on the device machine from the repository root: ncu's
+# counters (throughput, occupancy, warp stall reasons, the SASS lines that stall most) for the
+# first fused kernel of chosen suite variants. Builds like bench/gpu.sh.
+#
+#   bash bench/gpu_profile.sh WORKLOAD:BS:VARIANT [...]
+#   e.g. bash bench/gpu_profile.sh rmsnorm_linear:1:n32_k256 gated_mlp:8:n32_k128
+# Results go to $RESULTS (default $OUT, else bench/results/run): ncu_<workload>_<bs>_<variant>.txt.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build/gpu}
+RESULTS=${RESULTS:-${OUT:-bench/results/run}}
+mkdir -p "$RESULTS"
+extra=()
+if [[ ! -f /usr/include/sqlite3.h && -f .gpudeps/sqlite3.h ]]; then
+  lib=$(ls /usr/lib/x86_64-linux-gnu/libsqlite3.so* 2>/dev/null | head -1 || true)
+  [[ -n "$lib" ]] && extra+=(-DSQLite3_INCLUDE_DIR="$PWD/.gpudeps" -DSQLite3_LIBRARY="$lib")
+fi
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release "${extra[@]}" > /dev/null
+cmake --build "$BUILD" -j16 --target yirage_cuda_bench 2>&1 | tail -2
+export YIRAGE_CUDA_LINEINFO=1
+for spec in "$@"; do
+  IFS=: read -r workload bs variant <<< "$spec"
+  report="$RESULTS/ncu_${workload}_${bs}_${variant}"
+  ncu --clock-control none -k regex:yr_fused --launch-count 1 -f -o "$report" \
+    --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy \
+    --section LaunchStats --section WarpStateStats --section SchedulerStats \
+    --section SourceCounters \
+    "$BUILD/tests/cuda/yirage_cuda_bench" --workloads "$workload" --bs "$bs" \
+    --variants "$variant" > "$report.log" 2>&1 || { tail -20 "$report.log"; continue; }
+  {
+    grep -E '^\{' "$report.log" || true
+    ncu --import "$report.ncu-rep" --print-details all
+    echo "== SASS lines by warp stall samples (top 40)"
+    ncu --import "$report.ncu-rep" --page source --print-source sass --csv 2>/dev/null |
+      python3 bench/ncu_top_stalls.py 40 || true
+  } > "$report.txt" 2>&1
+  rm -f "$report.ncu-rep" "$report.log"
+  head -c 3000 "$report.txt"
+done
