@@ -78,7 +78,8 @@ class BlockLowering {
   bool can_be_resident(int32_t id) const;
   MmaPlan mma_plan(int32_t id) const;
   std::string bits(int32_t id, const std::string& index, const std::string& t) const;
-  std::string ks_loop(const MmaPlan& p) const;
+  int resident_chains(int32_t id) const;
+  std::string ks_loop(const MmaPlan& p, const std::string& chain_acc) const;
   std::string mma_matmul(int32_t id) const;
   std::string mma_declare_resident(int32_t id) const;
   std::string mma_write_back(const MmaPlan& p, const std::string& out) const;

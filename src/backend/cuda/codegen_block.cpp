@@ -298,14 +298,25 @@ std::string BlockLowering::reduce(int32_t id, int dim, int64_t width, bool is_ma
   int64_t lanes = 1;
   while (lanes < 32 && lanes * 2 <= run && elements(id) * lanes * 2 <= kBlockThreads * 4)
     lanes *= 2;
+  // A few outputs added into an accumulator: `parts` groups share each output, each summing a
+  // slice of its run and adding it atomically, so that the reduction does not lengthen the
+  // iteration of the one or two warps it would otherwise fall to.
+  const bool into = reduced_into_[size_t(id)];
+  const int64_t groups = kBlockThreads / lanes;
+  int64_t parts = 1;
+  while (into && lanes == 32 && elements(id) * parts * 2 <= groups && lanes * parts * 2 <= run)
+    parts *= 2;
+  const std::string out = tile_var(into ? reader_[size_t(id)] : id);
+  const std::string scale = mean ? fmt::format(" / {}.0f", run) : std::string();
   return fmt::format(
-      "  for (int o0 = 0; o0 < {outputs}; o0 += {groups}) {{\n"
-      "    const int o = o0 + threadIdx.x / {lanes};\n"
+      "  for (int o0 = 0; o0 < {outputs}; o0 += {per_pass}) {{\n"
+      "    const int o = o0 + threadIdx.x / {lanes} / {parts}, part = threadIdx.x / {lanes} % "
+      "{parts};\n"
       "    float acc = {init};\n"
       "    if (o < {outputs}) {{\n"
       "      const int oo = o / ({width} * {inner}), w = (o / {inner}) % {width}, ii = o % "
       "{inner};\n"
-      "      for (int r = threadIdx.x % {lanes}; r < {run}; r += {lanes}) {{\n"
+      "      for (int r = part * {lanes} + threadIdx.x % {lanes}; r < {run}; r += {stride}) {{\n"
       "        const float v = {x};\n"
       "        acc = {combine};\n"
       "      }}\n"
@@ -314,17 +325,17 @@ std::string BlockLowering::reduce(int32_t id, int dim, int64_t width, bool is_ma
       "      const float v = __shfl_xor_sync(0xffffffffu, acc, off);\n"
       "      acc = {combine};\n"
       "    }}\n"
-      "    if (o < {outputs} && threadIdx.x % {lanes} == 0) {out}[o] {assign} acc{scale};\n"
+      "    if (o < {outputs} && threadIdx.x % {lanes} == 0) {store};\n"
       "  }}\n",
-      fmt::arg("outputs", elements(id)), fmt::arg("groups", kBlockThreads / lanes),
-      fmt::arg("lanes", lanes), fmt::arg("width", width), fmt::arg("inner", inner),
-      fmt::arg("run", run), fmt::arg("init", is_max ? "-INFINITY" : "0.0f"),
+      fmt::arg("outputs", elements(id)), fmt::arg("per_pass", groups / parts),
+      fmt::arg("lanes", lanes), fmt::arg("parts", parts), fmt::arg("stride", lanes * parts),
+      fmt::arg("width", width), fmt::arg("inner", inner), fmt::arg("run", run),
+      fmt::arg("init", is_max ? "-INFINITY" : "0.0f"),
       fmt::arg("x", read(n.inputs[0],
                          fmt::format("(oo * {} + w * {} + r) * {} + ii", extent, run, inner))),
       fmt::arg("combine", is_max ? "fmaxf(acc, v)" : "acc + v"),
-      fmt::arg("out", tile_var(reduced_into_[size_t(id)] ? reader_[size_t(id)] : id)),
-      fmt::arg("assign", reduced_into_[size_t(id)] ? "+=" : "="),
-      fmt::arg("scale", mean ? fmt::format(" / {}.0f", run) : std::string()));
+      fmt::arg("store", parts > 1 ? fmt::format("atomicAdd(&{}[o], acc{})", out, scale)
+                                  : fmt::format("{}[o] {} acc{}", out, into ? "+=" : "=", scale)));
 }
 
 // rms_norm / layer_norm of a tile over its trailing `normalized` dims: a warp per row.
