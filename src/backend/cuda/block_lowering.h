@@ -30,6 +30,11 @@ inline constexpr int kBlockWarps = kBlockThreads / 32;
 // A staged A operand's rows are padded by 8 16-bit elements (16 bytes), so the eight row
 // addresses of one ldmatrix fall in different banks.
 inline constexpr int64_t kStagedPad = 8;
+inline const char* const kBlockIdx[ir::kGridAxes] = {"blockIdx.x", "blockIdx.y", "blockIdx.z"};
+
+// The flat offset, in a tensor of `strides`, of element `var` of a tile of `dims` (a C
+// expression; codegen_block_copy.cpp).
+std::string tile_offset(const ir::Dims& dims, const ir::Dims& strides, const std::string& var);
 
 class BlockLowering {
  public:
@@ -60,7 +65,6 @@ class BlockLowering {
   void plan();
   std::string tile_var(int32_t id) const;
   std::string read(int32_t id, const std::string& index) const;
-  std::string load(int32_t id, const std::string& iteration, const std::string& dst) const;
   std::string elementwise(int32_t id, const std::string& expr) const;
   std::string reduce(int32_t id, int dim, int64_t width, bool is_max, bool mean) const;
   std::string norm(int32_t id, const ir::Dims& normalized, double eps, bool layer, bool has_weight,
@@ -73,6 +77,14 @@ class BlockLowering {
   std::string save(int32_t id, int output) const;
   std::string kernel(const std::string& kname) const;
 
+  // codegen_block_copy.cpp
+  int64_t row_pad(int32_t id) const;
+  int64_t stored_elements(int32_t id) const;
+  std::string stored_index(int32_t id, const std::string& index) const;
+  std::string tile_source(int32_t id, const std::string& iteration, const std::string& e) const;
+  bool vector_rows(int32_t id) const;
+  std::string load(int32_t id, const std::string& iteration, const std::string& dst) const;
+
   // codegen_block_matmul.cpp
   bool tensor_core(int32_t id) const;
   bool can_be_resident(int32_t id) const;
@@ -84,9 +96,6 @@ class BlockLowering {
   std::string mma_declare_resident(int32_t id) const;
   std::string mma_write_back(const MmaPlan& p, const std::string& out) const;
   bool a_staged(int32_t id) const;
-  int64_t row_pad(int32_t id) const;
-  int64_t stored_elements(int32_t id) const;
-  std::string stored_index(int32_t id, const std::string& index) const;
   int64_t staged_a_elements(int32_t id) const;
   std::string mma_stage_a(int32_t id) const;
   std::string mma_flush_resident(int32_t id) const;

@@ -15,20 +15,6 @@ using ir::Dims;
 
 namespace {
 
-const char* const kBlockIdx[ir::kGridAxes] = {"blockIdx.x", "blockIdx.y", "blockIdx.z"};
-
-// The flat in-tile offset, in a tensor of `strides`, of tile element `var` of a tile of `dims`.
-std::string tile_offset(const Dims& dims, const Dims& strides, const std::string& var) {
-  const Dims tile_strides = ir::row_major_strides(dims);
-  std::string expr;
-  for (size_t j = 0; j < dims.size(); ++j) {
-    if (dims[j] == 1) continue;
-    expr += fmt::format("{}(long long)(({} / {}) % {}) * {}ll", expr.empty() ? "" : " + ", var,
-                        tile_strides[j], dims[j], strides[j]);
-  }
-  return expr.empty() ? "0ll" : expr;
-}
-
 // Elementwise functions a matmul may recompute for every column tile that reads its operand.
 bool cheap_elementwise(const ir::BlockOp& op) {
   if (const auto* u = std::get_if<ir::UnaryOp>(&op))
@@ -66,34 +52,6 @@ KernelLaunch BlockLowering::run(const std::vector<int>& in, const std::vector<in
 
 int64_t BlockLowering::elements(int32_t id) const {
   return ir::num_elements(node(id).tile.dims);
-}
-
-// A 16-bit iterator tile is stored with its rows padded by kStagedPad elements, so that the
-// eight 16-byte rows an ldmatrix reads (or a column walk touches) fall in different banks: with
-// rows a multiple of 128 bytes long they all hit the same four banks, an 8-way conflict on every
-// tensor-core fragment.
-int64_t BlockLowering::row_pad(int32_t id) const {
-  const auto* it = std::get_if<ir::InputIteratorOp>(&node(id).op);
-  if (!it) return 0;
-  const ir::TensorType& operand = g_.operands()[size_t(it->operand)];
-  const Dims& tile = node(id).tile.dims;
-  const bool vectorised = tile.back() % 8 == 0 && operand.dims.back() % 8 == 0;
-  const bool rows = tile.size() >= 2 && ir::num_elements(tile) > tile.back();
-  return ir::dtype_size(operand.dtype) == 2 && vectorised && rows && tile.back() >= 16 ? kStagedPad
-                                                                                       : 0;
-}
-
-int64_t BlockLowering::stored_elements(int32_t id) const {
-  const int64_t width = node(id).tile.dims.back();
-  return elements(id) / width * (width + row_pad(id));
-}
-
-// Where element `index` (row-major in the tile) of tile `id` is stored.
-std::string BlockLowering::stored_index(int32_t id, const std::string& index) const {
-  const int64_t pad = row_pad(id);
-  if (pad == 0) return index;
-  const int64_t width = node(id).tile.dims.back();
-  return fmt::format("(({0}) / {1} * {2} + ({0}) % {1})", index, width, width + pad);
 }
 
 int64_t BlockLowering::allocate(int64_t bytes) {
@@ -238,47 +196,6 @@ std::string BlockLowering::read(int32_t id, const std::string& index) const {
   };
   if (const auto* u = std::get_if<ir::UnaryOp>(&n.op)) return unary_expr(*u, operand(0));
   return binary_expr(std::get<ir::BinaryOp>(n.op).fn, operand(0), operand(1));
-}
-
-// The loads of one iterator's tile for loop iteration `iteration` (an expression) into the
-// shared-memory address `dst` (a pointer expression).
-std::string BlockLowering::load(int32_t id, const std::string& iteration,
-                                const std::string& dst) const {
-  const auto& it = std::get<ir::InputIteratorOp>(node(id).op);
-  const ir::TensorType& operand = g_.operands()[size_t(it.operand)];
-  const Dims& dims = operand.dims;
-  const Dims strides = ir::row_major_strides(dims);
-  const Dims& tile = node(id).tile.dims;
-  std::string base;
-  for (int a = 0; a < ir::kGridAxes; ++a) {
-    if (it.imap[size_t(a)] == ir::kReplicate) continue;
-    const size_t j = size_t(it.imap[size_t(a)]);
-    base += fmt::format(" + (long long){} * {}ll", kBlockIdx[a],
-                        dims[j] / g_.grid().extent[size_t(a)] * strides[j]);
-  }
-  if (it.fmap != ir::kReplicate)
-    base += fmt::format(" + (long long)({}) * {}ll", iteration,
-                        tile[size_t(it.fmap)] * strides[size_t(it.fmap)]);
-  const std::string src = fmt::format("in{}", it.operand);
-  const int64_t vec = 16 / int64_t(ir::dtype_size(operand.dtype));
-  const int64_t n = ir::num_elements(tile);
-  if (tile.back() % vec == 0 && dims.back() % vec == 0) {
-    // A fixed count of copies per thread, unrolled: every address but the iteration's term is
-    // then loop-invariant, and the compiler keeps it in registers across the for-loop instead of
-    // recomputing the tile offset's divisions and 64-bit products for each 16-byte copy.
-    const int64_t copies = n / vec, per_thread = (copies + kBlockThreads - 1) / kBlockThreads;
-    return fmt::format(
-        "#pragma unroll\n"
-        "    for (int j = 0; j < {0}; ++j) {{\n"
-        "      const int q = threadIdx.x + j * {1}, e = q * {2};\n"
-        "      {8}yr_cp_async16({3} + {7}, {4} + (0ll{5} + {6}));\n    }}\n",
-        per_thread, kBlockThreads, vec, dst, src, base, tile_offset(tile, strides, "e"),
-        stored_index(id, "e"),
-        copies % kBlockThreads == 0 ? "" : fmt::format("if (q < {}) ", copies));
-  }
-  return fmt::format(
-      "    for (int e = threadIdx.x; e < {0}; e += {1}) {2}[e] = {3}[0ll{4} + {5}];\n", n,
-      kBlockThreads, dst, src, base, tile_offset(tile, strides, "e"));
 }
 
 std::string BlockLowering::elementwise(int32_t id, const std::string& expr) const {
@@ -531,14 +448,15 @@ std::string BlockLowering::kernel(const std::string& kname) const {
       } else {
         const int stages = s.stages, ahead = stages - 1;
         const int64_t n_el = stored_elements(id);
-        first += load(id, "0", tile_var(id) + "_base");
+        auto copy = [&](const std::string& iteration, const std::string& slot) {
+          return load(id, iteration,
+                      fmt::format("({}_base + ({}) * {})", tile_var(id), slot, n_el));
+        };
+        first += copy("0", "0");
         for (int p = 1; p < ahead; ++p)
-          more_first[size_t(p)] += load(id, std::to_string(p),
-                                        fmt::format("({}_base + {} * {})", tile_var(id), p, n_el));
+          more_first[size_t(p)] += copy(std::to_string(p), std::to_string(p));
         if (ahead > 0)
-          next += load(
-              id, fmt::format("it + {}", ahead),
-              fmt::format("({}_base + ((it + {}) % {}) * {})", tile_var(id), ahead, stages, n_el));
+          next += copy(fmt::format("it + {}", ahead), fmt::format("(it + {}) % {}", ahead, stages));
         stage += fmt::format("    const {0}* const {1} = {1}_base + (it % {2}) * {3};\n", t,
                              tile_var(id), stages, n_el);
       }
@@ -549,6 +467,11 @@ std::string BlockLowering::kernel(const std::string& kname) const {
       continue;
     }
     if (inlined_[size_t(id)]) continue;
+    if (reduced_into_[size_t(id)]) {
+      // Nothing in the loop reads a reduction added into its accumulator: no barrier after it.
+      body += op(id);
+      continue;
+    }
     if (s.staged_a >= 0) {
       // Zeroed once: the padding rows stay zero, the staging pass rewrites the others.
       decl += fmt::format(
@@ -588,8 +511,7 @@ std::string BlockLowering::kernel(const std::string& kname) const {
       continue;
     }
     std::string& target = g_.phase(id) == ir::BlockPhase::in_loop ? body : post;
-    // Nothing in the loop reads a reduction added into its accumulator.
-    target += op(id) + (reduced_into_[size_t(id)] ? "" : "  __syncthreads();\n");
+    target += op(id) + "  __syncthreads();\n";
   }
   // The running maxima move only after every rescaled_sum has used the old ones.
   std::string max_update;
