@@ -10,10 +10,6 @@
 namespace yirage::llm {
 namespace {
 
-float round_f16(float x) {
-  return f16_to_f32(f32_to_f16(x));
-}
-
 // Rows [begin, end) of `total` for `thread` of `threads`, in whole tiles of 4 rows so that every
 // thread but the last runs full kernel tiles.
 std::pair<int, int> split_rows(int total, int thread, int threads) {
@@ -83,11 +79,11 @@ class CpuBlocks final : public HotBlocks {
       // llama.cpp stores keys and values as f16 and converts q to f16 for the K·q product.
       float* kc = cache.k(layer, pos);
       float* vc = cache.v(layer, pos);
-      for (int j = 0; j < kv_row; ++j) {
-        kc[j] = round_f16(k[i * kv_row + j]);
-        vc[j] = round_f16(v[i * kv_row + j]);
-      }
-      for (int j = 0; j < q_row; ++j) q[i * q_row + j] = round_f16(q[i * q_row + j]);
+      std::copy_n(k + i * kv_row, kv_row, kc);
+      std::copy_n(v + i * kv_row, kv_row, vc);
+      k_.round_f16(kc, static_cast<size_t>(kv_row));
+      k_.round_f16(vc, static_cast<size_t>(kv_row));
+      k_.round_f16(q + i * q_row, static_cast<size_t>(q_row));
     }
     ensure(attn_, static_cast<size_t>(n) * q_row);
     std::fill(attn_.begin(), attn_.begin() + static_cast<ptrdiff_t>(n) * q_row, 0.0f);
@@ -109,7 +105,8 @@ class CpuBlocks final : public HotBlocks {
         const double sum = k_.softmax_exp(scores, len, max);
         const float inv = static_cast<float>(1.0 / sum);
         // The probabilities meet the f16 values as f16, as in llama.cpp's V·softmax product.
-        for (int j = 0; j < len; ++j) scores[j] = round_f16(scores[j] * inv);
+        for (int j = 0; j < len; ++j) scores[j] *= inv;
+        k_.round_f16(scores, static_cast<size_t>(len));
         k_.attn_accumulate(scores, cache.v(layer, 0) + kv_offset, cache.row, len, hd,
                            attn_.data() + static_cast<size_t>(i) * q_row + h * hd);
       }
@@ -177,7 +174,7 @@ class CpuBlocks final : public HotBlocks {
   // whose activations could differ in kind).
   const Activations& prepare(const Linear& w, const float* x, int n, int slot) {
     Activations& a = acts_[slot];
-    quantize_activations(activation_kind(w.type, w.name), x, n, w.cols, a);
+    quantize_activations(activation_kind(w.type, w.name), x, n, w.cols, a, k_);
     return a;
   }
 

@@ -161,9 +161,31 @@ void scalar_swiglu(float* g, const float* u, int n) {
   for (int i = 0; i < n; ++i) g[i] = g[i] / (1.0f + ggml_expf(-g[i])) * u[i];
 }
 
-const KernelTable kScalar{"scalar",          scalar_q4_1,        scalar_q8_0,
-                          scalar_f32,        scalar_f16,         scalar_scores,
-                          scalar_accumulate, scalar_softmax_exp, scalar_swiglu};
+void scalar_round_f16(float* x, size_t n) {
+  for (size_t i = 0; i < n; ++i) x[i] = round_f16(x[i]);
+}
+
+void scalar_quantize_q8(const float* x, size_t blocks, int8_t* qs, float* d, float* s) {
+  for (size_t b = 0; b < blocks; ++b) {
+    const float* src = x + b * kQ8Block;
+    int8_t* q = qs + b * kQ8Block;
+    float amax = 0;
+    for (int i = 0; i < kQ8Block; ++i) amax = std::max(amax, std::fabs(src[i]));
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    int sum = 0;
+    for (int i = 0; i < kQ8Block; ++i) {
+      // nearbyint rounds half to even, like ggml's SIMD quantizers (_mm256_round_ps).
+      q[i] = static_cast<int8_t>(std::nearbyint(src[i] * id));
+      sum += q[i];
+    }
+    d[b] = round_f16(amax / 127.0f);
+    if (s != nullptr) s[b] = round_f16(amax / 127.0f * static_cast<float>(sum));
+  }
+}
+
+const KernelTable kScalar{"scalar",      scalar_q4_1,      scalar_q8_0,       scalar_f32,
+                          scalar_f16,    scalar_scores,    scalar_accumulate, scalar_softmax_exp,
+                          scalar_swiglu, scalar_round_f16, scalar_quantize_q8};
 
 // F16C is read from CPUID (leaf 1, ECX bit 29): clang's __builtin_cpu_supports does not know it.
 bool cpu_has_f16c() {
@@ -243,7 +265,8 @@ GemmFn gemm_for(const KernelTable& table, GgmlType type) {
   }
 }
 
-void quantize_activations(ActivationKind kind, const float* x, int rows, int k, Activations& out) {
+void quantize_activations(ActivationKind kind, const float* x, int rows, int k, Activations& out,
+                          const KernelTable& kernels) {
   out.k = k;
   out.rows = rows;
   if (kind == ActivationKind::F32) {
@@ -254,23 +277,9 @@ void quantize_activations(ActivationKind kind, const float* x, int rows, int k, 
   const size_t nb = static_cast<size_t>(k / kQ8Block);
   out.qs.resize(static_cast<size_t>(rows) * k);
   out.d.resize(rows * nb);
-  out.s.resize(rows * nb);
-  for (size_t b = 0; b < rows * nb; ++b) {
-    const float* src = x + b * kQ8Block;
-    int8_t* q = out.qs.data() + b * kQ8Block;
-    float amax = 0;
-    for (int i = 0; i < kQ8Block; ++i) amax = std::max(amax, std::fabs(src[i]));
-    const float d = amax / 127.0f;
-    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
-    int sum = 0;
-    for (int i = 0; i < kQ8Block; ++i) {
-      // nearbyint rounds half to even, like ggml's SIMD quantizers (_mm256_round_ps).
-      q[i] = static_cast<int8_t>(std::nearbyint(src[i] * id));
-      sum += q[i];
-    }
-    out.d[b] = round_f16(d);
-    out.s[b] = kind == ActivationKind::Q8_1 ? round_f16(d * static_cast<float>(sum)) : 0.0f;
-  }
+  out.s.assign(rows * nb, 0.0f);
+  kernels.quantize_q8(x, rows * nb, out.qs.data(), out.d.data(),
+                      kind == ActivationKind::Q8_1 ? out.s.data() : nullptr);
 }
 
 }  // namespace yirage::llm

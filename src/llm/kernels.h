@@ -53,6 +53,11 @@ struct KernelTable {
   // ggml_expf), so that every table returns the same bits.
   double (*softmax_exp)(float* x, int n, float max) = nullptr;
   void (*swiglu)(float* g, const float* u, int n) = nullptr;
+  // x[i] rounded through f16 in place, as ggml stores f16 values (keys, values, scores).
+  void (*round_f16)(float* x, size_t n) = nullptr;
+  // `blocks` blocks of 32 floats quantized as quantize_activations says (s: the Q8_1 sums, or
+  // null for Q8_0).
+  void (*quantize_q8)(const float* x, size_t blocks, int8_t* qs, float* d, float* s) = nullptr;
 };
 
 // exp as ggml's CPU backend computes it for softmax and SiLU (ggml_v_expf).
@@ -75,7 +80,8 @@ GemmFn gemm_for(const KernelTable& table, GgmlType type);
 // Quantizes `rows` rows of length k (a multiple of 32) from x (row stride k) the way ggml's
 // quantize_row_q8_0 / quantize_row_q8_1 do: d = max|x| / 127, q = round-to-even(x · 127/max|x|),
 // and d and s rounded through f16 as ggml stores them.
-void quantize_activations(ActivationKind kind, const float* x, int rows, int k, Activations& out);
+void quantize_activations(ActivationKind kind, const float* x, int rows, int k, Activations& out,
+                          const KernelTable& kernels = scalar_kernels());
 
 namespace detail {
 // Per-ISA tables, defined in kernels_avx2.cpp / kernels_avx512.cpp.

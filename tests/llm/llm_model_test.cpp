@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -284,6 +285,40 @@ TEST(Kernels, SoftmaxAndSwigluGiveTheSameBitsOnEveryIsa) {
   // ggml's exp is within 2 ulp of the true value over the softmax range.
   for (float v : {-80.0f, -10.5f, -1.0f, -0.001f, 0.0f, 0.7f, 20.0f})
     EXPECT_NEAR(ggml_expf(v), std::exp(double{v}), 2.5e-7 * std::exp(double{v})) << v;
+}
+
+TEST(Kernels, F16RoundingAndQuantizationGiveTheSameBitsOnEveryIsa) {
+  // Random values at several magnitudes, with f16's edges: halfway cases, subnormals, overflow.
+  std::vector<float> x = random_floats(32 * 7 + 5, 11);
+  for (size_t i = 0; i < x.size(); ++i) x[i] *= std::ldexp(1.0f, static_cast<int>(i % 40) - 20);
+  const std::vector<float> edges{
+      0.0f,     -0.0f, 1.0f + 1.0f / 2048, 1.0f + 3.0f / 2048, 6.1e-5f, 5.96e-8f,
+      2.98e-8f, 3e-8f, 65504.0f,           65520.0f,           1e6f,    -1e6f};
+  std::copy(edges.begin(), edges.end(), x.begin());
+  std::fill(x.begin() + 64, x.begin() + 96, 0.0f);  // an all-zero block
+  std::vector<float> want = x;
+  scalar_kernels().round_f16(want.data(), want.size());
+  for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(want[i], f16_to_f32(f32_to_f16(x[i]))) << i;
+  const size_t blocks = x.size() / 32;
+  Activations q1, q0;
+  quantize_activations(ActivationKind::Q8_1, x.data(), 1, static_cast<int>(blocks * 32), q1);
+  quantize_activations(ActivationKind::Q8_0, x.data(), 1, static_cast<int>(blocks * 32), q0);
+  for (const KernelTable* t : available_kernels()) {
+    std::vector<float> got = x;
+    t->round_f16(got.data(), got.size());
+    for (size_t i = 0; i < x.size(); ++i)
+      EXPECT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
+          << t->isa << " " << x[i];
+    Activations a1, a0;
+    quantize_activations(ActivationKind::Q8_1, x.data(), 1, static_cast<int>(blocks * 32), a1, *t);
+    quantize_activations(ActivationKind::Q8_0, x.data(), 1, static_cast<int>(blocks * 32), a0, *t);
+    EXPECT_EQ(a1.qs, q1.qs) << t->isa;
+    EXPECT_EQ(a1.d, q1.d) << t->isa;
+    EXPECT_EQ(a1.s, q1.s) << t->isa;
+    EXPECT_EQ(a0.qs, q0.qs) << t->isa;
+    EXPECT_EQ(a0.d, q0.d) << t->isa;
+    EXPECT_EQ(a0.s, std::vector<float>(blocks, 0.0f)) << t->isa;
+  }
 }
 
 TEST(Kernels, ActivationQuantizationFollowsGgml) {
