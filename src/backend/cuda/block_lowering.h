@@ -1,19 +1,21 @@
 // Lowering one fused node: its block graph becomes one kernel, one thread block per grid block.
 // Internal to backend/cuda; codegen_block.cpp holds the kernel's frame and the elementwise,
-// reduction and norm ops, codegen_block_matmul.cpp the tile matmuls.
+// reduction and norm ops, codegen_block_copy.cpp the tiles' addresses, storage and copies,
+// codegen_block_matmul.cpp the tile matmuls.
 //
-// Shared memory holds the tiles: an iterator's tile in its operand's dtype (three stages when the
-// for-loop walks it, so that iterations i+1 and i+2 stream in by cp.async, 16 bytes a copy, while
-// iteration i computes), every other stored tile in f32, each accumulator's running value (and a
+// Shared memory holds the tiles: an iterator's tile in its operand's dtype (3 to 8 stages when
+// the for-loop walks it, so that the next iterations stream in by cp.async, 16 bytes a copy,
+// while one computes), every other stored tile in f32, each accumulator's running value (and a
 // rescaled_sum's running max) in f32. Block ops run one after another with a barrier between
-// them, each spreading its tile's elements over the block's 256 threads. Two rewrites cut that
-// traffic, because the loop body's chain of passes and barriers, not DRAM, bounds the skinny
-// products of LLM decoding:
+// them, each spreading its tile's elements over the block's 256 threads; one barrier opens each
+// loop iteration and none closes it. Rewrites cut the passes and barriers, because the loop
+// body's chain of them, not DRAM, bounded the skinny products of LLM decoding:
 //   - an elementwise op with a single reader in its own phase is not stored: the reader computes
 //     it from its operands where it reads it (for a matmul operand, only the cheap functions,
 //     since a matmul reads each element once per column tile);
 //   - a tensor-core matmul whose only reader is a sum accumulator keeps its partial products in
-//     registers across the whole for-loop ("resident"), and writes the accumulator once after it.
+//     registers across the whole for-loop ("resident"), and writes the accumulator once after it;
+//   - a reduction whose only reader is an adding accumulator adds into it directly.
 #pragma once
 
 #include <cstdint>
