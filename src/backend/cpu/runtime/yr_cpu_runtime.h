@@ -692,7 +692,7 @@ inline void micro(int64_t kc, const float* __restrict Ap, const float* __restric
 
 template <int MR, class TA, class TB>
 inline void gemm_packed_mr(int64_t M, int64_t N, int64_t K, const TA* A, int64_t lda, const TB* B,
-                        int64_t ldb, float* C, int64_t ldc, bool accumulate, float* pack) {
+                           int64_t ldb, float* C, int64_t ldc, bool accumulate, float* pack) {
   float* Ap = pack;
   float* Bp = pack + MC * KC;
   for (int64_t jc = 0; jc < N; jc += NC) {
@@ -728,7 +728,8 @@ inline void gemm_packed_mr(int64_t M, int64_t N, int64_t K, const TA* A, int64_t
         for (int64_t jr = 0; jr < nc; jr += NR)
           for (int64_t ir = 0; ir < mc; ir += MR)
             micro<MR>(kc, Ap + ir * kc, Bp + jr * kc, C + (ic + ir) * ldc + jc + jr, ldc,
-                  int(mc - ir < MR ? mc - ir : MR), int(nc - jr < NR ? nc - jr : NR), overwrite);
+                      int(mc - ir < MR ? mc - ir : MR), int(nc - jr < NR ? nc - jr : NR),
+                      overwrite);
       }
     }
   }
