@@ -277,9 +277,13 @@ void quantize_activations(ActivationKind kind, const float* x, int rows, int k, 
   const size_t nb = static_cast<size_t>(k / kQ8Block);
   out.qs.resize(static_cast<size_t>(rows) * k);
   out.d.resize(rows * nb);
-  out.s.assign(rows * nb, 0.0f);
-  kernels.quantize_q8(x, rows * nb, out.qs.data(), out.d.data(),
-                      kind == ActivationKind::Q8_1 ? out.s.data() : nullptr);
+  // Q8_1's sums are all written by the kernel; Q8_0 has none, and its s stays zero.
+  const bool sums = kind == ActivationKind::Q8_1;
+  if (sums)
+    out.s.resize(rows * nb);
+  else
+    out.s.assign(rows * nb, 0.0f);
+  kernels.quantize_q8(x, rows * nb, out.qs.data(), out.d.data(), sums ? out.s.data() : nullptr);
 }
 
 }  // namespace yirage::llm
