@@ -34,6 +34,9 @@ KernelGraph all_ops_graph(DType t) {
   // 14 rows, columns split over the threads: the packed GEMM's short micro-kernel.
   TensorRef rows14 = g.input("Y14", {14, 64}, t);
   TensorRef wider = g.input("Z14", {64, 1030}, t);
+  // 3 rows against a tall weight: the threads split K and sum their partial products.
+  TensorRef rows3 = g.input("Y3", {3, 300}, t);
+  TensorRef tall = g.input("Z3", {300, 50}, t);
   TensorRef bq = g.input("BQ", {2, 1, 6, 8}, t);  // batched matmul with broadcast batch dims
   TensorRef bk = g.input("BK", {3, 8, 5}, t);
   TensorRef table = g.input("T", {11, 6}, t);
@@ -65,6 +68,7 @@ KernelGraph all_ops_graph(DType t) {
   g.mark_output(g.matmul(x, w), "matmul_rows");
   g.mark_output(g.matmul(big, wide), "matmul_packed");
   g.mark_output(g.matmul(rows14, wider), "matmul_packed_short");
+  g.mark_output(g.matmul(rows3, tall), "matmul_split_k");
   g.mark_output(g.matmul(bq, bk), "matmul_batched");
   g.mark_output(g.concat({a, pa, col}, 2), "concat");
   std::vector<TensorRef> parts = g.split(a, 2, {10, 27});
