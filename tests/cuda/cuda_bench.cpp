@@ -1,7 +1,8 @@
 // bench/gpu.sh's driver: for each suite workload at fp16 (bs 1 and 8 where it has a batch),
-// compiles each hand-built µGraph variant (suite_mugraphs.h) for the cuda backend, checks it
-// against the reference executor on random inputs (outputs poisoned first), times the correct
-// ones with CUDA events over CUDA-graph replays, and prints one JSON object per line.
+// compiles each hand-built µGraph variant (suite_mugraphs.h) and the unfused graph for the cuda
+// backend, checks each against the reference executor on random inputs (outputs poisoned first),
+// times the correct ones with CUDA events over CUDA-graph replays, and prints one JSON object per
+// line.
 //
 //   yirage_cuda_bench [--workloads a,b,...] [--bs 1,8] [--variants n32_k256,...]
 #include <algorithm>
@@ -97,7 +98,11 @@ int run(int argc, char** argv) {
       int64_t bytes = 0;
       for (const ir::HostTensor& t : inputs) bytes += int64_t(t.bytes.size());
       for (const ir::HostTensor& t : expected) bytes += int64_t(t.bytes.size());
-      for (const cuda_suite::Variant& v : cuda_suite::variants(w.name, bs)) {
+      // The plain graph competes too: its kernel-level matmuls are cuBLAS calls where cuBLAS
+      // loaded, so a fused variant has to beat the library path to be chosen.
+      std::vector<cuda_suite::Variant> candidates = cuda_suite::variants(w.name, bs);
+      candidates.push_back({"unfused", reference_graph});
+      for (const cuda_suite::Variant& v : candidates) {
         if (!only_variants.empty() &&
             std::find(only_variants.begin(), only_variants.end(), v.name) == only_variants.end())
           continue;

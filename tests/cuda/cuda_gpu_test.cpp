@@ -93,6 +93,27 @@ TEST(CudaGpu, KernelLevelOpsMatchReference) {
   }
 }
 
+// Kernel-level matmuls in every float dtype and batch layout: cuBLAS steps where cuBLAS loaded
+// (bench/gpu.sh runs this file again with YIRAGE_CUDA_CUBLAS=0 for the generated kernels).
+TEST(CudaGpu, KernelLevelMatmulsMatchReference) {
+  CUDA_OR_SKIP(cuda);
+  for (ir::DType t : {ir::DType::f32, ir::DType::f16, ir::DType::bf16}) {
+    ir::KernelGraph g;
+    auto a = g.input("A", {2, 3, 17, 40}, t);
+    auto b = g.input("B", {2, 3, 40, 24}, t);
+    auto w = g.input("W", {40, 24}, t);
+    auto x = g.input("X", {17, 40}, t);
+    auto q = g.input("Q", {2, 1, 6, 8}, t);
+    auto k = g.input("K", {3, 8, 5}, t);
+    g.mark_output(g.matmul(a, b), "batched");
+    g.mark_output(g.matmul(a, w), "shared_b");
+    g.mark_output(g.matmul(x, b), "shared_a");
+    g.mark_output(g.matmul(q, k), "mixed_broadcast");
+    g.mark_output(g.exp(g.matmul(x, w)), "then_exp");
+    expect_matches(g, *cuda, fresh_seed(), fmt::format("matmuls {}", ir::dtype_name(t)));
+  }
+}
+
 // Launching again on the same buffers replays a captured CUDA graph; it must see new inputs.
 TEST(CudaGpu, GraphReplaySeesNewInputs) {
   CUDA_OR_SKIP(cuda);
@@ -134,6 +155,7 @@ TEST(CudaGpu, DescribesTheDevice) {
   EXPECT_GT(d.capabilities["multiprocessors"].get<int>(), 0);
   EXPECT_GT(d.capabilities["shared_memory_per_block_optin_bytes"].get<int>(), 48 * 1024);
   EXPECT_EQ(cuda::device_arch(*cuda).substr(0, 3), "sm_");
+  EXPECT_TRUE(d.capabilities.contains("matmul_library"));
 }
 
 }  // namespace

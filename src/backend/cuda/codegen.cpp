@@ -242,7 +242,15 @@ Program lower(const ir::KernelGraph& graph, const CodegenOptions& options) {
       slot_of[t] = slot;
       out.push_back(slot);
     }
-    if (const auto* fused = std::get_if<ir::FusedOp>(&node.op)) {
+    if (std::optional<LibraryGemm> gemm;
+        options.library_matmul && (gemm = detail::library_gemm(graph, node))) {
+      KernelLaunch call;
+      call.gemm = gemm;
+      call.name = "cublas_gemm";
+      call.args = {in[0], in[1], out[0]};
+      call.what = fmt::format("node '{}' (matmul, cuBLAS)", node.name);
+      program.kernels.push_back(std::move(call));
+    } else if (const auto* fused = std::get_if<ir::FusedOp>(&node.op)) {
       program.kernels.push_back(detail::lower_fused(*fused->body, node.name, in, out, options));
     } else {
       for (KernelLaunch& k : detail::lower_op(graph, node, in, out))

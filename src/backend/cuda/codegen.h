@@ -10,7 +10,8 @@
 //     iteration's tiles loaded by cp.async while this one computes, block ops on f32 tiles,
 //     accumulators in shared memory, and the savers as the epilogue;
 //   - the other ops become plain kernels (codegen_ops.cpp): elementwise with NumPy broadcasting,
-//     reductions, rms_norm, layer_norm, softmax, split, concat, permute, and a tiled matmul.
+//     reductions, rms_norm, layer_norm, softmax, split, concat, permute, and a tiled matmul;
+//   - with CodegenOptions::library_matmul, a kernel-level matmul becomes a cuBLAS call instead.
 // Every kernel is specialised for its shapes (extents are compile-time constants), reads and
 // writes its tensors' dtypes (f32, f16, bf16) and computes in f32. Each kernel is a translation
 // unit of its own, so equal kernels share one cache entry.
@@ -18,6 +19,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,7 +35,18 @@ struct Slot {
   size_t bytes;  // the size of the tensor it holds
 };
 
+// A kernel-level matmul handed to cuBLAS: C[b] = A[b] · B[b] for `batches` row-major products of
+// M x K by K x N, operand b at element offset b · stride (0: one matrix shared by every product).
+struct LibraryGemm {
+  int64_t m = 0, n = 0, k = 0, batches = 1;
+  int64_t stride_a = 0, stride_b = 0, stride_c = 0;
+  ir::DType dtype = ir::DType::f16;  // of A, B and C
+};
+
 struct KernelLaunch {
+  // Set when this step is a library call instead of a generated kernel; `args` are then the
+  // slots of A, B and C, and `source` is empty.
+  std::optional<LibraryGemm> gemm;
   std::string name;    // the __global__ function's name in `source`
   std::string source;  // a complete CUDA C++ translation unit, no includes needed
   std::array<unsigned, 3> grid{1, 1, 1};
@@ -55,6 +68,9 @@ struct CodegenOptions {
   // The device's multiprocessors; 0 when unknown. With it, a fused kernel's loads are pipelined
   // as deep as the shared memory left to each of its co-resident blocks allows.
   int64_t multiprocessors = 0;
+  // Lower kernel-level matmuls whose batch dims cuBLAS's strided batches can address to
+  // LibraryGemm steps instead of generated kernels (the backend sets it when cuBLAS loaded).
+  bool library_matmul = false;
 };
 
 // Throws yirage::Error naming the node and op it cannot lower.

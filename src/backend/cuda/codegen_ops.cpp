@@ -3,6 +3,8 @@
 // reductions a warp per output, the row ops (norms, softmax) a block per row, matmul a 64x64
 // shared-memory tile per block with f32 accumulation.
 #include <algorithm>
+#include <limits>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -256,6 +258,39 @@ KernelLaunch permute(const ir::KernelGraph& graph, const ir::Node& node, const i
 }
 
 }  // namespace
+
+std::optional<LibraryGemm> library_gemm(const ir::KernelGraph& graph, const ir::Node& node) {
+  if (!std::holds_alternative<ir::MatmulOp>(node.op)) return std::nullopt;
+  const ir::TensorType& ta = graph.type(node.inputs[0]);
+  const ir::TensorType& tb = graph.type(node.inputs[1]);
+  const ir::TensorType& tc = node.outputs[0];
+  if (!ir::is_float(ta.dtype) || tb.dtype != ta.dtype || tc.dtype != ta.dtype) return std::nullopt;
+  const Dims& c = tc.dims;
+  LibraryGemm g{.m = c[c.size() - 2],
+                .n = c[c.size() - 1],
+                .k = ta.dims.back(),
+                .batches = ir::num_elements(Dims(c.begin(), c.end() - 2)),
+                .dtype = ta.dtype};
+  g.stride_c = g.m * g.n;
+  // An operand's batch dims either match the output's (its own matrix per product) or hold a
+  // single matrix (shared, stride 0); anything between needs the generated kernel's indexing.
+  auto stride = [&](const Dims& dims, int64_t matrix) -> std::optional<int64_t> {
+    const int64_t count = ir::num_elements(Dims(dims.begin(), dims.end() - 2));
+    if (count == 1) return 0;
+    const Dims batch(dims.begin(), dims.end() - 2);
+    const Dims out_batch(c.end() - 2 - int64_t(batch.size()), c.end() - 2);
+    if (count == g.batches && batch == out_batch) return matrix;
+    return std::nullopt;
+  };
+  const std::optional<int64_t> sa = stride(ta.dims, g.m * g.k);
+  const std::optional<int64_t> sb = stride(tb.dims, g.k * g.n);
+  const int64_t limit = std::numeric_limits<int>::max();
+  if (!sa || !sb || g.m > limit || g.n > limit || g.k > limit || g.batches > limit)
+    return std::nullopt;
+  g.stride_a = *sa;
+  g.stride_b = *sb;
+  return g;
+}
 
 std::vector<KernelLaunch> lower_op(const ir::KernelGraph& graph, const ir::Node& node,
                                    const std::vector<int>& in, const std::vector<int>& out) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,9 @@ std::string identifier(const std::string& text);
 std::vector<KernelLaunch> lower_op(const ir::KernelGraph& graph, const ir::Node& node,
                                    const std::vector<int>& input_slots,
                                    const std::vector<int>& output_slots);
+// The cuBLAS form of a kernel-level matmul node, or nothing when it is not a matmul or its batch
+// dims broadcast in a way one stride per operand cannot express.
+std::optional<LibraryGemm> library_gemm(const ir::KernelGraph& graph, const ir::Node& node);
 // A plain copy of `bytes` (for a reshape marked as an output).
 KernelLaunch copy_kernel(size_t bytes, int from, int to, const std::string& what);
 

@@ -7,8 +7,12 @@
 // stream; the second launch on the same buffers captures them into a CUDA graph, and later
 // launches on those buffers replay it.
 //
+// Kernel-level matmuls are cuBLAS calls when cuBLAS loads (driver.h), on the same stream and
+// captured into the same graph; otherwise generated kernels.
+//
 // Capabilities: compute_capability, sm_arch, multiprocessors, shared_memory_per_block_optin_bytes,
-// l2_bytes, memory_bytes, driver_version, device_count, and "search" (backend.h).
+// l2_bytes, memory_bytes, driver_version, device_count, matmul_library ("libcublas.so", or "none:
+// <why>"), and "search" (backend.h).
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -127,6 +131,8 @@ Probe probe_driver() {
       throw ProbeFailure{
           fmt::format("found {} but cannot compile kernels: {}, and no nvcc on the PATH",
                       probe.device.name, why_not)};
+    probe.device.capabilities["matmul_library"] =
+        blas().loaded ? blas().library : fmt::format("none: {}", blas().reason);
     probe.availability.available = true;
   } catch (const ProbeFailure& failure) {
     probe.availability.reason = failure.reason;
@@ -167,19 +173,62 @@ class CudaBuffer final : public Buffer {
 };
 
 struct LoadedKernel {
-  CUfunction function = nullptr;
+  CUfunction function = nullptr;  // null for a library call
   const KernelLaunch* launch = nullptr;
+};
+
+// The cuBLAS handle every module's library matmuls use: on the backend's stream, with a
+// workspace of its own so that calls captured into a CUDA graph allocate nothing.
+class BlasHandle {
+ public:
+  BlasHandle(CUcontext context, CUstream stream) : workspace_(context, kWorkspaceBytes) {
+    const BlasApi& api = blas().api;
+    check_blas(api.create(&handle_), "cublasCreate");
+    check_blas(api.set_stream(handle_, stream), "cublasSetStream");
+    check_blas(
+        api.set_workspace(handle_, reinterpret_cast<void*>(workspace_.address()), kWorkspaceBytes),
+        "cublasSetWorkspace");
+  }
+  ~BlasHandle() { blas().api.destroy(handle_); }
+  BlasHandle(const BlasHandle&) = delete;
+  BlasHandle& operator=(const BlasHandle&) = delete;
+
+  // Row-major C = A · B is column-major Cᵀ = Bᵀ · Aᵀ: cuBLAS gets B first, with the sizes swapped.
+  void gemm(const LibraryGemm& g, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c,
+            std::string_view what) const {
+    const int type = g.dtype == ir::DType::f32    ? kCudaR32F
+                     : g.dtype == ir::DType::bf16 ? kCudaR16BF
+                                                  : kCudaR16F;
+    const float one = 1.0f, zero = 0.0f;
+    check_blas(blas().api.gemm_strided_batched(
+                   handle_, kCublasOpN, kCublasOpN, int(g.n), int(g.m), int(g.k), &one,
+                   reinterpret_cast<const void*>(b), type, int(g.n), g.stride_b,
+                   reinterpret_cast<const void*>(a), type, int(g.k), g.stride_a, &zero,
+                   reinterpret_cast<void*>(c), type, int(g.n), g.stride_c, int(g.batches),
+                   kCublasCompute32F, kCublasGemmDefault),
+               fmt::format("cublasGemmStridedBatchedEx for {}", what));
+  }
+
+ private:
+  static constexpr size_t kWorkspaceBytes = 32u << 20;
+  CudaBuffer workspace_;
+  CublasHandle handle_ = nullptr;
 };
 
 class CudaModule final : public Module {
  public:
   CudaModule(CUcontext context, CUstream stream, Program program, const std::string& arch,
-             int max_shared)
-      : context_(context), stream_(stream), program_(std::move(program)) {
+             int max_shared, const BlasHandle* blas)
+      : context_(context), stream_(stream), program_(std::move(program)), blas_(blas) {
     const DriverApi& api = driver().api;
     check(api.ctx_set_current(context_), "cuCtxSetCurrent");
     std::map<std::string, CUmodule> by_source;
     for (const KernelLaunch& k : program_.kernels) {
+      if (k.gemm) {
+        if (!blas_) fail("cuda: {} needs cuBLAS, which is not loaded", k.what);
+        kernels_.push_back({nullptr, &k});
+        continue;
+      }
       auto [at, fresh] = by_source.emplace(k.source, nullptr);
       if (fresh) {
         std::vector<char> cubin = cached_cubin(k.source, arch, k.name);
@@ -258,6 +307,12 @@ class CudaModule final : public Module {
   void enqueue(const std::vector<CUdeviceptr>& addresses) {
     const DriverApi& api = driver().api;
     for (const LoadedKernel& k : kernels_) {
+      if (const std::optional<LibraryGemm>& g = k.launch->gemm) {
+        const std::vector<int>& slots = k.launch->args;
+        blas_->gemm(*g, addresses[size_t(slots[0])], addresses[size_t(slots[1])],
+                    addresses[size_t(slots[2])], k.launch->what);
+        continue;
+      }
       std::vector<CUdeviceptr> values;
       for (int slot : k.launch->args) values.push_back(addresses[size_t(slot)]);
       std::vector<void*> params;
@@ -295,6 +350,7 @@ class CudaModule final : public Module {
   CUcontext context_;
   CUstream stream_;
   Program program_;
+  const BlasHandle* blas_;  // null without cuBLAS
   std::vector<CUmodule> modules_;
   std::vector<LoadedKernel> kernels_;
   std::vector<std::unique_ptr<CudaBuffer>> scratch_;
@@ -320,8 +376,12 @@ class CudaBackend final : public Backend {
     CodegenOptions options;
     options.max_shared_bytes = probe_.max_shared;
     options.multiprocessors = probe_.device.capabilities.value("multiprocessors", int64_t{0});
+    options.library_matmul = blas().loaded;
+    if (options.library_matmul)
+      std::call_once(blas_once_,
+                     [&] { blas_handle_ = std::make_unique<BlasHandle>(ctx, stream_); });
     return std::make_unique<CudaModule>(ctx, stream_, lower(graph, options), arch(),
-                                        probe_.max_shared);
+                                        probe_.max_shared, blas_handle_.get());
   }
 
   void synchronize() override {
@@ -356,6 +416,8 @@ class CudaBackend final : public Backend {
   std::once_flag once_;
   CUcontext context_ = nullptr;
   CUstream stream_ = nullptr;
+  std::once_flag blas_once_;
+  std::unique_ptr<BlasHandle> blas_handle_;
 };
 
 }  // namespace

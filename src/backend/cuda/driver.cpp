@@ -89,6 +89,40 @@ Driver load_driver() {
   return d;
 }
 
+Blas load_blas() {
+  Blas b;
+  const char* off = std::getenv("YIRAGE_CUDA_CUBLAS");
+  if (off && std::string_view(off) == "0") {
+    b.reason = "turned off by YIRAGE_CUDA_CUBLAS=0";
+    return b;
+  }
+  const char* names[] = {"libcublas.so", "libcublas.so.13", "libcublas.so.12"};
+  void* lib = nullptr;
+  for (const char* name : names)
+    if ((lib = dlopen(name, RTLD_NOW | RTLD_LOCAL))) {
+      b.library = name;
+      break;
+    }
+  if (!lib) {
+    b.reason = "cuBLAS not found (tried libcublas.so, .so.13, .so.12)";
+    return b;
+  }
+  try {
+    const char* l = "libcublas";
+    BlasApi& a = b.api;
+    bind(lib, l, a.create, "cublasCreate_v2");
+    bind(lib, l, a.destroy, "cublasDestroy_v2");
+    bind(lib, l, a.set_stream, "cublasSetStream_v2");
+    bind(lib, l, a.set_workspace, "cublasSetWorkspace_v2");
+    bind(lib, l, a.get_version, "cublasGetVersion_v2");
+    bind(lib, l, a.gemm_strided_batched, "cublasGemmStridedBatchedEx");
+    b.loaded = true;
+  } catch (const LoadFailure& failure) {
+    b.reason = failure.reason;
+  }
+  return b;
+}
+
 // ---- NVRTC ----------------------------------------------------------------------------------
 
 using NvrtcProgram = struct _nvrtcProgram*;
@@ -217,6 +251,15 @@ std::filesystem::path cache_dir() {
 }
 
 }  // namespace
+
+const Blas& blas() {
+  static const Blas b = load_blas();
+  return b;
+}
+
+void check_blas(int status, std::string_view call) {
+  if (status != 0) fail("{} failed with cublasStatus_t {}", call, status);
+}
 
 const Driver& driver() {
   static const Driver d = load_driver();

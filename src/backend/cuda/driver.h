@@ -85,6 +85,41 @@ const Driver& driver();
 // Throws yirage::Error "<call> failed with CUresult N (NAME)" unless `result` is success.
 void check(CUresult result, std::string_view call);
 
+// cuBLAS, for kernel-level matmuls (codegen.h's LibraryGemm). Optional: without it those matmuls
+// run as generated kernels.
+using CublasHandle = struct cublasContext*;
+struct BlasApi {
+  int (*create)(CublasHandle*);
+  int (*destroy)(CublasHandle);
+  int (*set_stream)(CublasHandle, CUstream);
+  int (*set_workspace)(CublasHandle, void*, size_t);
+  int (*get_version)(CublasHandle, int*);
+  int (*gemm_strided_batched)(CublasHandle, int transa, int transb, int m, int n, int k,
+                              const void* alpha, const void* a, int a_type, int lda,
+                              long long stride_a, const void* b, int b_type, int ldb,
+                              long long stride_b, const void* beta, void* c, int c_type, int ldc,
+                              long long stride_c, int batches, int compute_type, int algo);
+};
+// Values from cublas_api.h and library_types.h.
+inline constexpr int kCublasOpN = 0;
+inline constexpr int kCublasCompute32F = 68;
+inline constexpr int kCublasGemmDefault = -1;
+inline constexpr int kCudaR32F = 0;
+inline constexpr int kCudaR16F = 2;
+inline constexpr int kCudaR16BF = 14;
+
+struct Blas {
+  bool loaded = false;
+  std::string reason;   // when not loaded
+  std::string library;  // the file name that loaded
+  BlasApi api{};
+};
+// Loaded once per process, on first use; YIRAGE_CUDA_CUBLAS=0 leaves it unloaded (the generated
+// matmul kernels then run everywhere).
+const Blas& blas();
+// Throws yirage::Error "<call> failed with cublasStatus_t N" unless `status` is 0.
+void check_blas(int status, std::string_view call);
+
 // NVRTC: compiles CUDA C++ to a cubin for one architecture ("sm_90").
 struct CompileResult {
   std::vector<char> cubin;
