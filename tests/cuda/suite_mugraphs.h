@@ -291,6 +291,25 @@ inline std::vector<Variant> gqa(int bs) {
     g.mark_output(fused(g, std::move(f), {parts[0], parts[1]}, "attention_finish"), "out");
     out.push_back({fmt::format("split{}_qb{}_lc{}", s, qb, lc), std::move(g)});
   }
+  // Library products around one fused pass: S = Q·K and P·V are kernel-level matmuls (cuBLAS
+  // calls where cuBLAS loaded), and one kernel turns S into P = exp(S) / rowsum(exp(S)), r whole
+  // rows per block, so S and P cross memory once each.
+  for (int64_t r : {2, 4}) {
+    KernelGraph g;
+    const int64_t heads = 2 * bs, queries = 256, d = 64, keys = 4096;
+    TensorRef q = g.input("Q", {heads, queries, d}, DType::f16);
+    TensorRef k = g.input("K", {heads, d, keys}, DType::f16);
+    TensorRef v = g.input("V", {heads, keys, d}, DType::f16);
+    TensorRef scores = g.matmul(q, k);
+    BlockGraph b({{heads, queries / r, 1}}, 1, {g.type(scores)});
+    int32_t e = b.accumulate(AccumFn::sum, b.add(ir::UnaryOp{ir::UnaryFn::exp},
+                                                 {b.iterator(0, {0, 1, kReplicate}, kReplicate)}));
+    int32_t l = b.add(ir::ReduceOp{ir::ReduceFn::sum, 2}, {e});
+    b.save(b.add(ir::BinaryOp{ir::BinaryFn::div}, {e, l}), {0, 1, kReplicate});
+    TensorRef p = fused(g, std::move(b), {scores}, "exp_normalize");
+    g.mark_output(g.matmul(p, v), "out");
+    out.push_back({fmt::format("mm_expnorm{}_mm", r), std::move(g)});
+  }
   return out;
 }
 
