@@ -294,7 +294,7 @@ inline std::vector<Variant> gqa(int bs) {
   // Library products around one fused pass: S = Q·K and P·V are kernel-level matmuls (cuBLAS
   // calls where cuBLAS loaded), and one kernel turns S into P = exp(S) / rowsum(exp(S)), r whole
   // rows per block, so S and P cross memory once each.
-  for (int64_t r : {2, 4}) {
+  for (int64_t r : {1, 2, 4}) {
     KernelGraph g;
     const int64_t heads = 2 * bs, queries = 256, d = 64, keys = 4096;
     TensorRef q = g.input("Q", {heads, queries, d}, DType::f16);

@@ -69,6 +69,9 @@ class BlockLowering {
   std::string read(int32_t id, const std::string& index) const;
   std::string elementwise(int32_t id, const std::string& expr) const;
   std::string reduce(int32_t id, int dim, int64_t width, bool is_max, bool mean) const;
+  std::string reduce_finish(const std::string& out, bool into, int64_t parts, int64_t per_pass,
+                            int64_t outputs, int64_t lanes, bool is_max,
+                            const std::string& scale) const;
   std::string norm(int32_t id, const ir::Dims& normalized, double eps, bool layer, bool has_weight,
                    bool has_bias) const;
   std::string block_norm(int32_t id, int64_t len, int64_t rows, double eps, bool layer,

@@ -215,14 +215,13 @@ std::string BlockLowering::reduce(int32_t id, int dim, int64_t width, bool is_ma
   int64_t lanes = 1;
   while (lanes < 32 && lanes * 2 <= run && elements(id) * lanes * 2 <= kBlockThreads * 4)
     lanes *= 2;
-  // A few outputs added into an accumulator: `parts` groups share each output, each summing a
-  // slice of its run and adding it atomically, so that the reduction does not lengthen the
-  // iteration of the one or two warps it would otherwise fall to.
+  // A few long outputs: `parts` warps share each output, each reducing a slice of its run, so
+  // that the reduction does not fall to one or two warps while the others wait. Added into an
+  // accumulator, the slices add atomically; otherwise they meet in the reduction scratch.
   const bool into = reduced_into_[size_t(id)];
   const int64_t groups = kBlockThreads / lanes;
   int64_t parts = 1;
-  while (into && lanes == 32 && elements(id) * parts * 2 <= groups && lanes * parts * 2 <= run)
-    parts *= 2;
+  while (lanes == 32 && elements(id) * parts * 2 <= groups && lanes * parts * 2 <= run) parts *= 2;
   const std::string out = tile_var(into ? reader_[size_t(id)] : id);
   const std::string scale = mean ? fmt::format(" / {}.0f", run) : std::string();
   return fmt::format(
@@ -242,7 +241,7 @@ std::string BlockLowering::reduce(int32_t id, int dim, int64_t width, bool is_ma
       "      const float v = __shfl_xor_sync(0xffffffffu, acc, off);\n"
       "      acc = {combine};\n"
       "    }}\n"
-      "    if (o < {outputs} && threadIdx.x % {lanes} == 0) {store};\n"
+      "{finish}"
       "  }}\n",
       fmt::arg("outputs", elements(id)), fmt::arg("per_pass", groups / parts),
       fmt::arg("lanes", lanes), fmt::arg("parts", parts), fmt::arg("stride", lanes * parts),
@@ -251,8 +250,35 @@ std::string BlockLowering::reduce(int32_t id, int dim, int64_t width, bool is_ma
       fmt::arg("x", read(n.inputs[0],
                          fmt::format("(oo * {} + w * {} + r) * {} + ii", extent, run, inner))),
       fmt::arg("combine", is_max ? "fmaxf(acc, v)" : "acc + v"),
-      fmt::arg("store", parts > 1 ? fmt::format("atomicAdd(&{}[o], acc{})", out, scale)
-                                  : fmt::format("{}[o] {} acc{}", out, into ? "+=" : "=", scale)));
+      fmt::arg("finish", reduce_finish(out, into, parts, groups / parts, elements(id), lanes,
+                                       is_max, scale)));
+}
+
+// How reduce() stores each output once its groups have their values in `acc`.
+std::string BlockLowering::reduce_finish(const std::string& out, bool into, int64_t parts,
+                                         int64_t per_pass, int64_t outputs, int64_t lanes,
+                                         bool is_max, const std::string& scale) const {
+  if (parts == 1)
+    return fmt::format("    if (o < {} && threadIdx.x % {} == 0) {}[o] {} acc{};\n", outputs, lanes,
+                       out, into ? "+=" : "=", scale);
+  if (into)
+    return fmt::format("    if (o < {} && threadIdx.x % {} == 0) atomicAdd(&{}[o], acc{});\n",
+                       outputs, lanes, out, scale);
+  // The barriers keep the scratch clear of an earlier pass's block reduction and of the next
+  // round's partials.
+  return fmt::format(
+      "    __syncthreads();\n"
+      "    if (threadIdx.x % {lanes} == 0) red[threadIdx.x / {lanes}] = acc;\n"
+      "    __syncthreads();\n"
+      "    if (threadIdx.x < {per_pass} && o0 + threadIdx.x < {outputs}) {{\n"
+      "      float r = red[threadIdx.x * {parts}];\n"
+      "      for (int p = 1; p < {parts}; ++p) r = {combine};\n"
+      "      {out}[o0 + threadIdx.x] = r{scale};\n"
+      "    }}\n",
+      fmt::arg("lanes", lanes), fmt::arg("per_pass", per_pass), fmt::arg("outputs", outputs),
+      fmt::arg("parts", parts), fmt::arg("out", out), fmt::arg("scale", scale),
+      fmt::arg("combine", is_max ? fmt::format("fmaxf(r, red[threadIdx.x * {} + p])", parts)
+                                 : fmt::format("r + red[threadIdx.x * {} + p]", parts)));
 }
 
 // rms_norm / layer_norm of a tile over its trailing `normalized` dims: a warp per row.
