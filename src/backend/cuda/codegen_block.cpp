@@ -170,12 +170,19 @@ void BlockLowering::allocate_storage() {
     }
     storage_.push_back(s);
   }
-  int64_t red_floats = kBlockThreads * 16;
-  for (int32_t id = 0; id < int32_t(g_.nodes().size()); ++id)
-    if (std::holds_alternative<ir::MatmulOp>(node(id).op) && tensor_core(id)) {
+  // The reduction scratch: a float per thread for block reductions and split reductions, more
+  // for the K-split partials of matmuls. Sized to need, since a kernel of many small blocks (a
+  // row each) fits more of them on a multiprocessor.
+  int64_t red_floats = kBlockThreads;
+  for (int32_t id = 0; id < int32_t(g_.nodes().size()); ++id) {
+    if (!std::holds_alternative<ir::MatmulOp>(node(id).op)) continue;
+    if (tensor_core(id)) {
       const MmaPlan p = mma_plan(id);
       red_floats = std::max(red_floats, p.splits * p.mp * p.n);
+    } else {
+      red_floats = std::max<int64_t>(red_floats, kBlockThreads * 16);
     }
+  }
   reduction_offset_ = allocate(red_floats * 4);
 }
 
