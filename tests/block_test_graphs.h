@@ -45,6 +45,24 @@ inline void expect_close(const HostTensor& actual, const HostTensor& expected) {
   EXPECT_EQ(bad, 0) << "elements out of tolerance";
 }
 
+// Kernel-level matmuls in each batch layout, M x K x N = 17 x 40 x 24, one output each: one
+// matrix per product on both sides, a shared B, a shared A, and batch dims that broadcast
+// ([2, 1] against [3]).
+inline KernelGraph matmul_layouts_graph(DType t) {
+  KernelGraph g;
+  auto a = g.input("A", {2, 3, 17, 40}, t);
+  auto b = g.input("B", {2, 3, 40, 24}, t);
+  auto w = g.input("W", {40, 24}, t);
+  auto x = g.input("X", {17, 40}, t);
+  auto q = g.input("Q", {2, 1, 6, 8}, t);
+  auto k = g.input("K", {3, 8, 5}, t);
+  g.mark_output(g.matmul(a, b), "batched");
+  g.mark_output(g.matmul(a, w), "shared_b");
+  g.mark_output(g.matmul(x, b), "shared_a");
+  g.mark_output(g.matmul(q, k), "mixed_broadcast");
+  return g;
+}
+
 inline constexpr AxisMap kAllReplicated{kReplicate, kReplicate, kReplicate};
 
 // rms_norm(X, G, eps 0) · W in one kernel: blocks split W's columns, the loop walks K. No norm

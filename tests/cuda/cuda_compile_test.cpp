@@ -79,17 +79,7 @@ TEST(CudaCompile, BlockTestGraphs) {
 TEST(CudaCompile, LibraryMatmulSteps) {
   const CodegenOptions with_library{.library_matmul = true};
   for (ir::DType t : {ir::DType::f32, ir::DType::f16, ir::DType::bf16}) {
-    ir::KernelGraph g;
-    auto a = g.input("A", {2, 3, 16, 32}, t);
-    auto b = g.input("B", {2, 3, 32, 8}, t);
-    auto w = g.input("W", {32, 8}, t);
-    auto x = g.input("X", {16, 32}, t);
-    auto q = g.input("Q", {2, 1, 6, 8}, t);
-    auto k = g.input("K", {3, 8, 5}, t);
-    g.mark_output(g.matmul(a, b), "batched");
-    g.mark_output(g.matmul(a, w), "shared_b");
-    g.mark_output(g.matmul(x, b), "shared_a");
-    g.mark_output(g.matmul(q, k), "mixed_broadcast");
+    const ir::KernelGraph g = ir::testing::matmul_layouts_graph(t);
     const Program p = lower(g, with_library);
     ASSERT_EQ(p.kernels.size(), 4u);
     auto expect_gemm = [&](const KernelLaunch& step, int64_t batches, int64_t sa, int64_t sb) {
@@ -98,12 +88,12 @@ TEST(CudaCompile, LibraryMatmulSteps) {
       EXPECT_EQ(step.args.size(), 3u);
       const LibraryGemm& m = *step.gemm;
       EXPECT_EQ(std::tuple(m.m, m.n, m.k, m.batches, m.stride_a, m.stride_b, m.stride_c, m.dtype),
-                std::tuple(int64_t{16}, int64_t{8}, int64_t{32}, batches, sa, sb, int64_t{128}, t))
+                std::tuple(int64_t{17}, int64_t{24}, int64_t{40}, batches, sa, sb, int64_t{408}, t))
           << step.what;
     };
-    expect_gemm(p.kernels[0], 6, 512, 256);
-    expect_gemm(p.kernels[1], 6, 512, 0);
-    expect_gemm(p.kernels[2], 6, 0, 256);
+    expect_gemm(p.kernels[0], 6, 680, 960);
+    expect_gemm(p.kernels[1], 6, 680, 0);
+    expect_gemm(p.kernels[2], 6, 0, 960);
     EXPECT_FALSE(p.kernels[3].gemm) << "[2,1] x [3] batches need per-operand batch indexing";
     EXPECT_FALSE(p.kernels[3].source.empty());
     for (const KernelLaunch& step : lower(g).kernels) EXPECT_FALSE(step.gemm) << step.what;
