@@ -617,9 +617,67 @@ inline void rows_dispatch(int mr, const TA* A, int64_t lda, const TB* B, int64_t
   }
 }
 
+// 5 to 8 rows: a C strip of MR rows x two vectors stays in registers over 16 k at a time, so C
+// is loaded and stored once per 16 k where the row kernel above does it every 4; B is read once,
+// 16 rows by a column chunk whose C strip stays in L2. 16 is the depth that keeps B's 16 row
+// streams within what the prefetchers follow: 32 and 64 were twice as slow, 8 no faster than the
+// row kernel. bench/cpu_gemm_micro.cpp with huge pages, 2 threads, interleaved runs, row kernel
+// -> this one: 8x4096x4096 3.23 -> 2.70 ms, 5x4096x4096 2.5 -> 2.1 ms, 8x4096x14336 11.4-13.6 ->
+// 10.4 ms, 8x32000x2048 even (11.0 ms).
+template <int MR, class TA, class TB>
+inline void rows_in_registers(int64_t N, int64_t K, const TA* A, int64_t lda, const TB* B,
+                              int64_t ldb, float* C, int64_t ldc, bool accumulate) {
+  constexpr int64_t KB = 16, W = 2 * VL;
+  const int64_t whole = N / W * W;
+  const int64_t chunk = std::max<int64_t>(W, 32768 / MR / W * W);
+  for (int64_t n0 = 0; n0 < whole; n0 += chunk) {
+    const int64_t n1 = std::min(whole, n0 + chunk);
+    for (int64_t k0 = 0; k0 < K; k0 += KB) {
+      const int64_t k1 = std::min(K, k0 + KB);
+      const bool add = accumulate || k0 > 0;
+      for (int64_t n = n0; n < n1; n += W) {
+        vf c0[MR], c1[MR];
+#pragma GCC unroll 8
+        for (int i = 0; i < MR; ++i) {
+          c0[i] = add ? vld(C + i * ldc + n) : splat(0);
+          c1[i] = add ? vld(C + i * ldc + n + VL) : splat(0);
+        }
+        const TB* b = B + k0 * ldb + n;
+        for (int64_t k = k0; k < k1; ++k, b += ldb) {
+          const vf b0 = vld(b), b1 = vld(b + VL);
+#pragma GCC unroll 8
+          for (int i = 0; i < MR; ++i) {
+            const vf a = splat(ld(A[i * lda + k]));
+            c0[i] += a * b0;
+            c1[i] += a * b1;
+          }
+        }
+#pragma GCC unroll 8
+        for (int i = 0; i < MR; ++i) {
+          vst(C + i * ldc + n, c0[i]);
+          vst(C + i * ldc + n + VL, c1[i]);
+        }
+      }
+    }
+  }
+  for (int64_t n = whole; n < N; ++n)
+    for (int i = 0; i < MR; ++i) {
+      float c = accumulate ? C[i * ldc + n] : 0.0f;
+      for (int64_t k = 0; k < K; ++k) c += ld(A[i * lda + k]) * ld(B[k * ldb + n]);
+      C[i * ldc + n] = c;
+    }
+}
+
 template <class TA, class TB>
 inline void gemm_rows(int64_t M, int64_t N, int64_t K, const TA* A, int64_t lda, const TB* B,
                       int64_t ldb, float* C, int64_t ldc, bool accumulate) {
+  switch (M) {
+    case 5: return rows_in_registers<5>(N, K, A, lda, B, ldb, C, ldc, accumulate);
+    case 6: return rows_in_registers<6>(N, K, A, lda, B, ldb, C, ldc, accumulate);
+    case 7: return rows_in_registers<7>(N, K, A, lda, B, ldb, C, ldc, accumulate);
+    case 8: return rows_in_registers<8>(N, K, A, lda, B, ldb, C, ldc, accumulate);
+    default: break;
+  }
   // A chunk of C (M x NC floats, up to 128 KiB) stays in L2 while every B row streams through
   // it: long contiguous runs of B are what keep the hardware prefetchers at full bandwidth.
   const int64_t NC = std::max<int64_t>(256, (32768 / M) / (4 * VL) * (4 * VL));
