@@ -43,10 +43,9 @@ Emit start(const ir::KernelGraph& graph, const ir::Node& node, const std::vector
 }
 
 void finish(Emit& e, const std::string& body) {
-  e.k.source =
-      prelude() +
-      fmt::format("\nextern \"C\" __global__ void __launch_bounds__(256) {}({}) {{\n{}}}\n",
-                  e.k.name, e.params, body);
+  e.k.source = prelude() +
+               fmt::format("\nextern \"C\" __global__ void __launch_bounds__({}) {}({}) {{\n{}}}\n",
+                           e.k.threads, e.k.name, e.params, body);
 }
 
 KernelLaunch elementwise(const ir::KernelGraph& graph, const ir::Node& node,
@@ -107,17 +106,43 @@ KernelLaunch reduce(const ir::KernelGraph& graph, const ir::Node& node, const ir
 }
 
 // rms_norm, layer_norm and softmax: one block per row of `extent` elements at stride `inner`.
+// Bodies see element r = R(j) = threadIdx.x + j * threads as V(j), for j < per, valid where
+// VALID(j). Rows of up to 32 elements a thread are read from memory once, into registers, with
+// 1024 threads for long rows: the row then takes one round of loads, where a 256-thread loop over
+// a 4096-element row took 16 dependent rounds and a second pass (ncu: a 2 x 4096 rms_norm took
+// 4.5 us, longer than launching it). Longer rows re-read V(j) from memory in each pass.
+int64_t row_threads(int64_t extent) {
+  return extent >= 2048 ? 1024 : 256;
+}
+int64_t row_per_thread(int64_t extent) {
+  return (extent + row_threads(extent) - 1) / row_threads(extent);
+}
+
 KernelLaunch row_op(const ir::KernelGraph& graph, const ir::Node& node, const std::vector<int>& in,
                     const std::vector<int>& out, const Split3& s, const std::string& body) {
   Emit e = start(graph, node, in, out);
+  e.k.threads = unsigned(row_threads(s.extent));
+  const int64_t per = row_per_thread(s.extent);
+  const std::string values =
+      per <= 32 ? fmt::format(
+                      "  float v[{0}];\n#pragma unroll\n  for (int j = 0; j < {0}; ++j) v[j] = "
+                      "VALID(j) ? yr_to_f(in0[AT(R(j))]) : 0.0f;\n#define V(j) v[j]\n",
+                      per)
+                : "#define V(j) yr_to_f(in0[AT(R(j))])\n";
   finish(e, fmt::format(R"(  __shared__ float scratch[32];
   const long long row = blockIdx.x;
   const long long base = (row / {inner}ll) * {extent}ll * {inner}ll + row % {inner}ll;
 #define AT(r) (base + (long long)(r) * {inner}ll)
-{body}
+#define R(j) (threadIdx.x + (j) * {threads})
+#define VALID(j) (R(j) < {extent})
+{values}{body}
+#undef V
+#undef VALID
+#undef R
 #undef AT
 )",
                         fmt::arg("inner", s.inner), fmt::arg("extent", s.extent),
+                        fmt::arg("threads", e.k.threads), fmt::arg("values", values),
                         fmt::arg("body", body)));
   e.k.grid = {unsigned(s.outer * s.inner), 1, 1};
   return e.k;
@@ -131,20 +156,25 @@ KernelLaunch norm(const ir::KernelGraph& graph, const ir::Node& node, const Dims
   s.extent = ir::num_elements(normalized);
   s.outer = ir::num_elements(dims) / s.extent;
   const std::string n = fmt::format("{}", s.extent);
+  const int64_t per = row_per_thread(s.extent);
   std::string body = "  float mean = 0.0f;\n";
   if (layer)
     body += fmt::format(
-        "  {{ float a = 0.0f; for (int r = threadIdx.x; r < {0}; r += 256) a += "
-        "yr_to_f(in0[AT(r)]);\n    mean = yr_block_reduce(a, scratch, false) / {0}.0f; }}\n",
-        n);
+        "  {{ float a = 0.0f;\n#pragma unroll\n  for (int j = 0; j < {1}; ++j) a += VALID(j) ? "
+        "V(j) : 0.0f;\n"
+        "    mean = yr_block_reduce(a, scratch, false) / {0}.0f; }}\n",
+        n, per);
   body += fmt::format(
-      "  float a = 0.0f;\n  for (int r = threadIdx.x; r < {0}; r += 256) {{ const float d = "
-      "yr_to_f(in0[AT(r)]) - mean; a += d * d; }}\n"
+      "  float a = 0.0f;\n#pragma unroll\n  for (int j = 0; j < {1}; ++j) {{ const float d = "
+      "VALID(j) ? V(j) - mean : 0.0f; a += d * d; }}\n"
       "  const float scale = 1.0f / sqrtf(yr_block_reduce(a, scratch, false) / {0}.0f + "
-      "{1:.9e}f);\n"
-      "  for (int r = threadIdx.x; r < {0}; r += 256) {{\n"
-      "    float y = (yr_to_f(in0[AT(r)]) - mean) * scale;\n",
-      n, float(eps));
+      "{2:.9e}f);\n"
+      "#pragma unroll\n"
+      "  for (int j = 0; j < {1}; ++j) {{\n"
+      "    if (!VALID(j)) continue;\n"
+      "    const int r = R(j);\n"
+      "    float y = (V(j) - mean) * scale;\n",
+      n, per, float(eps));
   if (has_weight) body += "    y *= yr_to_f(in1[r]);\n";
   if (has_bias) body += fmt::format("    y += yr_to_f(in{}[r]);\n", has_weight ? 2 : 1);
   body += "    yr_store(out0 + AT(r), y);\n  }\n";
@@ -154,15 +184,19 @@ KernelLaunch norm(const ir::KernelGraph& graph, const ir::Node& node, const Dims
 KernelLaunch softmax(const ir::KernelGraph& graph, const ir::Node& node, int dim,
                      const std::vector<int>& in, const std::vector<int>& out) {
   const Split3 s = around(graph.type(node.inputs[0]).dims, dim);
+  const int64_t per = row_per_thread(s.extent);
   const std::string body = fmt::format(R"(  float m = -INFINITY;
-  for (int r = threadIdx.x; r < {0}; r += 256) m = fmaxf(m, yr_to_f(in0[AT(r)]));
+#pragma unroll
+  for (int j = 0; j < {0}; ++j) if (VALID(j)) m = fmaxf(m, V(j));
   m = yr_block_reduce(m, scratch, true);
   float a = 0.0f;
-  for (int r = threadIdx.x; r < {0}; r += 256) a += expf(yr_to_f(in0[AT(r)]) - m);
+#pragma unroll
+  for (int j = 0; j < {0}; ++j) if (VALID(j)) a += expf(V(j) - m);
   const float inv = 1.0f / yr_block_reduce(a, scratch, false);
-  for (int r = threadIdx.x; r < {0}; r += 256) yr_store(out0 + AT(r), expf(yr_to_f(in0[AT(r)]) - m) * inv);
+#pragma unroll
+  for (int j = 0; j < {0}; ++j) if (VALID(j)) yr_store(out0 + AT(R(j)), expf(V(j) - m) * inv);
 )",
-                                       s.extent);
+                                       per);
   return row_op(graph, node, in, out, s, body);
 }
 
