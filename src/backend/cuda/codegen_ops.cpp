@@ -309,11 +309,10 @@ std::optional<LibraryGemm> library_gemm(const ir::KernelGraph& graph, const ir::
   // An operand's batch dims either match the output's (its own matrix per product) or hold a
   // single matrix (shared, stride 0); anything between needs the generated kernel's indexing.
   auto stride = [&](const Dims& dims, int64_t matrix) -> std::optional<int64_t> {
-    const int64_t count = ir::num_elements(Dims(dims.begin(), dims.end() - 2));
-    if (count == 1) return 0;
     const Dims batch(dims.begin(), dims.end() - 2);
+    if (ir::num_elements(batch) == 1) return 0;
     const Dims out_batch(c.end() - 2 - int64_t(batch.size()), c.end() - 2);
-    if (count == g.batches && batch == out_batch) return matrix;
+    if (ir::num_elements(batch) == g.batches && batch == out_batch) return matrix;
     return std::nullopt;
   };
   const std::optional<int64_t> sa = stride(ta.dims, g.m * g.k);

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <iterator>
 #include <mutex>
 #include <random>
@@ -31,6 +32,16 @@ void bind(void* library, const char* library_name, Fn& slot, const char* name) {
   void* address = dlsym(library, name);
   if (!address) throw LoadFailure{fmt::format("{} lacks {}", library_name, name)};
   slot = reinterpret_cast<Fn>(address);
+}
+
+// The first of `names` that dlopen loads, and its name; null when none does.
+void* open_first(std::initializer_list<const char*> names, std::string* opened = nullptr) {
+  for (const char* name : names)
+    if (void* lib = dlopen(name, RTLD_NOW | RTLD_LOCAL)) {
+      if (opened) *opened = name;
+      return lib;
+    }
+  return nullptr;
 }
 
 Driver load_driver() {
@@ -96,13 +107,7 @@ Blas load_blas() {
     b.reason = "turned off by YIRAGE_CUDA_CUBLAS=0";
     return b;
   }
-  const char* names[] = {"libcublas.so", "libcublas.so.13", "libcublas.so.12"};
-  void* lib = nullptr;
-  for (const char* name : names)
-    if ((lib = dlopen(name, RTLD_NOW | RTLD_LOCAL))) {
-      b.library = name;
-      break;
-    }
+  void* lib = open_first({"libcublas.so", "libcublas.so.13", "libcublas.so.12"}, &b.library);
   if (!lib) {
     b.reason = "cuBLAS not found (tried libcublas.so, .so.13, .so.12)";
     return b;
@@ -114,7 +119,6 @@ Blas load_blas() {
     bind(lib, l, a.destroy, "cublasDestroy_v2");
     bind(lib, l, a.set_stream, "cublasSetStream_v2");
     bind(lib, l, a.set_workspace, "cublasSetWorkspace_v2");
-    bind(lib, l, a.get_version, "cublasGetVersion_v2");
     bind(lib, l, a.gemm_strided_batched, "cublasGemmStridedBatchedEx");
     b.loaded = true;
   } catch (const LoadFailure& failure) {
@@ -144,10 +148,7 @@ struct NvrtcApi {
 NvrtcApi load_nvrtc() {
   NvrtcApi n;
   // The unversioned name needs the -dev package; the versioned ones cover CUDA 13, 12 and 11.
-  const char* names[] = {"libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so.11.2"};
-  void* lib = nullptr;
-  for (const char* name : names)
-    if ((lib = dlopen(name, RTLD_NOW | RTLD_LOCAL))) break;
+  void* lib = open_first({"libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so.11.2"});
   if (!lib) {
     n.reason = "NVRTC not found (tried libnvrtc.so, .so.13, .so.12, .so.11.2)";
     return n;

@@ -93,7 +93,6 @@ struct BlasApi {
   int (*destroy)(CublasHandle);
   int (*set_stream)(CublasHandle, CUstream);
   int (*set_workspace)(CublasHandle, void*, size_t);
-  int (*get_version)(CublasHandle, int*);
   int (*gemm_strided_batched)(CublasHandle, int transa, int transb, int m, int n, int k,
                               const void* alpha, const void* a, int a_type, int lda,
                               long long stride_a, const void* b, int b_type, int ldb,
