@@ -15,7 +15,7 @@ inline const std::set<std::string_view>& all_op_names() {
       "sqrt",  "rsqrt",   "square",   "neg",        "reciprocal", "mul_scalar",
       "add",   "sub",     "mul",      "div",        "pow",        "sum",
       "mean",  "max",     "rms_norm", "layer_norm", "softmax",    "concat",
-      "split", "reshape", "permute",  "embedding",  "rope"};
+      "split", "reshape", "permute",  "embedding",  "rope",       "quant_matmul"};
   return names;
 }
 
@@ -32,6 +32,8 @@ inline KernelGraph every_op_graph() {
   auto pos = g.input("pos", {8}, DType::i32);
   auto h16 = g.input("h16", {4, 8}, DType::f16);
   auto hb = g.input("hb", {4, 8}, DType::bf16);
+  auto qx = g.input("qx", {3, 64}, DType::f32);
+  auto qw = g.input("qw", {5, 2 * 34}, DType::u8);  // 5 rows of 2 q8_0 blocks
 
   auto emb = g.embedding(table, ids);                          // [2, 8, 16]
   auto mm = g.matmul(emb, w);                                  // [2, 8, 16]
@@ -71,11 +73,13 @@ inline KernelGraph every_op_graph() {
 
   auto half = g.softmax(h16, 0);
   auto brain = g.relu(hb);
+  auto quant = g.quant_matmul(qx, qw, QuantFormat::q8_0);
 
   g.mark_output(peak, "peak \"max\" \u00e9");
   g.mark_output(parts[1]);
   g.mark_output(half, "half");
   g.mark_output(brain);
+  g.mark_output(quant);
   return g;
 }
 

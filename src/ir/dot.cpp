@@ -70,6 +70,9 @@ std::string op_text(const Op& op) {
           [](const RopeOp& r) {
             return fmt::format("theta={} style={}", r.theta, rope_style_name(r.style));
           },
+          [](const QuantMatmulOp& q) {
+            return fmt::format("format={}", quant_format_name(q.format));
+          },
           [](const auto&) { return std::string(); },
       },
       op);

@@ -116,6 +116,7 @@ void add_attributes(Hasher& h, const Op& op) {
                    h.add_double(r.theta);
                    h.add_string(rope_style_name(r.style));
                  },
+                 [&](const QuantMatmulOp& q) { h.add_string(quant_format_name(q.format)); },
                  [](const InputOp&) {},
                  [](const MatmulOp&) {},
                  [](const BinaryOp&) {},

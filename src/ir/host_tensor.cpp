@@ -70,14 +70,14 @@ void fill_random(HostTensor& t, std::mt19937_64& rng, float lo, float hi, int32_
   } else if (is_float(t.type.dtype)) {
     std::uniform_real_distribution<float> dist(lo, hi);
     for (int64_t i = 0; i < n; ++i) t.set(i, dist(rng));
-  } else {
+  } else if (t.type.dtype == DType::i32) {
     std::uniform_int_distribution<int32_t> dist(0, std::max(int_bound, 1) - 1);
-    for (int64_t i = 0; i < n; ++i) {
-      if (t.type.dtype == DType::i32)
-        t.set_i32(i, dist(rng));
-      else
-        t.set(i, float(dist(rng) % 128));
-    }
+    for (int64_t i = 0; i < n; ++i) t.set_i32(i, dist(rng));
+  } else {
+    // i8 and u8 hold quantized weight blocks (ir/quant.h). Bytes up to 0x3B make any two
+    // adjacent bytes a finite f16 below 1 in magnitude, so every block scale drawn is sane.
+    std::uniform_int_distribution<int> dist(0, 0x3B);
+    for (int64_t i = 0; i < n; ++i) t.bytes[size_t(i)] = std::byte(dist(rng));
   }
 }
 

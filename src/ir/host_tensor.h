@@ -28,8 +28,9 @@ struct HostTensor {
   std::vector<float> to_floats() const;
 };
 
-// Fills float tensors with values uniform in [lo, hi), rounded to the dtype, and i32 tensors with
-// integers uniform in [0, int_bound).
+// Fills float tensors with values uniform in [lo, hi), rounded to the dtype, i32 tensors with
+// integers uniform in [0, int_bound), and i8/u8 tensors (quantized weight blocks) with bytes in
+// [0, 0x3B], which read as finite block scales.
 void fill_random(HostTensor& t, std::mt19937_64& rng, float lo = -1.0f, float hi = 1.0f,
                  int32_t int_bound = 1);
 

@@ -287,6 +287,25 @@ std::vector<TensorType> infer(const RopeOp& op, const Rule& rule,
   return {{dtype, x}};
 }
 
+std::vector<TensorType> infer(const QuantMatmulOp& op, const Rule& rule,
+                              const std::vector<TensorType>& in) {
+  rule.expect_operands(2, 2);
+  const Dims &x = in[0].dims, &w = in[1].dims;
+  if (in[0].dtype != DType::f32) rule.broken("x (operand 0) must be f32");
+  if (in[1].dtype != DType::u8 || w.size() != 2)
+    rule.broken("the weight (operand 1) must be u8 [N, K/32 · block bytes]");
+  if (x.empty()) rule.broken("x (operand 0) needs at least 1 dim");
+  const int64_t k = x.back(), block_bytes = quant_block_bytes(op.format);
+  if (k % kQuantBlock != 0)
+    rule.broken(fmt::format("x's last dim {} is not a multiple of {}", k, kQuantBlock));
+  if (w[1] != k / kQuantBlock * block_bytes)
+    rule.broken(fmt::format("weight rows of {} bytes; K = {} in {} takes {} blocks of {} bytes",
+                            w[1], k, quant_format_name(op.format), k / kQuantBlock, block_bytes));
+  Dims out = x;
+  out.back() = w[0];
+  return {{DType::f32, out}};
+}
+
 // The body was checked op by op as it was built; validate() adds the whole-graph rules, without
 // device limits, which belong to a backend.
 std::vector<TensorType> infer(const FusedOp& op, const Rule& rule,

@@ -76,6 +76,7 @@ void write_attributes(ordered_json& j, const Op& op) {
                    j["theta"] = r.theta;
                    j["style"] = rope_style_name(r.style);
                  },
+                 [&](const QuantMatmulOp& q) { j["format"] = quant_format_name(q.format); },
                  [](const InputOp&) {},
                  [](const MatmulOp&) {},
                  [](const BinaryOp&) {},
@@ -186,8 +187,9 @@ const std::vector<Op>& op_prototypes() {
       ops.push_back(BinaryOp{fn});
     for (ReduceFn fn : {ReduceFn::sum, ReduceFn::mean, ReduceFn::max})
       ops.push_back(ReduceOp{fn, 0});
-    ops.insert(ops.end(), {RmsNormOp{}, LayerNormOp{}, SoftmaxOp{0}, ConcatOp{0}, SplitOp{0, {}},
-                           ReshapeOp{}, PermuteOp{}, EmbeddingOp{}, RopeOp{}, FusedOp{}});
+    ops.insert(ops.end(),
+               {RmsNormOp{}, LayerNormOp{}, SoftmaxOp{0}, ConcatOp{0}, SplitOp{0, {}}, ReshapeOp{},
+                PermuteOp{}, EmbeddingOp{}, RopeOp{}, QuantMatmulOp{}, FusedOp{}});
     return ops;
   }();
   return prototypes;
@@ -227,6 +229,7 @@ Fields attribute_fields(const Op& op) {
                         [](const RopeOp&) -> Fields {
                           return {"theta", "style"};
                         },
+                        [](const QuantMatmulOp&) -> Fields { return {"format"}; },
                         [](const FusedOp&) -> Fields { return {"body"}; },
                         [](const auto&) -> Fields { return {}; },
                     },
@@ -276,6 +279,14 @@ void read_attributes(Op& op, const Object& node, size_t operands) {
                    r.theta = number("theta", r.theta);
                    if (const json* style = node.find("style"))
                      r.style = get_rope_style(*style, node.path("style"));
+                 },
+                 [&](QuantMatmulOp& q) {
+                   const std::string name = get_string(node.at("format"), node.path("format"));
+                   const auto format = quant_format_from_name(name);
+                   if (!format)
+                     fail("{}: unknown quantized format \"{}\"; known: q4_1, q8_0",
+                          node.path("format"), name);
+                   q.format = *format;
                  },
                  [](InputOp&) {},
                  [](MatmulOp&) {},

@@ -137,6 +137,10 @@ TensorRef KernelGraph::rope(TensorRef x, TensorRef positions, double theta, Rope
   return add_node(RopeOp{theta, style}, {x, positions})[0];
 }
 
+TensorRef KernelGraph::quant_matmul(TensorRef x, TensorRef w, QuantFormat format) {
+  return add_node(QuantMatmulOp{format}, {x, w})[0];
+}
+
 void KernelGraph::mark_output(TensorRef t, std::string name) {
   check_ref(t, "mark_output", 0);
   if (name.empty()) {

@@ -89,6 +89,8 @@ class KernelGraph {
   TensorRef embedding(TensorRef table, TensorRef ids);
   TensorRef rope(TensorRef x, TensorRef positions, double theta = 10000.0,
                  RopeStyle style = RopeStyle::interleaved);
+  // x · dequantized(w)ᵀ with w u8 [N, K/32 · block bytes] (ops.h QuantMatmulOp).
+  TensorRef quant_matmul(TensorRef x, TensorRef w, QuantFormat format);
 
   // Outputs are positional; the name is for display and defaults to the node's name.
   void mark_output(TensorRef t, std::string name = {});

@@ -58,6 +58,7 @@ std::string_view op_name(const Op& op) {
                         [](const PermuteOp&) -> std::string_view { return "permute"; },
                         [](const EmbeddingOp&) -> std::string_view { return "embedding"; },
                         [](const RopeOp&) -> std::string_view { return "rope"; },
+                        [](const QuantMatmulOp&) -> std::string_view { return "quant_matmul"; },
                         [](const FusedOp&) -> std::string_view { return "fused"; },
                     },
                     op);

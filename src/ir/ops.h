@@ -13,6 +13,7 @@
 #include <variant>
 #include <vector>
 
+#include "ir/quant.h"
 #include "ir/shape.h"
 
 namespace yirage::ir {
@@ -111,6 +112,14 @@ struct RopeOp {
   RopeStyle style = RopeStyle::interleaved;
 };
 
+// inputs: x f32 [..., M, K] with K a multiple of 32, w u8 [N, K/32 · block bytes] holding N rows
+// of GGUF blocks -> f32 [..., M, N], x times the dequantized weight transposed, computed as
+// ggml's CPU backend does (ir/quant.h): the activations are quantized per 32-element block. A
+// kernel-level op only: the search keeps it as one kernel and fuses around it.
+struct QuantMatmulOp {
+  QuantFormat format = QuantFormat::q4_1;
+};
+
 class BlockGraph;  // block_graph.h
 
 // A fused kernel: `body` runs over a grid of blocks (block_graph.h). The node's inputs are the
@@ -120,9 +129,9 @@ struct FusedOp {
   std::shared_ptr<const BlockGraph> body;
 };
 
-using Op =
-    std::variant<InputOp, MatmulOp, UnaryOp, BinaryOp, ReduceOp, RmsNormOp, LayerNormOp, SoftmaxOp,
-                 ConcatOp, SplitOp, ReshapeOp, PermuteOp, EmbeddingOp, RopeOp, FusedOp>;
+using Op = std::variant<InputOp, MatmulOp, UnaryOp, BinaryOp, ReduceOp, RmsNormOp, LayerNormOp,
+                        SoftmaxOp, ConcatOp, SplitOp, ReshapeOp, PermuteOp, EmbeddingOp, RopeOp,
+                        QuantMatmulOp, FusedOp>;
 
 // The op's name in JSON, DOT and error messages: "matmul", "exp", "add", "sum", "rms_norm", ...
 std::string_view op_name(const Op& op);

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <string>
 
+#include "ir/quant.h"
 #include "support/error.h"
 
 namespace yirage::llm {
@@ -26,51 +27,17 @@ float round_f16(float x) {
   return f16_to_f32(f32_to_f16(x));
 }
 
-// block_q4_1 {f16 d; f16 m; u8 qs[16]}: element j is qs[j] & 15, element j + 16 is qs[j] >> 4.
-void scalar_q4_1(int k, const std::byte* w, size_t w_stride, int nr, const Activations& x,
-                 int x_row, int nc, float* y, size_t ldy) {
+// The reference arithmetic of ir/quant.h, one weight row at a time.
+template <ir::QuantFormat Format>
+void scalar_quantized(int k, const std::byte* w, size_t w_stride, int nr, const Activations& x,
+                      int x_row, int nc, float* y, size_t ldy) {
   const int nb = k / kQ8Block;
   for (int c = 0; c < nc; ++c) {
-    const int8_t* xq = x.qs.data() + static_cast<size_t>(x_row + c) * k;
-    const float* xd = x.d.data() + static_cast<size_t>(x_row + c) * nb;
-    const float* xs = x.s.data() + static_cast<size_t>(x_row + c) * nb;
-    for (int r = 0; r < nr; ++r) {
-      const std::byte* row = w + r * w_stride;
-      float sum = 0;
-      for (int b = 0; b < nb; ++b) {
-        const std::byte* block = row + b * 20;
-        const auto* qs = reinterpret_cast<const uint8_t*>(block + 4);
-        int sumi = 0;
-        for (int j = 0; j < 16; ++j) {
-          sumi += (qs[j] & 15) * xq[b * 32 + j] + (qs[j] >> 4) * xq[b * 32 + j + 16];
-        }
-        sum += f16_to_f32(load_u16(block)) * xd[b] * static_cast<float>(sumi) +
-               f16_to_f32(load_u16(block + 2)) * xs[b];
-      }
-      y[c * ldy + r] = sum;
-    }
-  }
-}
-
-// block_q8_0 {f16 d; i8 qs[32]}.
-void scalar_q8_0(int k, const std::byte* w, size_t w_stride, int nr, const Activations& x,
-                 int x_row, int nc, float* y, size_t ldy) {
-  const int nb = k / kQ8Block;
-  for (int c = 0; c < nc; ++c) {
-    const int8_t* xq = x.qs.data() + static_cast<size_t>(x_row + c) * k;
-    const float* xd = x.d.data() + static_cast<size_t>(x_row + c) * nb;
-    for (int r = 0; r < nr; ++r) {
-      const std::byte* row = w + r * w_stride;
-      float sum = 0;
-      for (int b = 0; b < nb; ++b) {
-        const std::byte* block = row + b * 34;
-        const auto* qs = reinterpret_cast<const int8_t*>(block + 2);
-        int sumi = 0;
-        for (int j = 0; j < 32; ++j) sumi += qs[j] * xq[b * 32 + j];
-        sum += f16_to_f32(load_u16(block)) * xd[b] * static_cast<float>(sumi);
-      }
-      y[c * ldy + r] = sum;
-    }
+    const size_t row = static_cast<size_t>(x_row + c);
+    const float* xs = x.s.empty() ? nullptr : x.s.data() + row * nb;
+    for (int r = 0; r < nr; ++r)
+      y[c * ldy + r] = ir::quant_row_dot(Format, w + r * w_stride, nb, x.qs.data() + row * k,
+                                         x.d.data() + row * nb, xs);
   }
 }
 
@@ -165,27 +132,17 @@ void scalar_round_f16(float* x, size_t n) {
   for (size_t i = 0; i < n; ++i) x[i] = round_f16(x[i]);
 }
 
-void scalar_quantize_q8(const float* x, size_t blocks, int8_t* qs, float* d, float* s) {
-  for (size_t b = 0; b < blocks; ++b) {
-    const float* src = x + b * kQ8Block;
-    int8_t* q = qs + b * kQ8Block;
-    float amax = 0;
-    for (int i = 0; i < kQ8Block; ++i) amax = std::max(amax, std::fabs(src[i]));
-    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
-    int sum = 0;
-    for (int i = 0; i < kQ8Block; ++i) {
-      // nearbyint rounds half to even, like ggml's SIMD quantizers (_mm256_round_ps).
-      q[i] = static_cast<int8_t>(std::nearbyint(src[i] * id));
-      sum += q[i];
-    }
-    d[b] = round_f16(amax / 127.0f);
-    if (s != nullptr) s[b] = round_f16(amax / 127.0f * static_cast<float>(sum));
-  }
-}
-
-const KernelTable kScalar{"scalar",      scalar_q4_1,      scalar_q8_0,       scalar_f32,
-                          scalar_f16,    scalar_scores,    scalar_accumulate, scalar_softmax_exp,
-                          scalar_swiglu, scalar_round_f16, scalar_quantize_q8};
+const KernelTable kScalar{"scalar",
+                          scalar_quantized<ir::QuantFormat::q4_1>,
+                          scalar_quantized<ir::QuantFormat::q8_0>,
+                          scalar_f32,
+                          scalar_f16,
+                          scalar_scores,
+                          scalar_accumulate,
+                          scalar_softmax_exp,
+                          scalar_swiglu,
+                          scalar_round_f16,
+                          ir::quantize_q8_blocks};
 
 // F16C is read from CPUID (leaf 1, ECX bit 29): clang's __builtin_cpu_supports does not know it.
 bool cpu_has_f16c() {

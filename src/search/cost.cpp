@@ -33,7 +33,8 @@ double matmul_flops(const ir::Dims& a, const ir::Dims& out) {
 
 double op_flops(const ir::Op& op, const std::vector<const ir::TensorType*>& in,
                 const ir::TensorType& out) {
-  if (std::holds_alternative<ir::MatmulOp>(op)) return matmul_flops(in.at(0)->dims, out.dims);
+  if (std::holds_alternative<ir::MatmulOp>(op) || std::holds_alternative<ir::QuantMatmulOp>(op))
+    return matmul_flops(in.at(0)->dims, out.dims);
   double elements = double(ir::num_elements(out.dims));
   for (const ir::TensorType* t : in)
     elements = std::max(elements, double(ir::num_elements(t->dims)));

@@ -3,9 +3,9 @@
 // Partitions are generated as restricted-growth strings over the op nodes in topological order
 // (node i joins one of the groups opened before it, or opens the next), so each set partition
 // comes out once. A unary elementwise op always joins its producer's group when the producer is
-// an op: the elementwise chain is fused into its producer by rule, not enumerated. A partition
-// is kept when every group is connected and convex (no path leaves the group and comes back,
-// so the groups can run one after another) and every group of two or more ops can be fused.
+// a fusable op: the elementwise chain is fused into its producer by rule, not enumerated. A
+// partition is kept when every group is connected and convex (no path leaves the group and comes
+// back, so the groups can run one after another) and every group of two or more ops can be fused.
 #include <algorithm>
 #include <functional>
 #include <map>
@@ -85,7 +85,7 @@ std::vector<Partition> enumerate_partitions(const ir::KernelGraph& graph, size_t
     const int32_t id = ops[i];
     const ir::Node& node = graph.node(id);
     if (std::holds_alternative<ir::UnaryOp>(node.op) &&
-        !std::holds_alternative<ir::InputOp>(graph.node(node.inputs[0].node).op)) {
+        fusable_op(graph.node(node.inputs[0].node).op)) {
       label[size_t(id)] = label[size_t(node.inputs[0].node)];
       assign(i + 1, groups);
       return;

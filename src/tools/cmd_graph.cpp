@@ -52,6 +52,9 @@ std::string attributes(const ir::Op& op) {
           [](const ir::RopeOp& r) {
             return fmt::format("theta={}, style={}", r.theta, ir::rope_style_name(r.style));
           },
+          [](const ir::QuantMatmulOp& q) {
+            return fmt::format("format={}", ir::quant_format_name(q.format));
+          },
           [](const auto&) { return std::string(); },
       },
       op);

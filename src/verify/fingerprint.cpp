@@ -458,6 +458,9 @@ std::vector<FTensor> evaluate_op(const ir::Op& op, const std::vector<const FTens
           [&](const ir::PermuteOp& o) -> Result { return {permute(o.perm, *in[0], out[0])}; },
           [&](const ir::EmbeddingOp&) -> Result { return {embedding(*in[0], *in[1], out[0])}; },
           [&](const ir::RopeOp& o) -> Result { return {rope(o, *in[0], *in[1], trial)}; },
+          [&](const ir::QuantMatmulOp&) -> Result {
+            return {quant_matmul(*in[0], *in[1], out[0], trial)};
+          },
           [&](const ir::FusedOp& o) -> Result {
             return fingerprint_block_graph(*o.body, in, trial);
           },

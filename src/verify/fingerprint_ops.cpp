@@ -26,6 +26,9 @@
 //                exact description (position, theta, 2i/D in lowest terms); positions are real
 //                integers, the same in both programs
 //   embedding  = an exact gather by the integer ids
+//   quant_matmul(x, w) = UF_qa(x) · W, W[k][n] = UF_qw(w[n][k mod row bytes], k): a matmul of
+//                uninterpreted values, since quantizing activations per block and decoding the
+//                weight's bytes are outside the fragment; both programs hold the same node
 //
 // max is a UF of the multiset it ranges over, made to commute with regrouping: a max tensor holds
 // the max-set fingerprint F(S) = Σ_{x∈S} h(x), h a UF, and a max over maxes adds their
@@ -645,6 +648,21 @@ FTensor embedding(const FTensor& table, const FTensor& ids, const TensorType& ou
     out.uniform = (bit(table.uniform, 0) ? id_dims : 0) | (bit(table.uniform, 1) ? 1u << last : 0);
   }
   return out;
+}
+
+FTensor quant_matmul(const FTensor& x0, const FTensor& w0, const TensorType& out_type,
+                     Trial& trial) {
+  std::optional<FTensor> sx, sw;
+  const FTensor &x = values_of(x0, sx, trial), &w = values_of(w0, sw, trial);
+  const int64_t k = x.type.dims.back(), n = w.type.dims[0], row = w.type.dims[1];
+  FTensor weight({out_type.dtype, {k, n}});
+  for (int64_t i = 0; i < k; ++i)
+    for (int64_t j = 0; j < n; ++j)
+      weight.v[size_t(i * n + j)] =
+          trial.uf(Uf::quant_weight, {w.v[size_t(j * row + i % row)].p, uint64_t(i)});
+  mark_fresh(weight);
+  trial.accounting().uf_calls += double(weight.size());
+  return matmul(uf_map(Uf::quant_activation, x, trial), weight, out_type, trial);
 }
 
 FTensor rope(const ir::RopeOp& op, const FTensor& x0, const FTensor& positions, Trial& trial) {

@@ -75,10 +75,12 @@ enum class Uf : uint64_t {
   gelu,
   relu,
   pow,
-  max_element,  // h in a max-set fingerprint Σ h(x)
-  max_value,    // the value of a max, from its max-set fingerprint
-  nested_exp,   // exp of a value that has no q-residue
-  rope_angle,   // cos and sin of one rope angle
+  max_element,       // h in a max-set fingerprint Σ h(x)
+  max_value,         // the value of a max, from its max-set fingerprint
+  nested_exp,        // exp of a value that has no q-residue
+  rope_angle,        // cos and sin of one rope angle
+  quant_activation,  // an activation as a quant_matmul quantizes it
+  quant_weight,      // a quant_matmul's dequantized weight element
 };
 
 // One trial's randomness: ω, the UF key, and the generator for inputs; and its accounting.
@@ -125,6 +127,7 @@ FTensor reshape(const FTensor& x, const ir::TensorType& out);
 FTensor permute(const std::vector<int>& perm, const FTensor& x, const ir::TensorType& out);
 FTensor embedding(const FTensor& table, const FTensor& ids, const ir::TensorType& out);
 FTensor rope(const ir::RopeOp& op, const FTensor& x, const FTensor& positions, Trial& trial);
+FTensor quant_matmul(const FTensor& x, const FTensor& w, const ir::TensorType& out, Trial& trial);
 
 // Max-set fingerprints of x's elements: their own if x is a max set, h(x) otherwise. Adding them
 // up gives the fingerprint of the max over all of them.

@@ -318,6 +318,26 @@ HostTensor embedding(const Node& node, const HostTensor& table, const HostTensor
   return out;
 }
 
+// ggml's arithmetic, row by row (ir/quant.h).
+HostTensor quant_matmul(const ir::QuantMatmulOp& op, const HostTensor& x, const HostTensor& w,
+                        const TensorType& out_type) {
+  HostTensor out(out_type);
+  const int64_t k = x.type.dims.back(), n = w.type.dims[0], rows = x.size() / k;
+  const int blocks = int(k / ir::kQuantBlock);
+  const size_t row_bytes = size_t(w.type.dims[1]);
+  std::vector<int8_t> q(static_cast<size_t>(k));
+  std::vector<float> d(static_cast<size_t>(blocks)), s(static_cast<size_t>(blocks));
+  const auto* xf = reinterpret_cast<const float*>(x.bytes.data());
+  auto* y = reinterpret_cast<float*>(out.bytes.data());
+  for (int64_t r = 0; r < rows; ++r) {
+    ir::quantize_q8_blocks(xf + r * k, size_t(blocks), q.data(), d.data(), s.data());
+    for (int64_t c = 0; c < n; ++c)
+      y[r * n + c] = ir::quant_row_dot(op.format, w.bytes.data() + size_t(c) * row_bytes, blocks,
+                                       q.data(), d.data(), s.data());
+  }
+  return out;
+}
+
 HostTensor rope(const Node& node, const ir::RopeOp& op, const HostTensor& x,
                 const HostTensor& positions, const TensorType& out_type) {
   HostTensor out(out_type);
@@ -400,6 +420,9 @@ class Executor {
               return {embedding(node, *in[0], *in[1], type)};
             },
             [&](const ir::RopeOp& op) -> Result { return {rope(node, op, *in[0], *in[1], type)}; },
+            [&](const ir::QuantMatmulOp& op) -> Result {
+              return {quant_matmul(op, *in[0], *in[1], type)};
+            },
             [&](const ir::FusedOp& op) -> Result { return run_block_graph(*op.body, in); },
         },
         node.op);

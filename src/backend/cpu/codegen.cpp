@@ -99,6 +99,14 @@ class Lowering {
 
     Emitter out;
     out.raw(kRuntimeSource);
+    if (uses_quant_) {
+      out.raw("\n#if !(defined(__AVX2__) && defined(__FMA__) && defined(__F16C__))\n");
+      out.raw("#error \"quant_matmul needs AVX2, FMA and F16C, which this CPU target lacks\"\n");
+      out.raw("#endif\nnamespace yrq {\n");
+      out.raw(kQuantTilesSource);
+      out.raw(kQuantDriverSource);
+      out.raw("}  // namespace yrq\n");
+    }
     out.raw("\n// ==== generated ====\n");
     out.raw(functions_.text());
     out.line("extern \"C\" size_t yr_workspace_bytes(int nt) {{");
@@ -212,6 +220,7 @@ class Lowering {
                    [&](const ir::PermuteOp& op) { permute(id, node, op); },
                    [&](const ir::EmbeddingOp&) { embedding(id, node); },
                    [&](const ir::RopeOp& op) { rope(id, node, op); },
+                   [&](const ir::QuantMatmulOp& op) { quant_matmul(id, node, op); },
                    [&](const ir::FusedOp& op) {
                      std::vector<CTensor> operands, outputs;
                      for (size_t i = 0; i < node.inputs.size(); ++i)
@@ -226,6 +235,17 @@ class Lowering {
                    },
                },
                node.op);
+  }
+
+  void quant_matmul(int32_t id, const ir::Node& node, const ir::QuantMatmulOp& op) {
+    uses_quant_ = true;
+    const CTensor &x = in(node, 0), &w = in(node, 1);
+    const int64_t k = x.type.dims.back(), n = w.type.dims[0];
+    const int64_t rows = ir::num_elements(x.type.dims) / k;
+    const int64_t at = scratch(align_up(rows * k) + rows * (k / ir::kQuantBlock) * 8);
+    body_.line("yrq::quant_matmul<{}>({}, (const std::byte*){}, {}, {}, {}, {}, {}, ws + {}, nt);",
+               op.format == ir::QuantFormat::q4_1, x.ptr, w.ptr, w.type.dims[1], rows, n, k,
+               out(id).ptr, at);
   }
 
   void matmul(int32_t id, const ir::Node& node) {
@@ -376,6 +396,7 @@ class Lowering {
   std::set<size_t> placed_;  // outputs whose buffer a node writes directly
   int64_t fixed_bytes_ = 0;
   int64_t thread_bytes_ = 0;
+  bool uses_quant_ = false;  // paste the quantized kernels
   Emitter functions_;
   Emitter body_;
 };

@@ -23,8 +23,11 @@
 
 namespace yirage::backend::cpu {
 
-// The runtime's text, embedded at build time (runtime_source.cpp).
+// The runtime's text, embedded at build time (runtime_source.cpp), and the quantized dot-product
+// tiles and quant_matmul driver (runtime/yr_quant_*.inc), pasted only where a graph needs them.
 extern const char* const kRuntimeSource;
+extern const char* const kQuantTilesSource;
+extern const char* const kQuantDriverSource;
 
 // Lowers every node; throws yirage::Error naming a node whose op or dtype it cannot lower.
 std::string generate_source(const ir::KernelGraph& graph);

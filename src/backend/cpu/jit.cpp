@@ -137,6 +137,8 @@ Toolchain make_toolchain(const DeviceDescription& device) {
   if (arch == "x86_64" && has_isa(isa, "avx512f") && has_isa(isa, "avx512bw") &&
       has_isa(isa, "avx512vl") && has_isa(isa, "avx512dq")) {
     tc.flags.insert(tc.flags.end(), {"-march=x86-64-v4", "-mtune=generic"});
+    // vpdpbusd for the u8 × s8 block dots of a quant_matmul.
+    if (has_isa(isa, "avx512_vnni")) tc.flags.push_back("-mavx512vnni");
     tc.vector_bytes = 64;
     tc.isa_summary = "avx512";
   } else if (arch == "x86_64" && has_isa(isa, "avx2") && has_isa(isa, "fma")) {

@@ -385,6 +385,7 @@ std::vector<KernelLaunch> lower_op(const ir::KernelGraph& graph, const ir::Node&
           },
           [&](const ir::EmbeddingOp&) { return unsupported(); },
           [&](const ir::RopeOp&) { return unsupported(); },
+          [&](const ir::QuantMatmulOp&) { return unsupported(); },
           [&](const ir::FusedOp&) { return unsupported(); },
       },
       node.op);

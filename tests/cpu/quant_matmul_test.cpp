@@ -1,0 +1,123 @@
+// quant_matmul: GGUF weight blocks multiplied in place, as ggml computes it. The reference
+// executor against a float matmul of the dequantized weight, the cpu backend's SIMD lowering
+// against the reference at every tile shape, and the rules and errors of the op.
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "cpu_test_util.h"
+#include "test_util.h"
+
+namespace yirage::cpu_test {
+namespace {
+
+using ir::DType;
+using ir::KernelGraph;
+using ir::QuantFormat;
+using ir::TensorRef;
+using test_util::error_of;
+
+// Weight blocks with the scales a real model has (d ≈ 0.01, m ≈ -0.1) instead of fill_random's
+// bytes, so that the float comparison below is meaningful.
+ir::HostTensor model_like_weight(QuantFormat format, int64_t rows, int64_t k, uint64_t seed) {
+  const int64_t block_bytes = ir::quant_block_bytes(format), blocks = k / ir::kQuantBlock;
+  ir::HostTensor w({DType::u8, {rows, blocks * block_bytes}});
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> scale(0.005f, 0.02f), offset(-0.15f, -0.05f);
+  for (int64_t b = 0; b < rows * blocks; ++b) {
+    std::byte* block = w.bytes.data() + b * block_bytes;
+    const uint16_t d = ir::f32_to_f16(scale(rng)), m = ir::f32_to_f16(offset(rng));
+    std::memcpy(block, &d, 2);
+    const int64_t header = format == QuantFormat::q4_1 ? 4 : 2;
+    if (format == QuantFormat::q4_1) std::memcpy(block + 2, &m, 2);
+    for (int64_t i = header; i < block_bytes; ++i) block[i] = std::byte(byte(rng));
+  }
+  return w;
+}
+
+TEST(QuantMatmul, ReferenceIsTheDequantizedProductUpToActivationRounding) {
+  for (QuantFormat format : {QuantFormat::q4_1, QuantFormat::q8_0}) {
+    const int64_t m = 3, n = 7, k = 96;
+    KernelGraph g;
+    TensorRef x = g.input("x", {m, k}, DType::f32);
+    TensorRef w = g.input("w", {n, k / 32 * ir::quant_block_bytes(format)}, DType::u8);
+    g.mark_output(g.quant_matmul(x, w, format), "y");
+    std::mt19937_64 rng(7);
+    ir::HostTensor xv({DType::f32, {m, k}});
+    ir::fill_random(xv, rng, -1.0f, 1.0f);
+    const ir::HostTensor wv = model_like_weight(format, n, k, 11);
+    const ir::HostTensor y = verify::run_reference(g, {xv, wv})[0];
+    for (int64_t r = 0; r < m; ++r)
+      for (int64_t c = 0; c < n; ++c) {
+        double exact = 0, magnitude = 0;
+        for (int64_t i = 0; i < k; ++i) {
+          const double wi = ir::quant_element(format, wv.bytes.data() + c * wv.type.dims[1], i);
+          exact += wi * xv.get(r * k + i);
+          magnitude += std::fabs(wi * xv.get(r * k + i));
+        }
+        // Each activation moves by at most half a step of max|x|/127 per block.
+        EXPECT_NEAR(y.get(r * n + c), exact, 0.01 * magnitude + 1e-6)
+            << ir::quant_format_name(format) << " y[" << r << "][" << c << "]";
+      }
+  }
+}
+
+// Activation rows 1 (decoding: the prefetching band), 6 and 15 (tiles of 4 plus tails); weight
+// rows 70 and 13 (tiles of 4 per thread plus single rows); batch dims flattened.
+TEST(QuantMatmul, CpuLoweringMatchesTheReferenceAtEveryTileShape) {
+  for (QuantFormat format : {QuantFormat::q4_1, QuantFormat::q8_0}) {
+    const int64_t bytes = ir::quant_block_bytes(format);
+    KernelGraph g;
+    TensorRef one = g.input("one", {1, 128}, DType::f32);
+    TensorRef six = g.input("six", {6, 64}, DType::f32);
+    TensorRef batched = g.input("batched", {3, 5, 64}, DType::f32);
+    TensorRef tall = g.input("tall", {70, 4 * bytes}, DType::u8);
+    TensorRef small = g.input("small", {13, 2 * bytes}, DType::u8);
+    g.mark_output(g.quant_matmul(one, tall, format), "decode");
+    g.mark_output(g.quant_matmul(six, small, format), "six_rows");
+    g.mark_output(g.quant_matmul(batched, small, format), "batched");
+    SCOPED_TRACE(std::string(ir::quant_format_name(format)));
+    check_against_reference(g, 5, "quant_matmul");
+  }
+}
+
+TEST(QuantMatmul, ShapeRulesNameTheProblem) {
+  KernelGraph g;
+  TensorRef x = g.input("x", {2, 40}, DType::f32);
+  TensorRef x64 = g.input("x64", {2, 64}, DType::f32);
+  TensorRef w = g.input("w", {8, 40}, DType::u8);
+  TensorRef wf = g.input("wf", {8, 40}, DType::f32);
+  EXPECT_THAT(error_of([&] { g.quant_matmul(x, w, QuantFormat::q4_1); }),
+              ::testing::HasSubstr("last dim 40 is not a multiple of 32"));
+  EXPECT_THAT(error_of([&] { g.quant_matmul(x64, w, QuantFormat::q8_0); }),
+              ::testing::HasSubstr("weight rows of 40 bytes; K = 64 in q8_0 takes 2 blocks of 34"));
+  EXPECT_THAT(error_of([&] { g.quant_matmul(x64, wf, QuantFormat::q4_1); }),
+              ::testing::HasSubstr("must be u8"));
+  EXPECT_EQ(g.type(g.quant_matmul(x64, w, QuantFormat::q4_1)),
+            (ir::TensorType{DType::f32, {2, 8}}));
+}
+
+TEST(QuantMatmul, JsonNamesTheFormatAndRejectsAnUnknownOne) {
+  const std::string text = R"({"schema": "yirage.kernel_graph", "version": 1,
+    "nodes": [{"name": "x", "op": "input", "dtype": "f32", "shape": [1, 32]},
+              {"name": "w", "op": "input", "dtype": "u8", "shape": [4, 20]},
+              {"name": "y", "op": "quant_matmul", "format": "FORMAT", "inputs": ["x", "w"]}],
+    "outputs": [{"tensor": "y"}]})";
+  auto with = [&](const std::string& format) {
+    std::string t = text;
+    t.replace(t.find("FORMAT"), 6, format);
+    return t;
+  };
+  const KernelGraph g = ir::parse_kernel_graph(with("q4_1"));
+  EXPECT_EQ(std::get<ir::QuantMatmulOp>(g.nodes()[2].op).format, QuantFormat::q4_1);
+  EXPECT_THAT(error_of([&] { ir::parse_kernel_graph(with("q5_k")); }),
+              ::testing::HasSubstr("unknown quantized format \"q5_k\""));
+}
+
+}  // namespace
+}  // namespace yirage::cpu_test
