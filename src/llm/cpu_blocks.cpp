@@ -68,7 +68,7 @@ class CpuBlocks final : public HotBlocks {
   }
 
   void attention(int layer, int pos0, int n, float* q, float* k, float* v, KvCache& cache,
-                 float* x) override {
+                 float* out) override {
     const int hd = c_.head_dim;
     const int q_row = c_.n_head * hd;
     const int kv_row = c_.n_head_kv * hd;
@@ -85,8 +85,7 @@ class CpuBlocks final : public HotBlocks {
       k_.round_f16(vc, static_cast<size_t>(kv_row));
       k_.round_f16(q + i * q_row, static_cast<size_t>(q_row));
     }
-    ensure(attn_, static_cast<size_t>(n) * q_row);
-    std::fill(attn_.begin(), attn_.begin() + static_cast<ptrdiff_t>(n) * q_row, 0.0f);
+    std::fill(out, out + static_cast<ptrdiff_t>(n) * q_row, 0.0f);
     const int group = c_.n_head / c_.n_head_kv;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
     const int items = n * c_.n_head;
@@ -108,12 +107,14 @@ class CpuBlocks final : public HotBlocks {
         for (int j = 0; j < len; ++j) scores[j] *= inv;
         k_.round_f16(scores, static_cast<size_t>(len));
         k_.attn_accumulate(scores, cache.v(layer, 0) + kv_offset, cache.row, len, hd,
-                           attn_.data() + static_cast<size_t>(i) * q_row + h * hd);
+                           out + static_cast<size_t>(i) * q_row + h * hd);
       }
     });
+  }
+
+  void attention_output(int layer, const float* attention, int n, float* x) override {
     const LayerWeights& lw = w_.layers[layer];
-    const Activations& a = prepare(lw.wo, attn_.data(), n, 0);
-    residual_matmul(lw.wo, a, n, x);
+    residual_matmul(lw.wo, prepare(lw.wo, attention, n, 0), n, x);
   }
 
   void gated_mlp(int layer, float* x, int n) override {
@@ -219,7 +220,7 @@ class CpuBlocks final : public HotBlocks {
   const KernelTable& k_;
   std::vector<float> rope_cos_, rope_sin_;
   std::vector<std::vector<float>> scores_;  // per thread
-  std::vector<float> xn_, attn_, gate_, up_, out_;
+  std::vector<float> xn_, gate_, up_, out_;
   Activations acts_[3];
 };
 

@@ -67,7 +67,10 @@ struct Llm::Impl {
       : path(path_),
         source(open_source(path)),
         model(config_of(source), weights_of(source),
-              ModelOptions{options.threads, options.context_length}),
+              ModelOptions{.threads = options.threads,
+                           .context_length = options.context_length,
+                           .fused_blocks = options.fused_blocks,
+                           .progress = options.progress}),
         tokenizer(tokenizer_of(source)),
         chat_template(chat_template_of(source)) {
     if (tokenizer.vocab_size() > static_cast<size_t>(model.config().n_vocab))

@@ -23,6 +23,10 @@ struct LlmOptions {
   int threads = 2;
   // Tokens the KV cache holds; 0 means the model's training context, capped at 4096.
   int context_length = 0;
+  // The hot blocks as superoptimized kernel graphs where the weights allow (ModelOptions).
+  bool fused_blocks = true;
+  // Lines shown while the block graphs are optimized the first time; may be empty.
+  std::function<void(const std::string&)> progress = {};
 };
 
 struct GenerateOptions {

@@ -1,10 +1,12 @@
 #include "llm/model.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 
 #include "llm/cpu_blocks.h"
+#include "llm/fused_blocks.h"
 #include "support/error.h"
 
 namespace yirage::llm {
@@ -139,6 +141,20 @@ float* KvCache::data(int which, int layer, int pos) {
   return storage_.get() + ((static_cast<size_t>(which) * n_layer_ + layer) * capacity + pos) * row;
 }
 
+namespace {
+
+// Why the hot blocks cannot run as fused kernel graphs, or empty when they can.
+std::string unfused_reason(const ModelOptions& options, const LlamaConfig& config,
+                           const LlamaWeights& weights) {
+  if (!options.fused_blocks) return "fused blocks turned off";
+  // The cpu backend reads its thread count once, when it is first used; a value the user set
+  // stays.
+  setenv("YIRAGE_CPU_THREADS", std::to_string(options.threads).c_str(), 0);
+  return fused_blocks_unsupported(config, weights);
+}
+
+}  // namespace
+
 LlamaModel::LlamaModel(const GgufFile& file, const ModelOptions& options)
     : LlamaModel(LlamaConfig::from_gguf(file), file, options) {}
 
@@ -148,13 +164,22 @@ LlamaModel::LlamaModel(const LlamaConfig& config, const GgufFile& file, const Mo
 LlamaModel::LlamaModel(LlamaConfig config, LlamaWeights weights, const ModelOptions& options)
     : config_(std::move(config)),
       weights_(std::move(weights)),
-      pool_(options.threads),
+      unfused_why_(unfused_reason(options, config_, weights_)),
+      pool_(options.threads,
+            unfused_why_.empty() ? ThreadPool::Workers::openmp : ThreadPool::Workers::own),
       kernels_(&best_kernels()),
       cache_(config_, options.context_length > 0 ? options.context_length
                                                  : std::min(config_.n_ctx_train, 4096)) {
   if (options.context_length < 0 || options.context_length > (1 << 24))
     fail("context length {} is out of range", options.context_length);
   blocks_ = make_cpu_blocks(config_, weights_, cache_.capacity, pool_, *kernels_);
+  if (unfused_why_.empty()) {
+    blocks_ = make_fused_blocks(config_, weights_, std::move(blocks_),
+                                {options.search_seconds, options.progress});
+    hot_path_ = "fused kernel graphs on the cpu backend";
+  } else {
+    hot_path_ = "hand-written kernels (" + unfused_why_ + ")";
+  }
   logits_.resize(static_cast<size_t>(config_.n_vocab));
 }
 
@@ -184,6 +209,7 @@ std::span<const float> LlamaModel::forward(std::span<const TokenId> tokens, bool
     q_.resize(static_cast<size_t>(n) * c.n_head * c.head_dim);
     k_.resize(static_cast<size_t>(n) * c.n_head_kv * c.head_dim);
     v_.resize(k_.size());
+    attn_.resize(q_.size());
     const Linear& e = weights_.token_embd;
     for (int i = 0; i < n; ++i) {
       const TokenId t = tokens[start + i];
@@ -192,7 +218,8 @@ std::span<const float> LlamaModel::forward(std::span<const TokenId> tokens, bool
     }
     for (int l = 0; l < c.n_layer; ++l) {
       blocks_->norm_qkv(l, x_.data(), n, q_.data(), k_.data(), v_.data());
-      blocks_->attention(l, position_, n, q_.data(), k_.data(), v_.data(), cache_, x_.data());
+      blocks_->attention(l, position_, n, q_.data(), k_.data(), v_.data(), cache_, attn_.data());
+      blocks_->attention_output(l, attn_.data(), n, x_.data());
       blocks_->gated_mlp(l, x_.data(), n);
     }
     if (all_logits) {

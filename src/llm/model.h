@@ -2,15 +2,16 @@
 // hf_model.h), weights borrowed from the mapped file in their stored encoding, a KV cache, and
 // the forward pass.
 //
-// The forward pass is a sequence of four hot blocks behind `HotBlocks`: RMSNorm + QKV projections,
-// attention (RoPE, KV cache, softmax, output projection, residual), the gated MLP (RMSNorm, SwiGLU,
-// down projection, residual), and the final norm + LM head. `CpuBlocks` runs them with the
-// quantized kernels of kernels.h on a thread pool; fused kernels found by the superoptimizer can
-// replace any block behind the same interface.
+// The forward pass is a sequence of hot blocks behind `HotBlocks`: RMSNorm + QKV projections,
+// attention (RoPE, KV cache, softmax), its output projection and residual, the gated MLP (RMSNorm,
+// SwiGLU, down projection, residual), and the final norm + LM head. `CpuBlocks` runs them with
+// the quantized kernels of kernels.h on a thread pool; `FusedBlocks` (fused_blocks.h) runs every
+// block but attention as kernel graphs optimized by the superoptimizer.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -92,10 +93,12 @@ class HotBlocks {
   virtual ~HotBlocks() = default;
   // q[n][n_head·hd], k/v[n][n_head_kv·hd] = RMSNorm(x)·Wq/Wk/Wv for n rows of x[n][n_embd].
   virtual void norm_qkv(int layer, const float* x, int n, float* q, float* k, float* v) = 0;
-  // RoPE on q and k at positions pos0.., k and v appended to the cache, causal attention over
-  // positions 0..pos, then x += attention · Woᵀ. q is overwritten.
+  // RoPE on q and k at positions pos0.., k and v appended to the cache, and causal attention
+  // over positions 0..pos into out[n][n_head·hd]. q is overwritten.
   virtual void attention(int layer, int pos0, int n, float* q, float* k, float* v, KvCache& cache,
-                         float* x) = 0;
+                         float* out) = 0;
+  // x += attention · Woᵀ for n rows of attention[n][n_head·hd].
+  virtual void attention_output(int layer, const float* attention, int n, float* x) = 0;
   // x += down(silu(gate(RMSNorm(x))) ⊙ up(RMSNorm(x))).
   virtual void gated_mlp(int layer, float* x, int n) = 0;
   // logits[n_vocab] = RMSNorm(x)·outputᵀ for one row x.
@@ -105,6 +108,12 @@ class HotBlocks {
 struct ModelOptions {
   int threads = 2;
   int context_length = 0;  // 0: the training context, capped at 4096
+  // Run RMSNorm + QKV, the gated MLP and the LM head as superoptimized kernel graphs
+  // (fused_blocks.h) where the model's weight types allow; else, or when false, every block runs
+  // on the hand-written kernels.
+  bool fused_blocks = true;
+  double search_seconds = 2;  // per block graph, the first time on this device
+  std::function<void(const std::string&)> progress = {};  // optimization progress; may be empty
 };
 
 class LlamaModel {
@@ -122,6 +131,9 @@ class LlamaModel {
   int position() const { return position_; }  // tokens in the KV cache
   const KernelTable& kernels() const { return *kernels_; }
   int threads() const { return pool_.size(); }
+  // Where the hot blocks run: "fused kernel graphs on the cpu backend", or the hand-written
+  // kernels and why.
+  const std::string& hot_path() const { return hot_path_; }
 
   // Appends `tokens` to the sequence and returns the logits after the last one (n_vocab floats,
   // valid until the next call). With `all_logits` (tests) every position's logits are computed:
@@ -134,14 +146,16 @@ class LlamaModel {
  private:
   LlamaConfig config_;
   LlamaWeights weights_;
+  std::string unfused_why_;  // empty when the hot blocks run as fused kernel graphs
   ThreadPool pool_;
   const KernelTable* kernels_;
   KvCache cache_;
   std::unique_ptr<HotBlocks> blocks_;
+  std::string hot_path_;
   LlamaModel(const LlamaConfig& config, const GgufFile& file, const ModelOptions& options);
 
   int position_ = 0;
-  std::vector<float> x_, q_, k_, v_, logits_, all_logits_;
+  std::vector<float> x_, q_, k_, v_, attn_, logits_, all_logits_;
 };
 
 }  // namespace yirage::llm

@@ -2,6 +2,10 @@
 
 #include <utility>
 
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
 #include "support/error.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -23,8 +27,21 @@ constexpr int kSpinIterations = 4000;
 
 }  // namespace
 
-ThreadPool::ThreadPool(int threads) : threads_(threads) {
+bool ThreadPool::openmp_available() {
+#if defined(_OPENMP)
+  return true;
+#else
+  return false;
+#endif
+}
+
+ThreadPool::ThreadPool(int threads, Workers workers) : threads_(threads) {
   if (threads < 1 || threads > 1024) fail("thread pool: {} threads (want 1 to 1024)", threads);
+  if (workers == Workers::openmp) {
+    openmp_ = true;
+    if (!openmp_available()) threads_ = 1;
+    return;
+  }
   workers_.reserve(static_cast<size_t>(threads - 1));
   for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { worker(i); });
 }
@@ -36,22 +53,36 @@ ThreadPool::~ThreadPool() {
   for (std::thread& t : workers_) t.join();
 }
 
-void ThreadPool::call(int index) {
+void ThreadPool::call(int index, int count) {
   try {
-    trampoline_(ctx_, index, threads_);
+    trampoline_(ctx_, index, count);
   } catch (...) {
     std::lock_guard lock(error_mutex_);
     if (!error_) error_ = std::current_exception();
   }
 }
 
+void ThreadPool::run_openmp() {
+#if defined(_OPENMP)
+#pragma omp parallel num_threads(threads_)
+  call(omp_get_thread_num(), omp_get_num_threads());
+#else
+  call(0, 1);
+#endif
+}
+
 void ThreadPool::dispatch(Trampoline trampoline, void* ctx) {
   trampoline_ = trampoline;
   ctx_ = ctx;
+  if (openmp_) {
+    run_openmp();
+    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+    return;
+  }
   pending_.store(threads_ - 1, std::memory_order_relaxed);
   generation_.fetch_add(1, std::memory_order_acq_rel);
   generation_.notify_all();
-  call(0);
+  call(0, threads_);
   for (int spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) {
     if (spins < kSpinIterations)
       cpu_relax();
@@ -78,7 +109,7 @@ void ThreadPool::worker(int index) {
     }
     seen = now;
     if (stop_.load(std::memory_order_acquire)) return;
-    call(index);
+    call(index, threads_);
     pending_.fetch_sub(1, std::memory_order_acq_rel);
   }
 }

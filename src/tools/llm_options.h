@@ -14,6 +14,7 @@ struct LlmCliOptions {
   std::string model;
   int threads = 2;
   int context = 0;
+  bool hand_written = false;
   llm::GenerateOptions generate;
 };
 
@@ -39,10 +40,18 @@ inline void add_llm_options(CLI::App& cmd, LlmCliOptions& o) {
   cmd.add_option("--threads,-t", o.threads, "Threads")->check(CLI::Range(1, 1024));
   cmd.add_option("--context", o.context, "KV cache size in tokens (0: the model's, at most 4096)")
       ->check(CLI::NonNegativeNumber);
+  cmd.add_flag("--hand-written", o.hand_written,
+               "Run every block on the hand-written kernels instead of the superoptimized graphs");
 }
 
+// Optimization progress goes to stderr, as the statistics do, so stdout stays the text.
 inline llm::Llm open_llm(const LlmCliOptions& o) {
-  return llm::Llm::open(o.model, llm::LlmOptions{o.threads, o.context});
+  llm::LlmOptions options{.threads = o.threads, .context_length = o.context};
+  options.fused_blocks = !o.hand_written;
+  options.progress = [](const std::string& line) { fmt::print(stderr, "optimizing {}\n", line); };
+  llm::Llm model = llm::Llm::open(o.model, options);
+  fmt::print(stderr, "hot blocks: {}\n", model.model().hot_path());
+  return model;
 }
 
 inline void print_stats(const llm::GenerateStats& s) {

@@ -1,0 +1,297 @@
+#include "llm/fused_blocks.h"
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstring>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "backend/backend.h"
+#include "ir/ir.h"
+#include "support/error.h"
+#include "tune/tune.h"
+
+namespace yirage::llm {
+namespace {
+
+// Rows per launch. A block of n rows runs as the largest buckets that fit, so a 128-token prompt
+// is two launches of 64 and a decode step one launch of 1; every bucket is one optimized graph.
+constexpr std::array<int, 3> kRowBuckets = {64, 16, 1};
+
+std::optional<ir::QuantFormat> format_of(GgmlType type) {
+  if (type == GgmlType::Q4_1) return ir::QuantFormat::q4_1;
+  if (type == GgmlType::Q8_0) return ir::QuantFormat::q8_0;
+  return std::nullopt;
+}
+
+ir::TensorRef weight_input(ir::KernelGraph& g, const std::string& name, const Linear& w) {
+  return g.input(name, {w.rows, static_cast<int64_t>(w.row_bytes)}, ir::DType::u8);
+}
+
+ir::TensorRef quant_matmul(ir::KernelGraph& g, ir::TensorRef x, ir::TensorRef w_in,
+                           const Linear& w) {
+  return g.quant_matmul(x, w_in, *format_of(w.type));
+}
+
+// Inputs: x, attn_norm, wq, wk, wv; outputs q, k, v.
+ir::KernelGraph norm_qkv_graph(const LlamaConfig& c, const LayerWeights& lw, int rows) {
+  ir::KernelGraph g;
+  const ir::TensorRef x = g.input("x", {rows, c.n_embd}, ir::DType::f32);
+  const ir::TensorRef gain = g.input("attn_norm", {c.n_embd}, ir::DType::f32);
+  const ir::TensorRef wq = weight_input(g, "wq", lw.wq), wk = weight_input(g, "wk", lw.wk),
+                      wv = weight_input(g, "wv", lw.wv);
+  const ir::TensorRef xn = g.rms_norm(x, {c.n_embd}, gain, c.rms_eps);
+  g.mark_output(quant_matmul(g, xn, wq, lw.wq), "q");
+  g.mark_output(quant_matmul(g, xn, wk, lw.wk), "k");
+  g.mark_output(quant_matmul(g, xn, wv, lw.wv), "v");
+  return g;
+}
+
+// Inputs: attention, x, wo; output x + attention · Woᵀ.
+ir::KernelGraph attention_output_graph(const LlamaConfig& c, const LayerWeights& lw, int rows) {
+  ir::KernelGraph g;
+  const ir::TensorRef attn =
+      g.input("attention", {rows, int64_t(c.n_head) * c.head_dim}, ir::DType::f32);
+  const ir::TensorRef x = g.input("x", {rows, c.n_embd}, ir::DType::f32);
+  const ir::TensorRef wo = weight_input(g, "wo", lw.wo);
+  g.mark_output(g.add(x, quant_matmul(g, attn, wo, lw.wo)), "x_next");
+  return g;
+}
+
+// Inputs: x, ffn_norm, gate, up, down; output x + down(silu(gate(xn)) · up(xn)).
+ir::KernelGraph gated_mlp_graph(const LlamaConfig& c, const LayerWeights& lw, int rows) {
+  ir::KernelGraph g;
+  const ir::TensorRef x = g.input("x", {rows, c.n_embd}, ir::DType::f32);
+  const ir::TensorRef gain = g.input("ffn_norm", {c.n_embd}, ir::DType::f32);
+  const ir::TensorRef gate = weight_input(g, "gate", lw.gate), up = weight_input(g, "up", lw.up),
+                      down = weight_input(g, "down", lw.down);
+  const ir::TensorRef xn = g.rms_norm(x, {c.n_embd}, gain, c.rms_eps);
+  const ir::TensorRef h = g.mul(g.silu(quant_matmul(g, xn, gate, lw.gate)),
+                                quant_matmul(g, xn, up, lw.up));
+  g.mark_output(g.add(x, quant_matmul(g, h, down, lw.down)), "x_next");
+  return g;
+}
+
+// Inputs: x, output_norm, output; output the logits.
+ir::KernelGraph lm_head_graph(const LlamaConfig& c, const LlamaWeights& w) {
+  ir::KernelGraph g;
+  const ir::TensorRef x = g.input("x", {1, c.n_embd}, ir::DType::f32);
+  const ir::TensorRef gain = g.input("output_norm", {c.n_embd}, ir::DType::f32);
+  const ir::TensorRef head = weight_input(g, "output", w.output);
+  g.mark_output(quant_matmul(g, g.rms_norm(x, {c.n_embd}, gain, c.rms_eps), head, w.output),
+                "logits");
+  return g;
+}
+
+// Host memory the model owns or borrows (mapped weights, its activations) seen as a cpu backend
+// buffer, so that launches read and write it in place.
+class HostView final : public backend::Buffer {
+ public:
+  HostView() = default;
+  HostView(const void* data, size_t bytes) { point(data, bytes); }
+  void point(const void* data, size_t bytes) {
+    data_ = const_cast<void*>(data);
+    size_ = bytes;
+  }
+  size_t size() const override { return size_; }
+  void write(std::span<const std::byte>) override {
+    fail("llm: a model's tensors are written by its kernels, not copied in");
+  }
+  void read(std::span<std::byte> bytes) const override {
+    if (bytes.size() != size_) fail("llm: read of {} bytes from a view of {}", bytes.size(), size_);
+    std::memcpy(bytes.data(), data_, size_);
+  }
+  void* host_address() override { return data_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+HostView view_of(const Linear& w) {
+  return HostView(w.data, static_cast<size_t>(w.rows) * w.row_bytes);
+}
+HostView view_of(const std::vector<float>& v) {
+  return HostView(v.data(), v.size() * sizeof(float));
+}
+
+class FusedBlocks final : public HotBlocks {
+ public:
+  FusedBlocks(const LlamaConfig& config, const LlamaWeights& weights,
+              std::unique_ptr<HotBlocks> attention, const FusedBlockOptions& options)
+      : c_(config), w_(weights), attention_(std::move(attention)) {
+    backend_ = &backend::get_backend("cpu");
+    const LayerWeights& l0 = w_.layers.at(0);
+    std::vector<std::pair<std::string, ir::KernelGraph>> graphs;
+    for (int rows : kRowBuckets) {
+      graphs.emplace_back(fmt::format("rmsnorm+qkv, {} rows", rows), norm_qkv_graph(c_, l0, rows));
+      graphs.emplace_back(fmt::format("attention output, {} rows", rows),
+                          attention_output_graph(c_, l0, rows));
+      graphs.emplace_back(fmt::format("gated mlp, {} rows", rows), gated_mlp_graph(c_, l0, rows));
+    }
+    graphs.emplace_back("final norm + lm head", lm_head_graph(c_, w_));
+    std::vector<std::unique_ptr<backend::Module>> modules;
+    for (size_t i = 0; i < graphs.size(); ++i)
+      modules.push_back(optimized(graphs[i].second, graphs[i].first, i, graphs.size(), options));
+    for (size_t b = 0; b < kRowBuckets.size(); ++b) {
+      norm_qkv_[b] = std::move(modules[3 * b]);
+      attention_output_[b] = std::move(modules[3 * b + 1]);
+      gated_mlp_[b] = std::move(modules[3 * b + 2]);
+    }
+    lm_head_ = std::move(modules.back());
+    // Views per layer: the weights do not move, so only the activation views change per call.
+    for (const LayerWeights& lw : w_.layers)
+      layers_.push_back({view_of(lw.attn_norm), view_of(lw.wq), view_of(lw.wk), view_of(lw.wv),
+                         view_of(lw.wo), view_of(lw.ffn_norm), view_of(lw.gate), view_of(lw.up),
+                         view_of(lw.down)});
+    output_norm_ = view_of(w_.output_norm);
+    output_ = view_of(w_.output);
+  }
+
+  void norm_qkv(int layer, const float* x, int n, float* q, float* k, float* v) override {
+    const LayerViews& l = layers_[static_cast<size_t>(layer)];
+    const size_t dq = static_cast<size_t>(c_.n_head) * c_.head_dim;
+    const size_t dkv = static_cast<size_t>(c_.n_head_kv) * c_.head_dim;
+    for_buckets(n, [&](size_t bucket, int row, int rows) {
+      HostView xv(x + row * static_cast<size_t>(c_.n_embd), bytes(rows, c_.n_embd));
+      HostView qv(q + row * dq, bytes(rows, dq)), kv(k + row * dkv, bytes(rows, dkv)),
+          vv(v + row * dkv, bytes(rows, dkv));
+      launch(*norm_qkv_[bucket], {&xv, &l.attn_norm, &l.wq, &l.wk, &l.wv}, {&qv, &kv, &vv});
+    });
+  }
+
+  void attention(int layer, int pos0, int n, float* q, float* k, float* v, KvCache& cache,
+                 float* out) override {
+    attention_->attention(layer, pos0, n, q, k, v, cache, out);
+  }
+
+  void attention_output(int layer, const float* attention, int n, float* x) override {
+    const LayerViews& l = layers_[static_cast<size_t>(layer)];
+    const size_t dq = static_cast<size_t>(c_.n_head) * c_.head_dim;
+    residual(n, x, [&](size_t bucket, int row, int rows, HostView& xv, HostView& out) {
+      HostView av(attention + row * dq, bytes(rows, dq));
+      launch(*attention_output_[bucket], {&av, &xv, &l.wo}, {&out});
+    });
+  }
+
+  void gated_mlp(int layer, float* x, int n) override {
+    const LayerViews& l = layers_[static_cast<size_t>(layer)];
+    residual(n, x, [&](size_t bucket, int, int, HostView& xv, HostView& out) {
+      launch(*gated_mlp_[bucket], {&xv, &l.ffn_norm, &l.gate, &l.up, &l.down}, {&out});
+    });
+  }
+
+  void final_norm_lm_head(const float* x, float* logits) override {
+    HostView xv(x, bytes(1, c_.n_embd)), out(logits, bytes(1, c_.n_vocab));
+    launch(*lm_head_, {&xv, &output_norm_, &output_}, {&out});
+  }
+
+ private:
+  struct LayerViews {
+    HostView attn_norm, wq, wk, wv, wo, ffn_norm, gate, up, down;
+  };
+
+  // A block that updates x (rows of n_embd): each bucket writes x's next value to a buffer of its
+  // own, copied back once all have run, since a graph's output never aliases its input.
+  template <typename F>
+  void residual(int n, float* x, F&& run) {
+    next_.resize(static_cast<size_t>(n) * c_.n_embd);
+    for_buckets(n, [&](size_t bucket, int row, int rows) {
+      const size_t at = static_cast<size_t>(row) * c_.n_embd;
+      HostView xv(x + at, bytes(rows, c_.n_embd)), out(next_.data() + at, bytes(rows, c_.n_embd));
+      run(bucket, row, rows, xv, out);
+    });
+    std::copy(next_.begin(), next_.end(), x);
+  }
+
+  static size_t bytes(int rows, size_t width) {
+    return static_cast<size_t>(rows) * width * sizeof(float);
+  }
+
+  template <typename F>
+  static void for_buckets(int n, F&& run) {
+    int row = 0;
+    for (size_t b = 0; b < kRowBuckets.size(); ++b)
+      for (; n - row >= kRowBuckets[b]; row += kRowBuckets[b]) run(b, row, kRowBuckets[b]);
+  }
+
+  static void launch(backend::Module& module, std::initializer_list<const HostView*> inputs,
+                     std::initializer_list<HostView*> outputs) {
+    std::vector<backend::Buffer*> in, out;
+    for (const HostView* v : inputs) in.push_back(const_cast<HostView*>(v));
+    for (HostView* v : outputs) out.push_back(v);
+    module.launch(in, out);
+  }
+
+  std::unique_ptr<backend::Module> optimized(const ir::KernelGraph& graph, const std::string& what,
+                                             size_t index, size_t count,
+                                             const FusedBlockOptions& options) {
+    tune::OptimizeOptions o;
+    o.search_seconds = options.search_seconds;
+    o.max_candidates = 3;
+    o.profile.min_seconds = 0.1;
+    const auto start = std::chrono::steady_clock::now();
+    tune::OptimizeResult result = tune::optimize(graph, *backend_, o);
+    if (options.progress) {
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const tune::CandidateRecord& winner =
+          result.entry.candidates.at(static_cast<size_t>(result.entry.chosen));
+      options.progress(fmt::format(
+          "[{}/{}] {}: {} ({:.3f} ms), {}", index + 1, count, what, winner.label,
+          winner.seconds * 1e3, result.cache_hit ? "cached" : fmt::format("optimized in {:.1f} s",
+                                                                          seconds)));
+    }
+    return backend_->compile(result.chosen);
+  }
+
+  const LlamaConfig& c_;
+  const LlamaWeights& w_;
+  std::unique_ptr<HotBlocks> attention_;
+  backend::Backend* backend_ = nullptr;
+  std::array<std::unique_ptr<backend::Module>, kRowBuckets.size()> norm_qkv_, attention_output_,
+      gated_mlp_;
+  std::unique_ptr<backend::Module> lm_head_;
+  std::vector<LayerViews> layers_;
+  HostView output_norm_, output_;
+  std::vector<float> next_;
+};
+
+}  // namespace
+
+std::string fused_blocks_unsupported(const LlamaConfig& config, const LlamaWeights& weights) {
+  if (weights.layers.empty()) return "the model has no layers";
+  const backend::Availability cpu = [] {
+    for (const backend::BackendInfo& info : backend::describe_backends())
+      if (info.name == "cpu") return info.availability;
+    return backend::Availability{false, "this build has no cpu backend"};
+  }();
+  if (!cpu.available) return "the cpu backend is unavailable: " + cpu.reason;
+  auto check = [](const Linear& w) -> std::string {
+    if (format_of(w.type)) return {};
+    return fmt::format("{} is {}, which quant_matmul does not read (q4_1, q8_0)", w.name,
+                       ggml_type_name(w.type));
+  };
+  for (const LayerWeights& lw : weights.layers)
+    for (const Linear* w : {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.gate, &lw.up, &lw.down})
+      if (std::string why = check(*w); !why.empty()) return why;
+  if (config.n_embd % ir::kQuantBlock != 0 || config.n_ff % ir::kQuantBlock != 0 ||
+      config.n_head * config.head_dim % ir::kQuantBlock != 0)
+    return "the model's widths are not multiples of 32";
+  return check(weights.output);
+}
+
+std::unique_ptr<HotBlocks> make_fused_blocks(const LlamaConfig& config,
+                                             const LlamaWeights& weights,
+                                             std::unique_ptr<HotBlocks> attention,
+                                             const FusedBlockOptions& options) {
+  if (std::string why = fused_blocks_unsupported(config, weights); !why.empty())
+    fail("fused hot blocks: {}", why);
+  return std::make_unique<FusedBlocks>(config, weights, std::move(attention), options);
+}
+
+}  // namespace yirage::llm

@@ -1,0 +1,36 @@
+// The hot blocks through the superoptimizer. RMSNorm + QKV, the gated MLP and the final norm +
+// LM head are built as kernel graphs over the weights in their GGUF blocks (ir's quant_matmul),
+// one graph per shape bucket of rows. tune::optimize searches fused kernels for each, checks them
+// against the unfused graph on random inputs, times them on this machine and caches the winner
+// per device fingerprint, so the search runs once per machine and later loads are cache hits.
+// The winners run on the cpu backend with the weights borrowed from the mapped file. Attention
+// (RoPE and the KV cache, state the IR does not express) stays on the hand-written kernels.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "llm/model.h"
+
+namespace yirage::llm {
+
+struct FusedBlockOptions {
+  double search_seconds = 2;  // per graph, the first time it is optimized on this device
+  // Lines saying what is being optimized (and whether it was a cache hit); may be empty.
+  std::function<void(const std::string&)> progress;
+};
+
+// Why the model's hot blocks cannot run as kernel graphs (a weight type quant_matmul has no
+// format for, the cpu backend unavailable), or empty when they can.
+std::string fused_blocks_unsupported(const LlamaConfig& config, const LlamaWeights& weights);
+
+// Optimizes (or loads from the tuning cache) every block graph and compiles the winners.
+// `attention` runs the attention block. Throws yirage::Error when fused_blocks_unsupported says
+// why not.
+std::unique_ptr<HotBlocks> make_fused_blocks(const LlamaConfig& config,
+                                             const LlamaWeights& weights,
+                                             std::unique_ptr<HotBlocks> attention,
+                                             const FusedBlockOptions& options);
+
+}  // namespace yirage::llm
