@@ -70,7 +70,8 @@ struct Llm::Impl {
               ModelOptions{.threads = options.threads,
                            .context_length = options.context_length,
                            .fused_blocks = options.fused_blocks,
-                           .progress = options.progress}),
+                           .progress = options.progress,
+                           .detail = options.detail}),
         tokenizer(tokenizer_of(source)),
         chat_template(chat_template_of(source)) {
     if (tokenizer.vocab_size() > static_cast<size_t>(model.config().n_vocab))

@@ -27,6 +27,8 @@ struct LlmOptions {
   bool fused_blocks = true;
   // Lines shown while the block graphs are optimized the first time; may be empty.
   std::function<void(const std::string&)> progress = {};
+  // The tuning pipeline's lines (candidates, compile times, profiles); may be empty.
+  std::function<void(const std::string&)> detail = {};
 };
 
 struct GenerateOptions {

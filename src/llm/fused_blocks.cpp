@@ -70,8 +70,8 @@ ir::KernelGraph gated_mlp_graph(const LlamaConfig& c, const LayerWeights& lw, in
   const ir::TensorRef gate = weight_input(g, "gate", lw.gate), up = weight_input(g, "up", lw.up),
                       down = weight_input(g, "down", lw.down);
   const ir::TensorRef xn = g.rms_norm(x, {c.n_embd}, gain, c.rms_eps);
-  const ir::TensorRef h = g.mul(g.silu(quant_matmul(g, xn, gate, lw.gate)),
-                                quant_matmul(g, xn, up, lw.up));
+  const ir::TensorRef h =
+      g.mul(g.silu(quant_matmul(g, xn, gate, lw.gate)), quant_matmul(g, xn, up, lw.up));
   g.mark_output(g.add(x, quant_matmul(g, h, down, lw.down)), "x_next");
   return g;
 }
@@ -234,6 +234,7 @@ class FusedBlocks final : public HotBlocks {
     o.search_seconds = options.search_seconds;
     o.max_candidates = 3;
     o.profile.min_seconds = 0.1;
+    if (options.detail) o.log = [&](const std::string& line) { options.detail("  " + line); };
     const auto start = std::chrono::steady_clock::now();
     tune::OptimizeResult result = tune::optimize(graph, *backend_, o);
     if (options.progress) {
@@ -241,10 +242,10 @@ class FusedBlocks final : public HotBlocks {
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       const tune::CandidateRecord& winner =
           result.entry.candidates.at(static_cast<size_t>(result.entry.chosen));
-      options.progress(fmt::format(
-          "[{}/{}] {}: {} ({:.3f} ms), {}", index + 1, count, what, winner.label,
-          winner.seconds * 1e3, result.cache_hit ? "cached" : fmt::format("optimized in {:.1f} s",
-                                                                          seconds)));
+      options.progress(
+          fmt::format("[{}/{}] {}: {} ({:.3f} ms), {}", index + 1, count, what, winner.label,
+                      winner.seconds * 1e3,
+                      result.cache_hit ? "cached" : fmt::format("optimized in {:.1f} s", seconds)));
     }
     return backend_->compile(result.chosen);
   }
@@ -285,8 +286,7 @@ std::string fused_blocks_unsupported(const LlamaConfig& config, const LlamaWeigh
   return check(weights.output);
 }
 
-std::unique_ptr<HotBlocks> make_fused_blocks(const LlamaConfig& config,
-                                             const LlamaWeights& weights,
+std::unique_ptr<HotBlocks> make_fused_blocks(const LlamaConfig& config, const LlamaWeights& weights,
                                              std::unique_ptr<HotBlocks> attention,
                                              const FusedBlockOptions& options) {
   if (std::string why = fused_blocks_unsupported(config, weights); !why.empty())

@@ -19,6 +19,8 @@ struct FusedBlockOptions {
   double search_seconds = 2;  // per graph, the first time it is optimized on this device
   // Lines saying what is being optimized (and whether it was a cache hit); may be empty.
   std::function<void(const std::string&)> progress;
+  // The tuning pipeline's own lines (candidates, compile, profile); may be empty.
+  std::function<void(const std::string&)> detail;
 };
 
 // Why the model's hot blocks cannot run as kernel graphs (a weight type quant_matmul has no
@@ -28,8 +30,7 @@ std::string fused_blocks_unsupported(const LlamaConfig& config, const LlamaWeigh
 // Optimizes (or loads from the tuning cache) every block graph and compiles the winners.
 // `attention` runs the attention block. Throws yirage::Error when fused_blocks_unsupported says
 // why not.
-std::unique_ptr<HotBlocks> make_fused_blocks(const LlamaConfig& config,
-                                             const LlamaWeights& weights,
+std::unique_ptr<HotBlocks> make_fused_blocks(const LlamaConfig& config, const LlamaWeights& weights,
                                              std::unique_ptr<HotBlocks> attention,
                                              const FusedBlockOptions& options);
 

@@ -175,7 +175,7 @@ LlamaModel::LlamaModel(LlamaConfig config, LlamaWeights weights, const ModelOpti
   blocks_ = make_cpu_blocks(config_, weights_, cache_.capacity, pool_, *kernels_);
   if (unfused_why_.empty()) {
     blocks_ = make_fused_blocks(config_, weights_, std::move(blocks_),
-                                {options.search_seconds, options.progress});
+                                {options.search_seconds, options.progress, options.detail});
     hot_path_ = "fused kernel graphs on the cpu backend";
   } else {
     hot_path_ = "hand-written kernels (" + unfused_why_ + ")";

@@ -114,6 +114,7 @@ struct ModelOptions {
   bool fused_blocks = true;
   double search_seconds = 2;  // per block graph, the first time on this device
   std::function<void(const std::string&)> progress = {};  // optimization progress; may be empty
+  std::function<void(const std::string&)> detail = {};    // the tuning pipeline's lines
 };
 
 class LlamaModel {

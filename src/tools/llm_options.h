@@ -15,6 +15,7 @@ struct LlmCliOptions {
   int threads = 2;
   int context = 0;
   bool hand_written = false;
+  bool verbose = false;
   llm::GenerateOptions generate;
 };
 
@@ -42,6 +43,8 @@ inline void add_llm_options(CLI::App& cmd, LlmCliOptions& o) {
       ->check(CLI::NonNegativeNumber);
   cmd.add_flag("--hand-written", o.hand_written,
                "Run every block on the hand-written kernels instead of the superoptimized graphs");
+  cmd.add_flag("--verbose", o.verbose,
+               "Show the superoptimizer's candidates and timings while the blocks are optimized");
 }
 
 // Optimization progress goes to stderr, as the statistics do, so stdout stays the text.
@@ -49,6 +52,7 @@ inline llm::Llm open_llm(const LlmCliOptions& o) {
   llm::LlmOptions options{.threads = o.threads, .context_length = o.context};
   options.fused_blocks = !o.hand_written;
   options.progress = [](const std::string& line) { fmt::print(stderr, "optimizing {}\n", line); };
+  if (o.verbose) options.detail = [](const std::string& line) { fmt::print(stderr, "{}\n", line); };
   llm::Llm model = llm::Llm::open(o.model, options);
   fmt::print(stderr, "hot blocks: {}\n", model.model().hot_path());
   return model;

@@ -68,7 +68,8 @@ TEST(QuantMatmul, ReferenceIsTheDequantizedProductUpToActivationRounding) {
 }
 
 // Activation rows 1 (decoding: the prefetching band), 6 and 15 (tiles of 4 plus tails); weight
-// rows 70 and 13 (tiles of 4 per thread plus single rows); batch dims flattened.
+// rows 70, 13, 9 and 5 (tiles of 4 per thread plus single rows); batch dims flattened; products of
+// one activation tensor grouped.
 TEST(QuantMatmul, CpuLoweringMatchesTheReferenceAtEveryTileShape) {
   for (QuantFormat format : {QuantFormat::q4_1, QuantFormat::q8_0}) {
     const int64_t bytes = ir::quant_block_bytes(format);
@@ -78,9 +79,14 @@ TEST(QuantMatmul, CpuLoweringMatchesTheReferenceAtEveryTileShape) {
     TensorRef batched = g.input("batched", {3, 5, 64}, DType::f32);
     TensorRef tall = g.input("tall", {70, 4 * bytes}, DType::u8);
     TensorRef small = g.input("small", {13, 2 * bytes}, DType::u8);
+    TensorRef other = g.input("other", {9, 4 * bytes}, DType::u8);
+    TensorRef six_other = g.input("six_other", {5, 2 * bytes}, DType::u8);
     g.mark_output(g.quant_matmul(one, tall, format), "decode");
     g.mark_output(g.quant_matmul(six, small, format), "six_rows");
     g.mark_output(g.quant_matmul(batched, small, format), "batched");
+    // Products of the same activations run as one group, tiles split across their weights.
+    g.mark_output(g.quant_matmul(one, other, format), "decode_grouped");
+    g.mark_output(g.quant_matmul(six, six_other, format), "six_rows_grouped");
     SCOPED_TRACE(std::string(ir::quant_format_name(format)));
     check_against_reference(g, 5, "quant_matmul");
   }

@@ -237,15 +237,36 @@ class Lowering {
                node.op);
   }
 
+  // quant_matmuls of one format that read the same activations run as one group, emitted at the
+  // first member, when every member's weight is ready by then (graph inputs always are).
+  std::vector<int32_t> quant_group(int32_t id, const ir::Node& node, ir::QuantFormat format) const {
+    std::vector<int32_t> group{id};
+    const auto& nodes = graph_.nodes();
+    for (size_t other = size_t(id) + 1; other < nodes.size(); ++other) {
+      const auto* op = std::get_if<ir::QuantMatmulOp>(&nodes[other].op);
+      if (op && op->format == format && nodes[other].inputs[0] == node.inputs[0] &&
+          nodes[other].inputs[1].node < id)
+        group.push_back(int32_t(other));
+    }
+    return group;
+  }
+
   void quant_matmul(int32_t id, const ir::Node& node, const ir::QuantMatmulOp& op) {
+    if (grouped_.contains(id)) return;  // computed with its group's first member
     uses_quant_ = true;
-    const CTensor &x = in(node, 0), &w = in(node, 1);
-    const int64_t k = x.type.dims.back(), n = w.type.dims[0];
-    const int64_t rows = ir::num_elements(x.type.dims) / k;
+    const CTensor& x = in(node, 0);
+    const int64_t k = x.type.dims.back(), rows = ir::num_elements(x.type.dims) / k;
     const int64_t at = scratch(align_up(rows * k) + rows * (k / ir::kQuantBlock) * 8);
-    body_.line("yrq::quant_matmul<{}>({}, (const std::byte*){}, {}, {}, {}, {}, {}, ws + {}, nt);",
-               op.format == ir::QuantFormat::q4_1, x.ptr, w.ptr, w.type.dims[1], rows, n, k,
-               out(id).ptr, at);
+    std::vector<std::string> jobs;
+    for (int32_t member : quant_group(id, node, op.format)) {
+      grouped_.insert(member);
+      const CTensor& w = in(graph_.nodes()[size_t(member)], 1);
+      jobs.push_back(fmt::format("{{(const std::byte*){}, {}, {}, {}}}", w.ptr, w.type.dims[1],
+                                 w.type.dims[0], out(member).ptr));
+    }
+    body_.line("{{ const yrq::QuantJob jobs[] = {{{}}};", fmt::join(jobs, ", "));
+    body_.line("  yrq::quant_matmul<{}>({}, {}, {}, jobs, {}, ws + {}, nt); }}",
+               op.format == ir::QuantFormat::q4_1, x.ptr, rows, k, jobs.size(), at);
   }
 
   void matmul(int32_t id, const ir::Node& node) {
@@ -396,7 +417,8 @@ class Lowering {
   std::set<size_t> placed_;  // outputs whose buffer a node writes directly
   int64_t fixed_bytes_ = 0;
   int64_t thread_bytes_ = 0;
-  bool uses_quant_ = false;  // paste the quantized kernels
+  bool uses_quant_ = false;    // paste the quantized kernels
+  std::set<int32_t> grouped_;  // quant_matmul nodes already emitted with their group
   Emitter functions_;
   Emitter body_;
 };
