@@ -112,13 +112,14 @@ class CpuBlocks final : public HotBlocks {
     });
   }
 
-  void attention_output(int layer, const float* attention, int n, float* x) override {
+  void output_and_mlp(int layer, const float* attention, int n, float* x) override {
     const LayerWeights& lw = w_.layers[layer];
     residual_matmul(lw.wo, prepare(lw.wo, attention, n, 0), n, x);
+    gated_mlp(lw, x, n);
   }
 
-  void gated_mlp(int layer, float* x, int n) override {
-    const LayerWeights& lw = w_.layers[layer];
+  // x += down(silu(gate(RMSNorm(x))) ⊙ up(RMSNorm(x))).
+  void gated_mlp(const LayerWeights& lw, float* x, int n) {
     ensure(xn_, static_cast<size_t>(n) * c_.n_embd);
     rms_norm(x, lw.ffn_norm.data(), n, c_.n_embd, c_.rms_eps, xn_.data());
     const Activations& ag = prepare(lw.gate, xn_.data(), n, 0);

@@ -51,28 +51,23 @@ ir::KernelGraph norm_qkv_graph(const LlamaConfig& c, const LayerWeights& lw, int
   return g;
 }
 
-// Inputs: attention, x, wo; output x + attention · Woᵀ.
-ir::KernelGraph attention_output_graph(const LlamaConfig& c, const LayerWeights& lw, int rows) {
+// Inputs: attention, x, wo, ffn_norm, gate, up, down; output the layer's result: the attention
+// residual x1 = x + attention · Woᵀ, then x1 + down(silu(gate(xn)) · up(xn)) with xn = RMSNorm(x1).
+// One graph for both, so the search sees the residual add next to the norm that reads it.
+ir::KernelGraph output_and_mlp_graph(const LlamaConfig& c, const LayerWeights& lw, int rows) {
   ir::KernelGraph g;
   const ir::TensorRef attn =
       g.input("attention", {rows, int64_t(c.n_head) * c.head_dim}, ir::DType::f32);
   const ir::TensorRef x = g.input("x", {rows, c.n_embd}, ir::DType::f32);
   const ir::TensorRef wo = weight_input(g, "wo", lw.wo);
-  g.mark_output(g.add(x, quant_matmul(g, attn, wo, lw.wo)), "x_next");
-  return g;
-}
-
-// Inputs: x, ffn_norm, gate, up, down; output x + down(silu(gate(xn)) · up(xn)).
-ir::KernelGraph gated_mlp_graph(const LlamaConfig& c, const LayerWeights& lw, int rows) {
-  ir::KernelGraph g;
-  const ir::TensorRef x = g.input("x", {rows, c.n_embd}, ir::DType::f32);
   const ir::TensorRef gain = g.input("ffn_norm", {c.n_embd}, ir::DType::f32);
   const ir::TensorRef gate = weight_input(g, "gate", lw.gate), up = weight_input(g, "up", lw.up),
                       down = weight_input(g, "down", lw.down);
-  const ir::TensorRef xn = g.rms_norm(x, {c.n_embd}, gain, c.rms_eps);
+  const ir::TensorRef x1 = g.add(x, quant_matmul(g, attn, wo, lw.wo));
+  const ir::TensorRef xn = g.rms_norm(x1, {c.n_embd}, gain, c.rms_eps);
   const ir::TensorRef h =
       g.mul(g.silu(quant_matmul(g, xn, gate, lw.gate)), quant_matmul(g, xn, up, lw.up));
-  g.mark_output(g.add(x, quant_matmul(g, h, down, lw.down)), "x_next");
+  g.mark_output(g.add(x1, quant_matmul(g, h, down, lw.down)), "x_next");
   return g;
 }
 
@@ -129,18 +124,16 @@ class FusedBlocks final : public HotBlocks {
     std::vector<std::pair<std::string, ir::KernelGraph>> graphs;
     for (int rows : kRowBuckets) {
       graphs.emplace_back(fmt::format("rmsnorm+qkv, {} rows", rows), norm_qkv_graph(c_, l0, rows));
-      graphs.emplace_back(fmt::format("attention output, {} rows", rows),
-                          attention_output_graph(c_, l0, rows));
-      graphs.emplace_back(fmt::format("gated mlp, {} rows", rows), gated_mlp_graph(c_, l0, rows));
+      graphs.emplace_back(fmt::format("attention output + gated mlp, {} rows", rows),
+                          output_and_mlp_graph(c_, l0, rows));
     }
     graphs.emplace_back("final norm + lm head", lm_head_graph(c_, w_));
     std::vector<std::unique_ptr<backend::Module>> modules;
     for (size_t i = 0; i < graphs.size(); ++i)
       modules.push_back(optimized(graphs[i].second, graphs[i].first, i, graphs.size(), options));
     for (size_t b = 0; b < kRowBuckets.size(); ++b) {
-      norm_qkv_[b] = std::move(modules[3 * b]);
-      attention_output_[b] = std::move(modules[3 * b + 1]);
-      gated_mlp_[b] = std::move(modules[3 * b + 2]);
+      norm_qkv_[b] = std::move(modules[2 * b]);
+      output_and_mlp_[b] = std::move(modules[2 * b + 1]);
     }
     lm_head_ = std::move(modules.back());
     // Views per layer: the weights do not move, so only the activation views change per call.
@@ -169,20 +162,20 @@ class FusedBlocks final : public HotBlocks {
     attention_->attention(layer, pos0, n, q, k, v, cache, out);
   }
 
-  void attention_output(int layer, const float* attention, int n, float* x) override {
+  void output_and_mlp(int layer, const float* attention, int n, float* x) override {
     const LayerViews& l = layers_[static_cast<size_t>(layer)];
     const size_t dq = static_cast<size_t>(c_.n_head) * c_.head_dim;
-    residual(n, x, [&](size_t bucket, int row, int rows, HostView& xv, HostView& out) {
-      HostView av(attention + row * dq, bytes(rows, dq));
-      launch(*attention_output_[bucket], {&av, &xv, &l.wo}, {&out});
+    // The result goes to a buffer of its own, copied back once every bucket has run: a graph's
+    // output never aliases its input.
+    next_.resize(static_cast<size_t>(n) * c_.n_embd);
+    for_buckets(n, [&](size_t bucket, int row, int rows) {
+      const size_t at = static_cast<size_t>(row) * c_.n_embd;
+      HostView av(attention + row * dq, bytes(rows, dq)), xv(x + at, bytes(rows, c_.n_embd)),
+          out(next_.data() + at, bytes(rows, c_.n_embd));
+      launch(*output_and_mlp_[bucket], {&av, &xv, &l.wo, &l.ffn_norm, &l.gate, &l.up, &l.down},
+             {&out});
     });
-  }
-
-  void gated_mlp(int layer, float* x, int n) override {
-    const LayerViews& l = layers_[static_cast<size_t>(layer)];
-    residual(n, x, [&](size_t bucket, int, int, HostView& xv, HostView& out) {
-      launch(*gated_mlp_[bucket], {&xv, &l.ffn_norm, &l.gate, &l.up, &l.down}, {&out});
-    });
+    std::copy(next_.begin(), next_.end(), x);
   }
 
   void final_norm_lm_head(const float* x, float* logits) override {
@@ -194,19 +187,6 @@ class FusedBlocks final : public HotBlocks {
   struct LayerViews {
     HostView attn_norm, wq, wk, wv, wo, ffn_norm, gate, up, down;
   };
-
-  // A block that updates x (rows of n_embd): each bucket writes x's next value to a buffer of its
-  // own, copied back once all have run, since a graph's output never aliases its input.
-  template <typename F>
-  void residual(int n, float* x, F&& run) {
-    next_.resize(static_cast<size_t>(n) * c_.n_embd);
-    for_buckets(n, [&](size_t bucket, int row, int rows) {
-      const size_t at = static_cast<size_t>(row) * c_.n_embd;
-      HostView xv(x + at, bytes(rows, c_.n_embd)), out(next_.data() + at, bytes(rows, c_.n_embd));
-      run(bucket, row, rows, xv, out);
-    });
-    std::copy(next_.begin(), next_.end(), x);
-  }
 
   static size_t bytes(int rows, size_t width) {
     return static_cast<size_t>(rows) * width * sizeof(float);
@@ -254,8 +234,7 @@ class FusedBlocks final : public HotBlocks {
   const LlamaWeights& w_;
   std::unique_ptr<HotBlocks> attention_;
   backend::Backend* backend_ = nullptr;
-  std::array<std::unique_ptr<backend::Module>, kRowBuckets.size()> norm_qkv_, attention_output_,
-      gated_mlp_;
+  std::array<std::unique_ptr<backend::Module>, kRowBuckets.size()> norm_qkv_, output_and_mlp_;
   std::unique_ptr<backend::Module> lm_head_;
   std::vector<LayerViews> layers_;
   HostView output_norm_, output_;

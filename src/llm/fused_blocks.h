@@ -1,10 +1,11 @@
-// The hot blocks through the superoptimizer. RMSNorm + QKV, the gated MLP and the final norm +
-// LM head are built as kernel graphs over the weights in their GGUF blocks (ir's quant_matmul),
-// one graph per shape bucket of rows. tune::optimize searches fused kernels for each, checks them
-// against the unfused graph on random inputs, times them on this machine and caches the winner
-// per device fingerprint, so the search runs once per machine and later loads are cache hits.
-// The winners run on the cpu backend with the weights borrowed from the mapped file. Attention
-// (RoPE and the KV cache, state the IR does not express) stays on the hand-written kernels.
+// The hot blocks through the superoptimizer. RMSNorm + QKV, the attention output with the gated
+// MLP, and the final norm + LM head are built as kernel graphs over the weights in their GGUF
+// blocks (ir's quant_matmul), one graph per shape bucket of rows. tune::optimize searches fused
+// kernels for each, checks them against the unfused graph on random inputs, times them on this
+// machine and caches the winner per device fingerprint, so the search runs once per machine and
+// later loads are cache hits. The winners run on the cpu backend with the weights borrowed from the
+// mapped file. Attention (RoPE and the KV cache, state the IR does not express) stays on the
+// hand-written kernels.
 #pragma once
 
 #include <functional>

@@ -219,8 +219,7 @@ std::span<const float> LlamaModel::forward(std::span<const TokenId> tokens, bool
     for (int l = 0; l < c.n_layer; ++l) {
       blocks_->norm_qkv(l, x_.data(), n, q_.data(), k_.data(), v_.data());
       blocks_->attention(l, position_, n, q_.data(), k_.data(), v_.data(), cache_, attn_.data());
-      blocks_->attention_output(l, attn_.data(), n, x_.data());
-      blocks_->gated_mlp(l, x_.data(), n);
+      blocks_->output_and_mlp(l, attn_.data(), n, x_.data());
     }
     if (all_logits) {
       for (int i = 0; i < n; ++i)

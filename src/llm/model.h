@@ -3,10 +3,10 @@
 // the forward pass.
 //
 // The forward pass is a sequence of hot blocks behind `HotBlocks`: RMSNorm + QKV projections,
-// attention (RoPE, KV cache, softmax), its output projection and residual, the gated MLP (RMSNorm,
-// SwiGLU, down projection, residual), and the final norm + LM head. `CpuBlocks` runs them with
-// the quantized kernels of kernels.h on a thread pool; `FusedBlocks` (fused_blocks.h) runs every
-// block but attention as kernel graphs optimized by the superoptimizer.
+// attention (RoPE, KV cache, softmax), then its output projection and residual with the gated MLP
+// (RMSNorm, SwiGLU, down projection, residual), and the final norm + LM head. `CpuBlocks` runs them
+// with the quantized kernels of kernels.h on a thread pool; `FusedBlocks` (fused_blocks.h) runs
+// every block but attention as kernel graphs optimized by the superoptimizer.
 #pragma once
 
 #include <cstddef>
@@ -97,10 +97,9 @@ class HotBlocks {
   // over positions 0..pos into out[n][n_head·hd]. q is overwritten.
   virtual void attention(int layer, int pos0, int n, float* q, float* k, float* v, KvCache& cache,
                          float* out) = 0;
-  // x += attention · Woᵀ for n rows of attention[n][n_head·hd].
-  virtual void attention_output(int layer, const float* attention, int n, float* x) = 0;
-  // x += down(silu(gate(RMSNorm(x))) ⊙ up(RMSNorm(x))).
-  virtual void gated_mlp(int layer, float* x, int n) = 0;
+  // The rest of the layer: x += attention · Woᵀ for n rows of attention[n][n_head·hd], then the
+  // gated MLP, x += down(silu(gate(RMSNorm(x))) ⊙ up(RMSNorm(x))).
+  virtual void output_and_mlp(int layer, const float* attention, int n, float* x) = 0;
   // logits[n_vocab] = RMSNorm(x)·outputᵀ for one row x.
   virtual void final_norm_lm_head(const float* x, float* logits) = 0;
 };

@@ -5,7 +5,9 @@
 
 #include <bit>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <random>
 
 #include "llm/cpu_blocks.h"
@@ -54,16 +56,62 @@ TEST_P(Forward, MatchesReferenceAtEveryPosition) {
   const std::vector<std::byte> bytes = write_tiny_llama(m);
   GgufFile file = GgufFile::from_memory(bytes);
   const auto want = reference_logits(file, kTokens);
-  for (int threads : {1, 3}) {
-    LlamaModel model(file, ModelOptions{threads, 64});
-    model.forward(kTokens, /*all_logits=*/true);
-    const std::vector<float>& rows = model.all_logits_rows();
-    for (size_t t = 0; t < kTokens.size(); ++t) {
-      auto [diff, scale] = compare(std::span(rows).subspan(t * m.n_vocab, m.n_vocab), want[t]);
-      EXPECT_LE(diff, p.tolerance * scale) << "position " << t << ", " << threads << " threads";
-      EXPECT_GT(scale, 1.0);  // the model is not degenerate
+  // The quantized types run as superoptimized block graphs unless turned off; the float types
+  // always take the hand-written kernels, which say why.
+  const bool quantized = p.matrix_type == 3 || p.matrix_type == 8;
+  for (bool fused : {true, false}) {
+    for (int threads : {1, 3}) {
+      LlamaModel model(
+          file, ModelOptions{.threads = threads, .context_length = 64, .fused_blocks = fused});
+      if (fused && quantized)
+        EXPECT_EQ(model.hot_path(), "fused kernel graphs on the cpu backend");
+      else if (fused)
+        EXPECT_THAT(model.hot_path(), HasSubstr("which quant_matmul does not read"));
+      else
+        EXPECT_THAT(model.hot_path(), HasSubstr("fused blocks turned off"));
+      model.forward(kTokens, /*all_logits=*/true);
+      const std::vector<float>& rows = model.all_logits_rows();
+      for (size_t t = 0; t < kTokens.size(); ++t) {
+        auto [diff, scale] = compare(std::span(rows).subspan(t * m.n_vocab, m.n_vocab), want[t]);
+        EXPECT_LE(diff, p.tolerance * scale)
+            << "position " << t << ", " << threads << " threads, " << model.hot_path();
+        EXPECT_GT(scale, 1.0);  // the model is not degenerate
+      }
     }
   }
+}
+
+// The first model on a device optimizes each block graph and says so, one progress line per
+// graph; the next finds every winner in the tuning cache.
+TEST(Model, FusedBlocksAreOptimizedOnceAndThenCached) {
+  // A cache of its own, empty at the start.
+  std::string dir = (std::filesystem::temp_directory_path() / "yirage-llm-cache-XXXXXX").string();
+  ASSERT_NE(mkdtemp(dir.data()), nullptr);
+  const char* previous = std::getenv("YIRAGE_CACHE_DIR");
+  const std::string saved = previous ? previous : "";
+  setenv("YIRAGE_CACHE_DIR", dir.c_str(), 1);
+  TinyLlama m;
+  const std::vector<std::byte> bytes = write_tiny_llama(m);
+  GgufFile file = GgufFile::from_memory(bytes);
+  auto open = [&] {
+    std::vector<std::string> lines;
+    ModelOptions options{.threads = 2, .context_length = 64};
+    options.progress = [&](const std::string& line) { lines.push_back(line); };
+    LlamaModel model(file, options);
+    EXPECT_EQ(model.hot_path(), "fused kernel graphs on the cpu backend");
+    return lines;
+  };
+  const std::vector<std::string> first = open();
+  ASSERT_EQ(first.size(), 7u);
+  EXPECT_THAT(first[0], HasSubstr("[1/7] rmsnorm+qkv, 64 rows:"));
+  EXPECT_THAT(first[6], HasSubstr("[7/7] final norm + lm head:"));
+  for (const std::string& line : first) EXPECT_THAT(line, HasSubstr("optimized in"));
+  for (const std::string& line : open()) EXPECT_THAT(line, HasSubstr("cached"));
+  if (previous)
+    setenv("YIRAGE_CACHE_DIR", saved.c_str(), 1);
+  else
+    unsetenv("YIRAGE_CACHE_DIR");
+  std::filesystem::remove_all(dir);
 }
 
 // F32 weights take f32 activations: only the f16 rounding of the KV cache remains, so the bound is
