@@ -183,40 +183,72 @@ inline float smax(float a, float b) {
   return (b > a || b != b) ? b : a;
 }
 
-// exp by range reduction to [-ln2/2, ln2/2] and a degree-6 polynomial (about 2 ulp); overflow
-// and underflow saturate to inf and 0 as std::exp does, and NaN stays NaN.
+// exp as ggml's CPU backend computes it (ggml_v_expf, from ARM's optimized routines): n = round(x
+// / ln2), b = x - n·ln2 in two fmas, a degree-5 polynomial j, then 2^n·(1 + j) as fma(j, k, k).
+// Under 2 ulp, and the same bits as ggml where the target has FMA, so that a model's SiLU
+// matches llama.cpp's. Beyond |n| > 126 the scalar form scales in double; NaN stays NaN.
+inline float exp_wide(float x, float n, float j) {
+  if (x != x) return x;
+  if (std::fabs(n) > 192) return n <= 0 ? 0.0f : std::numeric_limits<float>::infinity();
+  return float(std::ldexp(1.0 + double(j), int(n)));
+}
+
+inline float sexp(float x) {
+  const float r = 0x1.8p23f;
+  const float n = std::fma(x, 0x1.715476p+0f, r) - r;
+  const float b = std::fma(-n, 0x1.7f7d1cp-20f, std::fma(-n, 0x1.62e4p-1f, x));
+  const float u = b * b;
+  const float j = std::fma(std::fma(std::fma(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u,
+                                    std::fma(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)),
+                           u, 0x1.ffffecp-1f * b);
+  if (std::fabs(n) <= 126) {
+    const float k = std::ldexp(1.0f, int(n));
+    return std::fma(j, k, k);
+  }
+  return exp_wide(x, n, j);
+}
+
+// a·b + c rounded once. Spelled out, since contraction alone may fuse either product of a·b + c·d.
+inline vf vfma(vf a, vf b, vf c) {
+#if YR_VBYTES == 64 && defined(__AVX512F__)
+  return (vf)_mm512_fmadd_ps((__m512)a, (__m512)b, (__m512)c);
+#elif YR_VBYTES == 32 && defined(__FMA__)
+  return (vf)_mm256_fmadd_ps((__m256)a, (__m256)b, (__m256)c);
+#else
+  for (int i = 0; i < VL; ++i) a[i] = std::fma(a[i], b[i], c[i]);
+  return a;
+#endif
+}
+
+// The same steps on vectors.
 inline vf vexp(vf x) {
-  const vf hi = splat(88.7228391f), lo = splat(-103.972f);
-  vf xc = x > hi ? hi : x;
-  xc = xc < lo ? lo : xc;
-  const vf t = xc * 1.44269504088896341f + 0.5f;
-  vf n = __builtin_convertvector(__builtin_convertvector(t, vi), vf);
-  n = n > t ? n - 1.0f : n;  // floor, since the conversion truncates toward zero
-  const vf r = xc - n * 0.693359375f + n * 2.12194440e-4f;
-  vf p = splat(1.9875691500e-4f);
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3333960246e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  // 2^n in two factors so that n down to -150 (subnormal results) stays representable.
+  const vf r = splat(0x1.8p23f);
+  const vf n = vfma(x, splat(0x1.715476p+0f), r) - r;
+  const vf b = vfma(-n, splat(0x1.7f7d1cp-20f), vfma(-n, splat(0x1.62e4p-1f), x));
+  const vf u = b * b;
+  const vf j = vfma(vfma(vfma(splat(0x1.0e4020p-7f), b, splat(0x1.573e2ep-5f)), u,
+                         vfma(splat(0x1.555e66p-3f), b, splat(0x1.fffdb6p-2f))),
+                    u, splat(0x1.ffffecp-1f) * b);
   const vi ni = __builtin_convertvector(n, vi);
-  const vi n1 = ni >> 1, n2 = ni - n1;
-  vf y = p * (vf)((n1 + 127) << 23) * (vf)((n2 + 127) << 23);
-  y = x > hi ? splat(std::numeric_limits<float>::infinity()) : y;
-  y = x < lo ? splat(0.0f) : y;
-  return x != x ? x : y;
+  const vf k = (vf)((ni + 127) << 23);
+  vf y = vfma(j, k, k);
+  const vf big = n < 0 ? -n : n;
+  bool wide = false;
+  for (int i = 0; i < VL; ++i) wide |= !(big[i] <= 126.0f);
+  if (wide)
+    for (int i = 0; i < VL; ++i)
+      if (!(big[i] <= 126.0f)) y[i] = exp_wide(x[i], n[i], j[i]);
+  return y;
 }
 
 // ---- elementwise functions, scalar and vector ------------------------------------------------
 
 struct Exp {
-  float operator()(float x) const { return std::exp(x); }
+  float operator()(float x) const { return sexp(x); }
   vf operator()(vf x) const { return vexp(x); }
 };
 struct Silu {
-  float operator()(float x) const { return x / (1.0f + std::exp(-x)); }
+  float operator()(float x) const { return x / (1.0f + sexp(-x)); }
   vf operator()(vf x) const { return x / (1.0f + vexp(-x)); }
 };
 struct Gelu {
@@ -471,6 +503,23 @@ inline float sum_squares(const T* p, int64_t n, float center) {
   return s;
 }
 
+// The mean of squares of an rms_norm row: squares in float, their sum in double, as ggml computes
+// it (a model's norms then match llama.cpp's bits) and as the reference does.
+template <class T>
+inline float mean_square(const T* p, int64_t n) {
+  double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  int64_t k = 0;
+  for (; k + 4 <= n; k += 4) {
+    const float a = ld(p[k]), b = ld(p[k + 1]), c = ld(p[k + 2]), d = ld(p[k + 3]);
+    s0 += double(a * a);
+    s1 += double(b * b);
+    s2 += double(c * c);
+    s3 += double(d * d);
+  }
+  for (; k < n; ++k) s0 += double(ld(p[k]) * ld(p[k]));
+  return float(((s0 + s1) + (s2 + s3)) / double(n));
+}
+
 template <class T>
 inline float sum_row(const T* p, int64_t n) {
   vf acc = splat(0);
@@ -492,7 +541,9 @@ inline void norm_rows(const TI* x, const TW* w, const TW* b, TO* out, int64_t ro
     const TI* p = x + r * group;
     TO* o = out + r * group;
     const float mean = centered ? sum_row(p, group) / float(group) : 0.0f;
-    const float inv = 1.0f / std::sqrt(sum_squares(p, group, mean) / float(group) + eps);
+    const float inv = 1.0f / std::sqrt((centered ? sum_squares(p, group, mean) / float(group)
+                                                 : mean_square(p, group)) +
+                                       eps);
     const vf vm = splat(mean), vinv = splat(inv);
     int64_t j = 0;
     for (; j + VL <= group; j += VL) {
