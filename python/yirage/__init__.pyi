@@ -126,7 +126,16 @@ class KernelGraph:
 class LLM:
     """A Llama-family model from a GGUF file or a Hugging Face directory (config.json,
     safetensors, tokenizer.json), run on the CPU by YiRage's inference engine."""
-    def __init__(self, path: str, threads: int = 2, context_length: int = 0) -> None: ...
+    def __init__(
+        self,
+        path: str,
+        threads: int = 2,
+        context_length: int = 0,
+        fused_blocks: bool = True,
+        progress: Optional[Callable[[str], Any]] = None,
+    ) -> None: ...
+    @property
+    def hot_path(self) -> str: ...
     def generate(
         self,
         prompt: str,

@@ -80,16 +80,42 @@ void bind_llm(nb::module_& m) {
                            "inference engine.");
   cls.def(
       "__init__",
-      [](llm::Llm* self, const std::string& path, int threads, int context_length) {
+      [](llm::Llm* self, const std::string& path, int threads, int context_length,
+         bool fused_blocks, nb::handle progress) {
+        if (!progress.is_none() && !PyCallable_Check(progress.ptr()))
+          fail("LLM: progress must be a callable taking a str, or None");
         llm::LlmOptions options;
         options.threads = threads;
         options.context_length = context_length;
-        nb::gil_scoped_release release;  // mapping and validating a model takes a moment
-        new (self) llm::Llm(llm::Llm::open(path, options));
+        options.fused_blocks = fused_blocks;
+        std::optional<nb::python_error> raised;
+        if (!progress.is_none())
+          options.progress = [&](const std::string& line) {
+            nb::gil_scoped_acquire acquire;
+            try {
+              progress(nb::str(line.data(), line.size()));
+            } catch (nb::python_error& e) {
+              raised.emplace(std::move(e));
+              throw CallbackAborted{};
+            }
+          };
+        try {
+          nb::gil_scoped_release release;  // mapping, validating and optimizing take a moment
+          new (self) llm::Llm(llm::Llm::open(path, options));
+        } catch (const CallbackAborted&) {
+          throw *raised;
+        }
       },
-      "path"_a, "threads"_a = 2, "context_length"_a = 0,
+      "path"_a, "threads"_a = 2, "context_length"_a = 0, "fused_blocks"_a = true,
+      "progress"_a = nb::none(),
       "Opens the GGUF model at path. threads: worker threads; context_length: tokens the KV\n"
-      "cache holds (0: the model's training context, capped at 4096). Errors name the file.");
+      "cache holds (0: the model's training context, capped at 4096). Errors name the file.\n"
+      "fused_blocks: run the hot blocks as superoptimized kernel graphs where the weights\n"
+      "allow (the first load on a machine optimizes them, later loads find them in the\n"
+      "tuning cache); progress, when given, is called with one line per block graph.");
+  cls.def_prop_ro(
+      "hot_path", [](llm::Llm& model) { return model.model().hot_path(); },
+      "Where the hot blocks run: the fused kernel graphs, or the hand-written kernels and why.");
   cls.def("generate", &generate, "prompt"_a, "max_tokens"_a = 128, "temperature"_a = 0.0f,
           "top_k"_a = 40, "top_p"_a = 0.95f, "repeat_penalty"_a = 1.0f, "seed"_a = 0,
           "chat"_a = false, "on_text"_a = nb::none(),

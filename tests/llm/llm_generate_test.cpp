@@ -6,6 +6,7 @@
 #include <array>
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -21,6 +22,7 @@ namespace {
 
 using test_util::error_of;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // --- sampler ---
 
@@ -194,8 +196,8 @@ struct CliRun {
   std::string output;
 };
 
-CliRun run(const std::string& args) {
-  const std::string command = std::string(YIRAGE_BINARY) + " " + args + " 2>&1";
+CliRun run_command(const std::string& shell_command) {
+  const std::string command = shell_command + " 2>&1";
   FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr) throw std::runtime_error("popen failed");
   CliRun r{0, ""};
@@ -204,6 +206,10 @@ CliRun run(const std::string& args) {
   while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.output.append(buf.data(), n);
   r.status = pclose(pipe);
   return r;
+}
+
+CliRun run(const std::string& args) {
+  return run_command(std::string(YIRAGE_BINARY) + " " + args);
 }
 
 TEST(GenerateCli, ErrorsAreOneLineAndExitNonZero) {
@@ -226,6 +232,34 @@ TEST_F(TinyFile, CliGeneratesAndReportsSpeed) {
   CliRun r = run("generate --model " + path_.string() + " --prompt hello -n 5 --threads 2");
   EXPECT_EQ(r.status, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("tokens/s"));
+  EXPECT_THAT(r.output, HasSubstr("hot blocks: fused kernel graphs on the cpu backend"));
+}
+
+// The progress display of the first optimization, its details with --verbose, and the
+// hand-written blocks on request: in a cache of their own, so that the first run optimizes.
+TEST_F(TinyFile, CliShowsOptimizationProgressOnce) {
+  std::string dir = (std::filesystem::temp_directory_path() / "yirage-cli-cache-XXXXXX").string();
+  ASSERT_NE(mkdtemp(dir.data()), nullptr);
+  const std::string env = "YIRAGE_CACHE_DIR=" + dir + " ";
+  const std::string args = " generate --model " + path_.string() + " --prompt hello -n 2";
+  const std::string binary = YIRAGE_BINARY;
+  auto run_with = [&](const std::string& extra) {
+    return run_command(env + binary + args + extra);
+  };
+  CliRun first = run_with(" --verbose");
+  EXPECT_EQ(first.status, 0) << first.output;
+  EXPECT_THAT(first.output, HasSubstr("optimizing [1/7] rmsnorm+qkv, 64 rows:"));
+  EXPECT_THAT(first.output, HasSubstr("optimized in"));
+  EXPECT_THAT(first.output, HasSubstr("compiled"));  // a tuning line, shown by --verbose
+  CliRun second = run_with("");
+  EXPECT_THAT(second.output, HasSubstr("optimizing [7/7] final norm + lm head:"));
+  EXPECT_THAT(second.output, HasSubstr("cached"));
+  EXPECT_THAT(second.output, Not(HasSubstr("optimized in")));
+  CliRun hand = run_with(" --hand-written");
+  EXPECT_EQ(hand.status, 0) << hand.output;
+  EXPECT_THAT(hand.output, HasSubstr("hot blocks: hand-written kernels (fused blocks turned off)"));
+  EXPECT_THAT(hand.output, Not(HasSubstr("optimizing")));
+  std::filesystem::remove_all(dir);
 }
 
 // --- the real model ---
