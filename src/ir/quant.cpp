@@ -9,14 +9,10 @@
 namespace yirage::ir {
 namespace {
 
-uint16_t load_u16(const std::byte* p) {
-  uint16_t v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-
-float round_f16(float x) {
-  return f16_to_f32(f32_to_f16(x));
+float half_at(const std::byte* p) {
+  uint16_t bits;
+  std::memcpy(&bits, p, sizeof bits);
+  return f16_to_f32(bits);
 }
 
 }  // namespace
@@ -55,8 +51,8 @@ void quantize_q8_blocks(const float* x, size_t blocks, int8_t* q, float* d, floa
       out[i] = static_cast<int8_t>(std::nearbyint(src[i] * id));  // half to even
       sum += out[i];
     }
-    d[b] = round_f16(amax / 127.0f);
-    if (s != nullptr) s[b] = round_f16(amax / 127.0f * static_cast<float>(sum));
+    d[b] = round_to(DType::f16, amax / 127.0f);
+    if (s != nullptr) s[b] = round_to(DType::f16, amax / 127.0f * static_cast<float>(sum));
   }
 }
 
@@ -70,13 +66,12 @@ float quant_row_dot(QuantFormat format, const std::byte* row, int blocks, const 
       const std::byte* block = row + b * 20;
       const auto* qs = reinterpret_cast<const uint8_t*>(block + 4);
       for (int j = 0; j < 16; ++j) sumi += (qs[j] & 15) * xq[j] + (qs[j] >> 4) * xq[j + 16];
-      sum += f16_to_f32(load_u16(block)) * d[b] * static_cast<float>(sumi) +
-             f16_to_f32(load_u16(block + 2)) * s[b];
+      sum += half_at(block) * d[b] * static_cast<float>(sumi) + half_at(block + 2) * s[b];
     } else {
       const std::byte* block = row + b * 34;
       const auto* qs = reinterpret_cast<const int8_t*>(block + 2);
       for (int j = 0; j < 32; ++j) sumi += qs[j] * xq[j];
-      sum += f16_to_f32(load_u16(block)) * d[b] * static_cast<float>(sumi);
+      sum += half_at(block) * d[b] * static_cast<float>(sumi);
     }
   }
   return sum;
@@ -85,12 +80,12 @@ float quant_row_dot(QuantFormat format, const std::byte* row, int blocks, const 
 float quant_element(QuantFormat format, const std::byte* row, int64_t i) {
   const int64_t b = i / kQuantBlock, j = i % kQuantBlock;
   const std::byte* block = row + b * quant_block_bytes(format);
-  const float d = f16_to_f32(load_u16(block));
+  const float d = half_at(block);
   if (format == QuantFormat::q8_0)
     return d * static_cast<float>(static_cast<int8_t>(std::to_integer<uint8_t>(block[2 + j])));
   const uint8_t byte = std::to_integer<uint8_t>(block[4 + j % 16]);
   const int nibble = j < 16 ? byte & 15 : byte >> 4;
-  return static_cast<float>(nibble) * d + f16_to_f32(load_u16(block + 2));
+  return static_cast<float>(nibble) * d + half_at(block + 2);
 }
 
 }  // namespace yirage::ir

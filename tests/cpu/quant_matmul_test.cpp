@@ -125,5 +125,12 @@ TEST(QuantMatmul, JsonNamesTheFormatAndRejectsAnUnknownOne) {
               ::testing::HasSubstr("unknown quantized format \"q5_k\""));
 }
 
+// The JSON file is also the parser fuzzer's seed for the op (scripts/fuzz.sh).
+TEST(QuantMatmul, TheJsonExampleRunsOnTheCpuBackend) {
+  const KernelGraph g =
+      ir::load_kernel_graph(std::string(YIRAGE_SOURCE_DIR) + "/tests/data/quant_matmul.json");
+  check_against_reference(g, 3, "quant_matmul.json");
+}
+
 }  // namespace
 }  // namespace yirage::cpu_test
