@@ -87,11 +87,7 @@ ir::KernelGraph lm_head_graph(const LlamaConfig& c, const LlamaWeights& w) {
 class HostView final : public backend::Buffer {
  public:
   HostView() = default;
-  HostView(const void* data, size_t bytes) { point(data, bytes); }
-  void point(const void* data, size_t bytes) {
-    data_ = const_cast<void*>(data);
-    size_ = bytes;
-  }
+  HostView(const void* data, size_t bytes) : data_(const_cast<void*>(data)), size_(bytes) {}
   size_t size() const override { return size_; }
   void write(std::span<const std::byte>) override {
     fail("llm: a model's tensors are written by its kernels, not copied in");
@@ -118,16 +114,16 @@ class FusedBlocks final : public HotBlocks {
  public:
   FusedBlocks(const LlamaConfig& config, const LlamaWeights& weights,
               std::unique_ptr<HotBlocks> attention, const FusedBlockOptions& options)
-      : c_(config), w_(weights), attention_(std::move(attention)) {
+      : c_(config), attention_(std::move(attention)) {
     backend_ = &backend::get_backend("cpu");
-    const LayerWeights& l0 = w_.layers.at(0);
+    const LayerWeights& l0 = weights.layers.at(0);
     std::vector<std::pair<std::string, ir::KernelGraph>> graphs;
     for (int rows : kRowBuckets) {
       graphs.emplace_back(fmt::format("rmsnorm+qkv, {} rows", rows), norm_qkv_graph(c_, l0, rows));
       graphs.emplace_back(fmt::format("attention output + gated mlp, {} rows", rows),
                           output_and_mlp_graph(c_, l0, rows));
     }
-    graphs.emplace_back("final norm + lm head", lm_head_graph(c_, w_));
+    graphs.emplace_back("final norm + lm head", lm_head_graph(c_, weights));
     std::vector<std::unique_ptr<backend::Module>> modules;
     for (size_t i = 0; i < graphs.size(); ++i)
       modules.push_back(optimized(graphs[i].second, graphs[i].first, i, graphs.size(), options));
@@ -137,12 +133,12 @@ class FusedBlocks final : public HotBlocks {
     }
     lm_head_ = std::move(modules.back());
     // Views per layer: the weights do not move, so only the activation views change per call.
-    for (const LayerWeights& lw : w_.layers)
+    for (const LayerWeights& lw : weights.layers)
       layers_.push_back({view_of(lw.attn_norm), view_of(lw.wq), view_of(lw.wk), view_of(lw.wv),
                          view_of(lw.wo), view_of(lw.ffn_norm), view_of(lw.gate), view_of(lw.up),
                          view_of(lw.down)});
-    output_norm_ = view_of(w_.output_norm);
-    output_ = view_of(w_.output);
+    output_norm_ = view_of(weights.output_norm);
+    output_ = view_of(weights.output);
   }
 
   void norm_qkv(int layer, const float* x, int n, float* q, float* k, float* v) override {
@@ -231,7 +227,6 @@ class FusedBlocks final : public HotBlocks {
   }
 
   const LlamaConfig& c_;
-  const LlamaWeights& w_;
   std::unique_ptr<HotBlocks> attention_;
   backend::Backend* backend_ = nullptr;
   std::array<std::unique_ptr<backend::Module>, kRowBuckets.size()> norm_qkv_, output_and_mlp_;
@@ -245,12 +240,13 @@ class FusedBlocks final : public HotBlocks {
 
 std::string fused_blocks_unsupported(const LlamaConfig& config, const LlamaWeights& weights) {
   if (weights.layers.empty()) return "the model has no layers";
-  const backend::Availability cpu = [] {
-    for (const backend::BackendInfo& info : backend::describe_backends())
-      if (info.name == "cpu") return info.availability;
-    return backend::Availability{false, "this build has no cpu backend"};
-  }();
-  if (!cpu.available) return "the cpu backend is unavailable: " + cpu.reason;
+  // Only the cpu backend is created and asked: describing every backend would load the GPU
+  // driver at each model load.
+  try {
+    backend::get_backend("cpu");
+  } catch (const Error& e) {
+    return e.what();
+  }
   auto check = [](const Linear& w) -> std::string {
     if (format_of(w.type)) return {};
     return fmt::format("{} is {}, which quant_matmul does not read (q4_1, q8_0)", w.name,

@@ -18,9 +18,17 @@ constexpr int kColTile = 2;
 
 #include "llm/kernels_simd.inc"
 
-const KernelTable kAvx2{"avx2",           gemm_q4_1,   gemm_q8_0,       gemm_float<false>,
-                        gemm_float<true>, attn_scores, attn_accumulate, softmax_exp,
-                        swiglu,           round_f16,   quantize_q8};
+const KernelTable kAvx2{"avx2",
+                        gemm_quantized<true>,
+                        gemm_quantized<false>,
+                        gemm_float<false>,
+                        gemm_float<true>,
+                        attn_scores,
+                        attn_accumulate,
+                        softmax_exp,
+                        swiglu,
+                        round_f16,
+                        quantize_q8};
 
 }  // namespace
 

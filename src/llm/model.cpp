@@ -173,17 +173,18 @@ LlamaModel::LlamaModel(LlamaConfig config, LlamaWeights weights, const ModelOpti
   if (options.context_length < 0 || options.context_length > (1 << 24))
     fail("context length {} is out of range", options.context_length);
   blocks_ = make_cpu_blocks(config_, weights_, cache_.capacity, pool_, *kernels_);
-  if (unfused_why_.empty()) {
+  if (unfused_why_.empty())
     blocks_ = make_fused_blocks(config_, weights_, std::move(blocks_),
                                 {options.search_seconds, options.progress, options.detail});
-    hot_path_ = "fused kernel graphs on the cpu backend";
-  } else {
-    hot_path_ = "hand-written kernels (" + unfused_why_ + ")";
-  }
   logits_.resize(static_cast<size_t>(config_.n_vocab));
 }
 
 LlamaModel::~LlamaModel() = default;
+
+std::string LlamaModel::hot_path() const {
+  return unfused_why_.empty() ? "fused kernel graphs on the cpu backend"
+                              : "hand-written kernels (" + unfused_why_ + ")";
+}
 
 void LlamaModel::truncate(int position) {
   if (position < 0 || position > position_)

@@ -133,7 +133,7 @@ class LlamaModel {
   int threads() const { return pool_.size(); }
   // Where the hot blocks run: "fused kernel graphs on the cpu backend", or the hand-written
   // kernels and why.
-  const std::string& hot_path() const { return hot_path_; }
+  std::string hot_path() const;
 
   // Appends `tokens` to the sequence and returns the logits after the last one (n_vocab floats,
   // valid until the next call). With `all_logits` (tests) every position's logits are computed:
@@ -151,7 +151,6 @@ class LlamaModel {
   const KernelTable* kernels_;
   KvCache cache_;
   std::unique_ptr<HotBlocks> blocks_;
-  std::string hot_path_;
   LlamaModel(const LlamaConfig& config, const GgufFile& file, const ModelOptions& options);
 
   int position_ = 0;
