@@ -40,6 +40,7 @@ KernelGraph all_ops_graph(DType t) {
   // 6 rows: C in registers, two vectors of columns plus a scalar tail.
   TensorRef rows6 = g.input("Y6", {6, 300}, t);
   TensorRef tall70 = g.input("Z6", {300, 70}, t);
+  TensorRef cols3 = g.input("C3", {300, 3}, t);   // few columns: gemm_cols
   TensorRef bq = g.input("BQ", {2, 1, 6, 8}, t);  // batched matmul with broadcast batch dims
   TensorRef bk = g.input("BK", {3, 8, 5}, t);
   TensorRef table = g.input("T", {11, 6}, t);
@@ -73,6 +74,7 @@ KernelGraph all_ops_graph(DType t) {
   g.mark_output(g.matmul(rows14, wider), "matmul_packed_short");
   g.mark_output(g.matmul(rows3, tall), "matmul_split_k");
   g.mark_output(g.matmul(rows6, tall70), "matmul_rows_in_registers");
+  g.mark_output(g.matmul(g.transpose(tall70, 0, 1), cols3), "matmul_few_columns");
   g.mark_output(g.matmul(bq, bk), "matmul_batched");
   g.mark_output(g.concat({a, pa, col}, 2), "concat");
   std::vector<TensorRef> parts = g.split(a, 2, {10, 27});
