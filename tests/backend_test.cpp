@@ -107,15 +107,34 @@ TEST(BackendRegistry, DescriptionsCarryDevicesAndReasons) {
 TEST(BackendRegistry, CpuFingerprintIsStable) {
   std::string first = info_of(describe_backends(), "cpu").device.fingerprint;
   std::string second = info_of(describe_backends(), "cpu").device.fingerprint;
-  std::string fresh = make_cpu_backend()->device().fingerprint;
+  std::string fresh = make_cpu_backend({})->device().fingerprint;
   EXPECT_EQ(first, second);
   EXPECT_EQ(first, fresh);
+}
+
+// A backend created with options is the caller's own; the shared one keeps its settings.
+TEST(BackendRegistry, CreatedBackendsKeepTheirOwnOptions) {
+  EXPECT_EQ(error_of([] { create_backend("tpu", {}); }),
+            "unknown backend 'tpu'; known backends: cuda, cpu, reference");
+  EXPECT_EQ(error_of([] { create_backend("cpu", {-1}); }), "backend 'cpu': -1 threads");
+  if (Availability cuda = make_cuda_backend({})->availability(); !cuda.available) {
+    EXPECT_EQ(error_of([] { create_backend("cuda", {}); }),
+              "backend 'cuda' is unavailable: " + cuda.reason);
+  }
+  if (!make_cpu_backend({})->availability().available) GTEST_SKIP() << "no cpu backend here";
+  const nlohmann::json shared = get_backend("cpu").device().capabilities["threads"];
+  std::unique_ptr<Backend> three = create_backend("cpu", {3});
+  EXPECT_NE(three.get(), &get_backend("cpu"));
+  EXPECT_EQ(three->device().capabilities["threads"], 3);
+  EXPECT_EQ(create_backend("cpu", {1})->device().capabilities["threads"], 1);
+  EXPECT_EQ(get_backend("cpu").device().capabilities["threads"], shared);
+  EXPECT_NE(three->compile(small_graph()), nullptr);
 }
 
 // Available wherever a working C++ compiler is (the code generator's JIT needs one); otherwise
 // every entry refuses with the reason. tests/cpu checks what it computes.
 TEST(CpuBackend, RunsWhenAvailableAndRefusesWithItsReasonOtherwise) {
-  std::unique_ptr<Backend> cpu = make_cpu_backend();
+  std::unique_ptr<Backend> cpu = make_cpu_backend({});
   Availability availability = cpu->availability();
   if (availability.available) {
     EXPECT_TRUE(availability.reason.empty());
@@ -131,7 +150,7 @@ TEST(CpuBackend, RunsWhenAvailableAndRefusesWithItsReasonOtherwise) {
 }
 
 TEST(CudaBackend, DescribesWhatItFoundAndRefusesToRun) {
-  std::unique_ptr<Backend> cuda = make_cuda_backend();
+  std::unique_ptr<Backend> cuda = make_cuda_backend({});
   Availability availability = cuda->availability();
   DeviceDescription device = cuda->device();
   if (availability.available) {

@@ -94,10 +94,20 @@ struct BackendInfo {
 
 // Every backend this build knows, in registry order, available or not.
 std::vector<std::string> backend_names();
-// The backend by name, created on first use and kept for the life of the process. Throws
-// yirage::Error for an unknown name (listing the known ones) or an unavailable backend (with
-// the reason).
+// The backend by name, created on first use with the default options and kept for the life of the
+// process. Throws yirage::Error for an unknown name (listing the known ones) or an unavailable
+// backend (with the reason).
 Backend& get_backend(std::string_view name);
+
+// What a caller may set when it creates a backend of its own.
+struct BackendOptions {
+  // Host threads for backends that run kernels on the CPU (cpu); 0: the backend's default
+  // (for cpu, YIRAGE_CPU_THREADS, else every core the process may use). Others ignore it.
+  int threads = 0;
+};
+// A new instance of the named backend, owned by the caller: for a setting that must not change
+// the shared one, such as an LLM's thread count. Throws as get_backend does.
+std::unique_ptr<Backend> create_backend(std::string_view name, const BackendOptions& options);
 // Name, availability and device of every known backend; never throws.
 std::vector<BackendInfo> describe_backends();
 // The backend "auto" stands for: the first available one in the order of preference of

@@ -16,7 +16,7 @@ namespace {
 
 struct RegistryEntry {
   std::string_view name;
-  std::unique_ptr<Backend> (*make)();
+  std::unique_ptr<Backend> (*make)(const BackendOptions&);
 };
 
 // In order of preference: "auto" picks the first available one.
@@ -36,7 +36,7 @@ struct Slot {
 Backend& instance(size_t index) {
   static std::array<Slot, kRegistry.size()> slots;
   Slot& slot = slots[index];
-  std::call_once(slot.once, [&] { slot.backend = kRegistry[index].make(); });
+  std::call_once(slot.once, [&] { slot.backend = kRegistry[index].make(BackendOptions{}); });
   return *slot.backend;
 }
 
@@ -76,13 +76,32 @@ std::vector<std::string> backend_names() {
   return names;
 }
 
-Backend& get_backend(std::string_view name) {
+namespace {
+
+size_t entry_of(std::string_view name) {
   std::optional<size_t> index = find_entry(name);
   if (!index)
     fail("unknown backend '{}'; known backends: {}", name, fmt::join(backend_names(), ", "));
-  Backend& backend = instance(*index);
+  return *index;
+}
+
+void require_available(std::string_view name, const Backend& backend) {
   Availability availability = backend.availability();
   if (!availability.available) fail("backend '{}' is unavailable: {}", name, availability.reason);
+}
+
+}  // namespace
+
+Backend& get_backend(std::string_view name) {
+  Backend& backend = instance(entry_of(name));
+  require_available(name, backend);
+  return backend;
+}
+
+std::unique_ptr<Backend> create_backend(std::string_view name, const BackendOptions& options) {
+  if (options.threads < 0) fail("backend '{}': {} threads", name, options.threads);
+  std::unique_ptr<Backend> backend = kRegistry[entry_of(name)].make(options);
+  require_available(name, *backend);
   return backend;
 }
 

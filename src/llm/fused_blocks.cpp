@@ -115,7 +115,7 @@ class FusedBlocks final : public HotBlocks {
   FusedBlocks(const LlamaConfig& config, const LlamaWeights& weights,
               std::unique_ptr<HotBlocks> attention, const FusedBlockOptions& options)
       : c_(config), attention_(std::move(attention)) {
-    backend_ = &backend::get_backend("cpu");
+    backend_ = backend::create_backend("cpu", {options.threads});
     const LayerWeights& l0 = weights.layers.at(0);
     std::vector<std::pair<std::string, ir::KernelGraph>> graphs;
     for (int rows : kRowBuckets) {
@@ -228,7 +228,7 @@ class FusedBlocks final : public HotBlocks {
 
   const LlamaConfig& c_;
   std::unique_ptr<HotBlocks> attention_;
-  backend::Backend* backend_ = nullptr;
+  std::unique_ptr<backend::Backend> backend_;
   std::array<std::unique_ptr<backend::Module>, kRowBuckets.size()> norm_qkv_, output_and_mlp_;
   std::unique_ptr<backend::Module> lm_head_;
   std::vector<LayerViews> layers_;

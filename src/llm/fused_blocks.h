@@ -17,6 +17,7 @@
 namespace yirage::llm {
 
 struct FusedBlockOptions {
+  int threads = 2;            // the cpu backend's, for this model alone
   double search_seconds = 2;  // per graph, the first time it is optimized on this device
   // Lines saying what is being optimized (and whether it was a cache hit); may be empty.
   std::function<void(const std::string&)> progress;

@@ -1,7 +1,6 @@
 #include "llm/model.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <limits>
 
@@ -147,9 +146,6 @@ namespace {
 std::string unfused_reason(const ModelOptions& options, const LlamaConfig& config,
                            const LlamaWeights& weights) {
   if (!options.fused_blocks) return "fused blocks turned off";
-  // The cpu backend reads its thread count once, when it is first used; a value the user set
-  // stays.
-  setenv("YIRAGE_CPU_THREADS", std::to_string(options.threads).c_str(), 0);
   return fused_blocks_unsupported(config, weights);
 }
 
@@ -174,8 +170,9 @@ LlamaModel::LlamaModel(LlamaConfig config, LlamaWeights weights, const ModelOpti
     fail("context length {} is out of range", options.context_length);
   blocks_ = make_cpu_blocks(config_, weights_, cache_.capacity, pool_, *kernels_);
   if (unfused_why_.empty())
-    blocks_ = make_fused_blocks(config_, weights_, std::move(blocks_),
-                                {options.search_seconds, options.progress, options.detail});
+    blocks_ = make_fused_blocks(
+        config_, weights_, std::move(blocks_),
+        {options.threads, options.search_seconds, options.progress, options.detail});
   logits_.resize(static_cast<size_t>(config_.n_vocab));
 }
 

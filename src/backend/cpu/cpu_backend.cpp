@@ -2,9 +2,9 @@
 // compiled by the system compiler into a shared object (jit.cpp) and run on the host's cores.
 //
 // It is available when a C++ compiler with OpenMP is found and can build and load a probe
-// module; availability() says what failed otherwise. Threads: the cores the process may use
-// (the device description's "cores"), or YIRAGE_CPU_THREADS. Compiles run with a timeout of
-// YIRAGE_CPU_COMPILE_TIMEOUT seconds (default 300).
+// module; availability() says what failed otherwise. Threads: BackendOptions::threads, else
+// YIRAGE_CPU_THREADS, else the cores the process may use (the device description's "cores").
+// Compiles run with a timeout of YIRAGE_CPU_COMPILE_TIMEOUT seconds (default 300).
 #include <sys/mman.h>
 
 #include <cstdlib>
@@ -140,9 +140,12 @@ constexpr const char* kProbeGraph = R"({"schema": "yirage.kernel_graph", "versio
 
 class CpuBackend final : public Backend {
  public:
-  CpuBackend() : device_(cpu::describe_cpu(cpu::read_host_cpu())) {
+  explicit CpuBackend(const BackendOptions& options)
+      : device_(cpu::describe_cpu(cpu::read_host_cpu())) {
     const nlohmann::json& cores = device_.capabilities["cores"];
-    threads_ = env_int("YIRAGE_CPU_THREADS", cores.is_number_integer() ? cores.get<int>() : 1);
+    threads_ = options.threads > 0 ? options.threads
+                                   : env_int("YIRAGE_CPU_THREADS",
+                                             cores.is_number_integer() ? cores.get<int>() : 1);
   }
 
   std::string_view name() const override { return "cpu"; }
@@ -198,8 +201,8 @@ class CpuBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cpu_backend() {
-  return std::make_unique<CpuBackend>();
+std::unique_ptr<Backend> make_cpu_backend(const BackendOptions& options) {
+  return std::make_unique<CpuBackend>(options);
 }
 
 }  // namespace yirage::backend

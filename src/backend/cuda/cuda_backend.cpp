@@ -463,7 +463,7 @@ std::string device_arch(Backend& backend) {
 
 }  // namespace cuda
 
-std::unique_ptr<Backend> make_cuda_backend() {
+std::unique_ptr<Backend> make_cuda_backend(const BackendOptions&) {
   return std::make_unique<CudaBackend>();
 }
 

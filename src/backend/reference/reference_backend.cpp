@@ -103,7 +103,7 @@ class ReferenceBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_reference_backend() {
+std::unique_ptr<Backend> make_reference_backend(const BackendOptions&) {
   return std::make_unique<ReferenceBackend>();
 }
 
