@@ -21,18 +21,24 @@ std::string_view quant_format_name(QuantFormat format) {
   switch (format) {
     case QuantFormat::q4_1: return "q4_1";
     case QuantFormat::q8_0: return "q8_0";
+    case QuantFormat::q4_0: return "q4_0";
   }
   return "?";
 }
 
 std::optional<QuantFormat> quant_format_from_name(std::string_view name) {
-  for (QuantFormat f : {QuantFormat::q4_1, QuantFormat::q8_0})
+  for (QuantFormat f : {QuantFormat::q4_0, QuantFormat::q4_1, QuantFormat::q8_0})
     if (quant_format_name(f) == name) return f;
   return std::nullopt;
 }
 
 int64_t quant_block_bytes(QuantFormat format) {
-  return format == QuantFormat::q4_1 ? 20 : 34;
+  switch (format) {
+    case QuantFormat::q4_1: return 20;
+    case QuantFormat::q8_0: return 34;
+    case QuantFormat::q4_0: return 18;
+  }
+  return 0;
 }
 
 bool quant_uses_block_sums(QuantFormat format) {
@@ -67,6 +73,12 @@ float quant_row_dot(QuantFormat format, const std::byte* row, int blocks, const 
       const auto* qs = reinterpret_cast<const uint8_t*>(block + 4);
       for (int j = 0; j < 16; ++j) sumi += (qs[j] & 15) * xq[j] + (qs[j] >> 4) * xq[j + 16];
       sum += half_at(block) * d[b] * static_cast<float>(sumi) + half_at(block + 2) * s[b];
+    } else if (format == QuantFormat::q4_0) {
+      const std::byte* block = row + b * 18;
+      const auto* qs = reinterpret_cast<const uint8_t*>(block + 2);
+      for (int j = 0; j < 16; ++j)
+        sumi += ((qs[j] & 15) - 8) * xq[j] + ((qs[j] >> 4) - 8) * xq[j + 16];
+      sum += half_at(block) * d[b] * static_cast<float>(sumi);
     } else {
       const std::byte* block = row + b * 34;
       const auto* qs = reinterpret_cast<const int8_t*>(block + 2);
@@ -83,8 +95,10 @@ float quant_element(QuantFormat format, const std::byte* row, int64_t i) {
   const float d = half_at(block);
   if (format == QuantFormat::q8_0)
     return d * static_cast<float>(static_cast<int8_t>(std::to_integer<uint8_t>(block[2 + j])));
-  const uint8_t byte = std::to_integer<uint8_t>(block[4 + j % 16]);
+  const bool offset = format == QuantFormat::q4_1;  // q4_1 stores a minimum after d
+  const uint8_t byte = std::to_integer<uint8_t>(block[(offset ? 4 : 2) + j % 16]);
   const int nibble = j < 16 ? byte & 15 : byte >> 4;
+  if (!offset) return static_cast<float>(nibble - 8) * d;
   return static_cast<float>(nibble) * d + half_at(block + 2);
 }
 

@@ -6,7 +6,8 @@
 // a model's answers with: each 32-element block of the activations is quantized to int8 (ggml's
 // Q8_1 for q4_1 weights, Q8_0 for q8_0 weights), each block's dot product is an exact integer sum
 // scaled once, and the blocks of a row add up in float. These scalar functions are the reference
-// (verify/) and the oracle of the SIMD kernels (backend/cpu's runtime, llm/).
+// (verify/) and the oracle of the SIMD kernels (backend/cpu's runtime, llm/). q4_0 and q8_0
+// weights read Q8_0 activations, q4_1 weights Q8_1.
 #pragma once
 
 #include <cstddef>
@@ -19,6 +20,7 @@ namespace yirage::ir {
 enum class QuantFormat : uint8_t {
   q4_1,  // {f16 d; f16 m; u8 qs[16]}: element j is (qs[j] & 15)·d + m, element j+16 (qs[j] >> 4)
   q8_0,  // {f16 d; i8 qs[32]}: element j is qs[j]·d
+  q4_0,  // {f16 d; u8 qs[16]}: element j is ((qs[j] & 15) − 8)·d, element j+16 ((qs[j] >> 4) − 8)
 };
 
 inline constexpr int kQuantBlock = 32;  // elements per block, in every format
@@ -35,7 +37,7 @@ bool quant_uses_block_sums(QuantFormat format);
 void quantize_q8_blocks(const float* x, size_t blocks, int8_t* q, float* d, float* s);
 
 // One weight row of `blocks` blocks in `format` times one quantized activation row (q, d and s as
-// quantize_q8_blocks wrote them; s may be null for q8_0): Σ over blocks, in float, of
+// quantize_q8_blocks wrote them; s may be null unless q4_1): Σ over blocks, in float, of
 // d_w·d_x·Σ q_w·q_x (+ m_w·s_x for q4_1).
 float quant_row_dot(QuantFormat format, const std::byte* row, int blocks, const int8_t* q,
                     const float* d, const float* s);

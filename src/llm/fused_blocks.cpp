@@ -25,6 +25,7 @@ constexpr std::array<int, 3> kRowBuckets = {64, 16, 1};
 std::optional<ir::QuantFormat> format_of(GgmlType type) {
   if (type == GgmlType::Q4_1) return ir::QuantFormat::q4_1;
   if (type == GgmlType::Q8_0) return ir::QuantFormat::q8_0;
+  if (type == GgmlType::Q4_0) return ir::QuantFormat::q4_0;
   return std::nullopt;
 }
 
@@ -249,7 +250,7 @@ std::string fused_blocks_unsupported(const LlamaConfig& config, const LlamaWeigh
   }
   auto check = [](const Linear& w) -> std::string {
     if (format_of(w.type)) return {};
-    return fmt::format("{} is {}, which quant_matmul does not read (q4_1, q8_0)", w.name,
+    return fmt::format("{} is {}, which quant_matmul does not read (q4_0, q4_1, q8_0)", w.name,
                        ggml_type_name(w.type));
   };
   for (const LayerWeights& lw : weights.layers)

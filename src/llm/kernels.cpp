@@ -54,14 +54,16 @@ void scalar_f32(int k, const std::byte* w, size_t w_stride, int nr, const Activa
   }
 }
 
-void scalar_f16(int k, const std::byte* w, size_t w_stride, int nr, const Activations& x, int x_row,
-                int nc, float* y, size_t ldy) {
+// 16-bit float weights, F16 or BF16 as `widen` decodes them.
+template <float (*widen)(uint16_t)>
+void scalar_half(int k, const std::byte* w, size_t w_stride, int nr, const Activations& x,
+                 int x_row, int nc, float* y, size_t ldy) {
   for (int c = 0; c < nc; ++c) {
     const float* xf = x.f + static_cast<size_t>(x_row + c) * k;
     for (int r = 0; r < nr; ++r) {
       const std::byte* row = w + r * w_stride;
       float sum = 0;
-      for (int i = 0; i < k; ++i) sum += f16_to_f32(load_u16(row + 2 * i)) * xf[i];
+      for (int i = 0; i < k; ++i) sum += widen(load_u16(row + 2 * i)) * xf[i];
       y[c * ldy + r] = sum;
     }
   }
@@ -135,8 +137,10 @@ void scalar_round_f16(float* x, size_t n) {
 const KernelTable kScalar{"scalar",
                           scalar_quantized<ir::QuantFormat::q4_1>,
                           scalar_quantized<ir::QuantFormat::q8_0>,
+                          scalar_quantized<ir::QuantFormat::q4_0>,
                           scalar_f32,
-                          scalar_f16,
+                          scalar_half<f16_to_f32>,
+                          scalar_half<bf16_to_f32>,
                           scalar_scores,
                           scalar_accumulate,
                           scalar_softmax_exp,
@@ -203,12 +207,16 @@ const KernelTable& best_kernels() {
 ActivationKind activation_kind(GgmlType type, std::string_view what) {
   switch (type) {
     case GgmlType::Q4_1: return ActivationKind::Q8_1;
+    case GgmlType::Q4_0:
     case GgmlType::Q8_0: return ActivationKind::Q8_0;
     case GgmlType::F32:
-    case GgmlType::F16: return ActivationKind::F32;
+    case GgmlType::F16:
+    case GgmlType::BF16: return ActivationKind::F32;
     default:
-      fail("{}: no matmul kernel for weights of type {} (supported: F32, F16, Q4_1, Q8_0)", what,
-           ggml_type_name(type));
+      fail(
+          "{}: no matmul kernel for weights of type {} (supported: F32, F16, BF16, Q4_0, Q4_1, "
+          "Q8_0)",
+          what, ggml_type_name(type));
   }
 }
 
@@ -216,8 +224,10 @@ GemmFn gemm_for(const KernelTable& table, GgmlType type) {
   switch (type) {
     case GgmlType::Q4_1: return table.q4_1;
     case GgmlType::Q8_0: return table.q8_0;
+    case GgmlType::Q4_0: return table.q4_0;
     case GgmlType::F32: return table.f32;
     case GgmlType::F16: return table.f16;
+    case GgmlType::BF16: return table.bf16;
     default: fail("no matmul kernel for weights of type {}", ggml_type_name(type));
   }
 }

@@ -1,11 +1,11 @@
 // Matrix kernels on quantized weights, the inner loops of the forward pass.
 //
 // Weights stay in their GGUF blocks. As in llama.cpp, activations are quantized per 32-element
-// block to 8-bit integers (Q8_1-style for Q4_1 weights, Q8_0-style for Q8_0 weights), so that a
-// block's dot product is an exact integer sum scaled once; F32 and F16 weights take f32
-// activations. Each kernel computes a tile of y = W·xᵀ for a range of weight rows and activation
-// rows. One table of kernels exists per instruction set (scalar, AVX2+FMA, AVX-512 VNNI), chosen
-// once from CPUID.
+// block to 8-bit integers (Q8_1-style for Q4_1 weights, Q8_0-style for Q4_0 and Q8_0 weights), so
+// that a block's dot product is an exact integer sum scaled once; F32, F16 and BF16 weights take
+// f32 activations. Each kernel computes a tile of y = W·xᵀ for a range of weight rows and
+// activation rows. One table of kernels exists per instruction set (scalar, AVX2+FMA, AVX-512
+// VNNI), chosen once from CPUID.
 #pragma once
 
 #include <cstddef>
@@ -40,8 +40,10 @@ struct KernelTable {
   std::string_view isa;
   GemmFn q4_1 = nullptr;  // weights Q4_1, activations Q8_1
   GemmFn q8_0 = nullptr;  // weights Q8_0, activations Q8_0
+  GemmFn q4_0 = nullptr;  // weights Q4_0, activations Q8_0
   GemmFn f32 = nullptr;   // weights F32, activations f32
   GemmFn f16 = nullptr;   // weights F16, activations f32
+  GemmFn bf16 = nullptr;  // weights BF16, activations f32
   // Attention over f32 rows `stride` floats apart: out[j] = dot(q, k_j) for j < n, and
   // out += Σ_j p[j] · v_j.
   void (*attn_scores)(const float* q, const float* k, size_t stride, int n, int dim,

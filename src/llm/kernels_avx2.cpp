@@ -19,10 +19,12 @@ constexpr int kColTile = 2;
 #include "llm/kernels_simd.inc"
 
 const KernelTable kAvx2{"avx2",
-                        gemm_quantized<true>,
-                        gemm_quantized<false>,
-                        gemm_float<false>,
-                        gemm_float<true>,
+                        gemm_quantized<kQ4_1>,
+                        gemm_quantized<kQ8_0>,
+                        gemm_quantized<kQ4_0>,
+                        gemm_float<GgmlType::F32>,
+                        gemm_float<GgmlType::F16>,
+                        gemm_float<GgmlType::BF16>,
                         attn_scores,
                         attn_accumulate,
                         softmax_exp,

@@ -18,10 +18,19 @@ constexpr int kColTile = 4;
 
 #include "llm/kernels_simd.inc"
 
-const KernelTable kAvx512{"avx512vnni",      gemm_quantized<true>, gemm_quantized<false>,
-                          gemm_float<false>, gemm_float<true>,     attn_scores,
-                          attn_accumulate,   softmax_exp,          swiglu,
-                          round_f16,         quantize_q8};
+const KernelTable kAvx512{"avx512vnni",
+                          gemm_quantized<kQ4_1>,
+                          gemm_quantized<kQ8_0>,
+                          gemm_quantized<kQ4_0>,
+                          gemm_float<GgmlType::F32>,
+                          gemm_float<GgmlType::F16>,
+                          gemm_float<GgmlType::BF16>,
+                          attn_scores,
+                          attn_accumulate,
+                          softmax_exp,
+                          swiglu,
+                          round_f16,
+                          quantize_q8};
 
 }  // namespace
 

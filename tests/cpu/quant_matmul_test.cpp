@@ -41,7 +41,7 @@ ir::HostTensor model_like_weight(QuantFormat format, int64_t rows, int64_t k, ui
 }
 
 TEST(QuantMatmul, ReferenceIsTheDequantizedProductUpToActivationRounding) {
-  for (QuantFormat format : {QuantFormat::q4_1, QuantFormat::q8_0}) {
+  for (QuantFormat format : {QuantFormat::q4_0, QuantFormat::q4_1, QuantFormat::q8_0}) {
     const int64_t m = 3, n = 7, k = 96;
     KernelGraph g;
     TensorRef x = g.input("x", {m, k}, DType::f32);
@@ -71,7 +71,7 @@ TEST(QuantMatmul, ReferenceIsTheDequantizedProductUpToActivationRounding) {
 // rows 70, 13, 9 and 5 (tiles of 4 per thread plus single rows); batch dims flattened; products of
 // one activation tensor grouped.
 TEST(QuantMatmul, CpuLoweringMatchesTheReferenceAtEveryTileShape) {
-  for (QuantFormat format : {QuantFormat::q4_1, QuantFormat::q8_0}) {
+  for (QuantFormat format : {QuantFormat::q4_0, QuantFormat::q4_1, QuantFormat::q8_0}) {
     const int64_t bytes = ir::quant_block_bytes(format);
     KernelGraph g;
     TensorRef one = g.input("one", {1, 128}, DType::f32);
@@ -121,6 +121,8 @@ TEST(QuantMatmul, JsonNamesTheFormatAndRejectsAnUnknownOne) {
   };
   const KernelGraph g = ir::parse_kernel_graph(with("q4_1"));
   EXPECT_EQ(std::get<ir::QuantMatmulOp>(g.nodes()[2].op).format, QuantFormat::q4_1);
+  EXPECT_THAT(error_of([&] { ir::parse_kernel_graph(with("q4_0")); }),
+              ::testing::HasSubstr("weight rows of 20 bytes; K = 32 in q4_0 takes 1 blocks of 18"));
   EXPECT_THAT(error_of([&] { ir::parse_kernel_graph(with("q5_k")); }),
               ::testing::HasSubstr("unknown quantized format \"q5_k\""));
 }

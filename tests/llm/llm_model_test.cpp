@@ -58,7 +58,7 @@ TEST_P(Forward, MatchesReferenceAtEveryPosition) {
   const auto want = reference_logits(file, kTokens);
   // The quantized types run as superoptimized block graphs unless turned off; the float types
   // always take the hand-written kernels, which say why.
-  const bool quantized = p.matrix_type == 3 || p.matrix_type == 8;
+  const bool quantized = p.matrix_type == 2 || p.matrix_type == 3 || p.matrix_type == 8;
   for (bool fused : {true, false}) {
     for (int threads : {1, 3}) {
       LlamaModel model(
@@ -116,13 +116,13 @@ TEST(Model, FusedBlocksAreOptimizedOnceAndThenCached) {
 
 // F32 weights take f32 activations: only the f16 rounding of the KV cache remains, so the bound is
 // tight. Quantized weights also quantize activations to 8 bits.
-INSTANTIATE_TEST_SUITE_P(Types, Forward,
-                         ::testing::Values(ForwardCase{"f32", 0, 0, false, 2e-3},
-                                           ForwardCase{"f16", 1, 0, true, 2e-3},
-                                           ForwardCase{"q8_0", 8, 8, true, 0.03},
-                                           ForwardCase{"q4_1", 3, 8, true, 0.03},
-                                           ForwardCase{"q4_1_untied", 3, 8, false, 0.03}),
-                         [](const auto& info) { return std::string(info.param.name); });
+INSTANTIATE_TEST_SUITE_P(
+    Types, Forward,
+    ::testing::Values(ForwardCase{"f32", 0, 0, false, 2e-3}, ForwardCase{"f16", 1, 0, true, 2e-3},
+                      ForwardCase{"bf16", 30, 0, true, 2e-3}, ForwardCase{"q4_0", 2, 8, true, 0.03},
+                      ForwardCase{"q8_0", 8, 8, true, 0.03}, ForwardCase{"q4_1", 3, 8, true, 0.03},
+                      ForwardCase{"q4_1_untied", 3, 8, false, 0.03}),
+    [](const auto& info) { return std::string(info.param.name); });
 
 TEST(Model, KvCacheDecodeEqualsFullRecompute) {
   TinyLlama m;
@@ -288,7 +288,7 @@ TEST_P(Kernels, EveryIsaAgreesWithScalarIncludingTileEdges) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Types, Kernels, ::testing::Values(0u, 1u, 3u, 8u));
+INSTANTIATE_TEST_SUITE_P(Types, Kernels, ::testing::Values(0u, 1u, 2u, 3u, 8u, 30u));
 
 TEST(Kernels, AttentionHelpersAgreeWithScalar) {
   const int n = 11, dim = 20, stride = 24;

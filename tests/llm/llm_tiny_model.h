@@ -25,7 +25,7 @@ struct TinyLlama {
   int n_vocab = 265;  // add_tiny_gpt2_tokenizer's vocabulary
   float rope_base = 10000.0f;
   float rms_eps = 1e-5f;
-  // ggml type ids: 0 F32, 1 F16, 3 Q4_1, 8 Q8_0, 30 BF16.
+  // ggml type ids: 0 F32, 1 F16, 2 Q4_0, 3 Q4_1, 8 Q8_0, 30 BF16.
   uint32_t matrix_type = 3;
   uint32_t embd_type = 8;
   bool tied = true;
@@ -62,6 +62,16 @@ inline std::vector<std::byte> encode(const std::vector<float>& x, uint32_t type)
       const float id = d != 0 ? 1 / d : 0;
       put_f16(s, d);
       for (int i = 0; i < 32; ++i) s.put<int8_t>(static_cast<int8_t>(std::round(v[i] * id)));
+    } else if (type == 2) {  // ggml's quantize_row_q4_0_ref: d = (the value of largest |x|) / -8
+      float amax = 0, max = 0;
+      for (int i = 0; i < 32; ++i)
+        if (std::fabs(v[i]) > amax) amax = std::fabs(max = v[i]);
+      const float d = max / -8;
+      const float id = d != 0 ? 1 / d : 0;
+      put_f16(s, d);
+      auto q = [&](float f) { return static_cast<uint8_t>(std::min(15, int(f * id + 8.5f))); };
+      for (int j = 0; j < 16; ++j)
+        s.put<uint8_t>(static_cast<uint8_t>(q(v[j]) | (q(v[j + 16]) << 4)));
     } else if (type == 3) {
       const float lo = *std::min_element(v, v + 32);
       const float hi = *std::max_element(v, v + 32);

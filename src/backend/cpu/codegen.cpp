@@ -32,6 +32,16 @@ std::vector<int64_t> broadcast_strides4(const ir::Dims& dims) {
   return out;
 }
 
+// The runtime's name for a weight format (yr_quant_tiles.inc's QuantKind).
+std::string_view quant_kind(ir::QuantFormat format) {
+  switch (format) {
+    case ir::QuantFormat::q4_1: return "kQ4_1";
+    case ir::QuantFormat::q8_0: return "kQ8_0";
+    case ir::QuantFormat::q4_0: return "kQ4_0";
+  }
+  fail("cpu codegen: quant_matmul with unknown format code {}", int(format));
+}
+
 std::string unary_functor(const ir::UnaryOp& op) {
   switch (op.fn) {
     case ir::UnaryFn::exp: return "yr::Exp()";
@@ -265,8 +275,8 @@ class Lowering {
                                  w.type.dims[0], out(member).ptr));
     }
     body_.line("{{ const yrq::QuantJob jobs[] = {{{}}};", fmt::join(jobs, ", "));
-    body_.line("  yrq::quant_matmul<{}>({}, {}, {}, jobs, {}, ws + {}, nt); }}",
-               op.format == ir::QuantFormat::q4_1, x.ptr, rows, k, jobs.size(), at);
+    body_.line("  yrq::quant_matmul<yrq::{}>({}, {}, {}, jobs, {}, ws + {}, nt); }}",
+               quant_kind(op.format), x.ptr, rows, k, jobs.size(), at);
   }
 
   void matmul(int32_t id, const ir::Node& node) {
