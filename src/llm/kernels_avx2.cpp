@@ -18,19 +18,7 @@ constexpr int kColTile = 2;
 
 #include "llm/kernels_simd.inc"
 
-const KernelTable kAvx2{"avx2",
-                        gemm_quantized<kQ4_1>,
-                        gemm_quantized<kQ8_0>,
-                        gemm_quantized<kQ4_0>,
-                        gemm_float<GgmlType::F32>,
-                        gemm_float<GgmlType::F16>,
-                        gemm_float<GgmlType::BF16>,
-                        attn_scores,
-                        attn_accumulate,
-                        softmax_exp,
-                        swiglu,
-                        round_f16,
-                        quantize_q8};
+constexpr KernelTable kAvx2 = simd_kernels("avx2");
 
 }  // namespace
 
