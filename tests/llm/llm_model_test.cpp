@@ -186,14 +186,14 @@ TEST(Config, BadShapesAreOneLineErrors) {
                 LlamaConfig::from_gguf(GgufFile::from_memory(bytes));
               }),
               HasSubstr("head_count 4 is not a multiple of llama.attention.head_count_kv 3"));
-  TinyLlama bf16;
-  bf16.matrix_type = 30;  // BF16 has a dequantizer but no matmul kernel
+  TinyLlama q5_0;
+  q5_0.matrix_type = 6;  // Q5_0 has a dequantizer but no matmul kernel
   EXPECT_THAT(error_of([&] {
-                const auto bytes = write_tiny_llama(bf16);
+                const auto bytes = write_tiny_llama(q5_0);
                 GgufFile file = GgufFile::from_memory(bytes);
                 LlamaModel model(file, ModelOptions{1, 8});
               }),
-              HasSubstr("tensor blk.0.attn_q.weight: no matmul kernel for weights of type BF16"));
+              HasSubstr("tensor blk.0.attn_q.weight: no matmul kernel for weights of type Q5_0"));
 }
 
 TEST(Config, HugeDimensionsAndWrongArchitectureAreRejected) {

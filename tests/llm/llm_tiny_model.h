@@ -25,7 +25,7 @@ struct TinyLlama {
   int n_vocab = 265;  // add_tiny_gpt2_tokenizer's vocabulary
   float rope_base = 10000.0f;
   float rms_eps = 1e-5f;
-  // ggml type ids: 0 F32, 1 F16, 2 Q4_0, 3 Q4_1, 8 Q8_0, 30 BF16.
+  // ggml type ids: 0 F32, 1 F16, 2 Q4_0, 3 Q4_1, 6 Q5_0 (zeros), 8 Q8_0, 30 BF16.
   uint32_t matrix_type = 3;
   uint32_t embd_type = 8;
   bool tied = true;
@@ -43,6 +43,10 @@ inline std::vector<std::byte> encode(const std::vector<float>& x, uint32_t type)
   if (type == 0) return float_bytes(x);
   if (type == 1) {
     for (float v : x) put_f16(s, v);
+    return s.bytes;
+  }
+  if (type == 6) {  // Q5_0, as zero blocks of 22 bytes: only its rejection is tested
+    s.bytes.resize(x.size() / 32 * 22);
     return s.bytes;
   }
   if (type == 30) {  // BF16: the top half of the f32 bits (truncation is enough for tests)
