@@ -10,9 +10,13 @@ times, alternating, after a warm-up that also fills the tuning cache; the best r
 which is the fairest figure on a machine shared with other work (the load average is printed).
 
   python3 bench/llm_vs_llamacpp.py --yirage build/release/yirage [--threads 2] [--out FILE]
+
+--requantize q4_0 first converts the model with llama.cpp's own quantizer (the embedding stays
+Q8_0) into a temporary file, and both engines run that: the Q4_0 kernels against llama.cpp's.
 """
 
 import argparse
+import ctypes
 import json
 import os
 import pathlib
@@ -46,6 +50,19 @@ def model_path(arg):
         return pathlib.Path(os.environ["YIRAGE_MODEL_PATH"])
     cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return pathlib.Path(cache) / "yirage" / "models" / MODEL_NAME
+
+
+def requantized(llama_cpp, model, ftype_name, directory):
+    """`model` converted by llama.cpp's quantizer to LLAMA_FTYPE_MOSTLY_<ftype_name>."""
+    path = pathlib.Path(directory) / f"{model.stem}.{ftype_name}.gguf"
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = getattr(llama_cpp, f"LLAMA_FTYPE_MOSTLY_{ftype_name.upper()}")
+    params.allow_requantize = True
+    params.token_embedding_type = params.output_tensor_type = llama_cpp.GGML_TYPE_Q8_0
+    if llama_cpp.llama_model_quantize(str(model).encode(), str(path).encode(),
+                                      ctypes.byref(params)) != 0:
+        sys.exit(f"llama.cpp could not requantize {model} to {ftype_name}")
+    return path
 
 
 def run_ours(binary, model, prompt, n, threads, hand_written=False):
@@ -89,11 +106,15 @@ def main():
     ap.add_argument("--decode-tokens", type=int, default=64)
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--out")
+    ap.add_argument("--requantize", choices=["q4_0"])
     args = ap.parse_args()
 
     import llama_cpp
 
-    model = model_path(args.model)
+    model = source = model_path(args.model)
+    workdir = tempfile.TemporaryDirectory()
+    if args.requantize:
+        model = requantized(llama_cpp, source, args.requantize, workdir.name)
     engine = llama_cpp.Llama(model_path=str(model), n_ctx=1024, n_batch=512,
                              n_threads=args.threads, n_threads_batch=args.threads, verbose=False)
     # A prompt of exactly --prompt-tokens tokens for both engines.
@@ -113,7 +134,8 @@ def main():
         f"cpu: {platform.processor() or platform.machine()}, {os.cpu_count()} logical cores")
     say(f"load average before: {os.getloadavg()[0]:.2f} (a value above the core count means "
         f"other work shared the machine during the run)")
-    say(f"model: {model}; threads: {args.threads}; llama-cpp-python {llama_cpp.__version__}")
+    say(f"model: {model}" + (f" (requantized from {source} by llama.cpp)" if args.requantize else "")
+        + f"; threads: {args.threads}; llama-cpp-python {llama_cpp.__version__}")
     say(f"prefill prompt: {len(ids)} tokens; decode: {args.decode_tokens} tokens after a "
         f"{len(decode_ids)}-token prompt; best of {args.runs} runs each, alternating")
 
