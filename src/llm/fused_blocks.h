@@ -4,8 +4,9 @@
 // kernels for each, checks them against the unfused graph on random inputs, times them on this
 // machine and caches the winner per device fingerprint, so the search runs once per machine and
 // later loads are cache hits. The winners run on the cpu backend with the weights borrowed from the
-// mapped file. Attention (RoPE and the KV cache, state the IR does not express) stays on the
-// hand-written kernels.
+// mapped file. The attention core (RoPE, the KV cache, scores, softmax) stays on the hand-written
+// kernels: as a kernel graph it was slower at decode, and the search's summation orders, met by
+// the f16 rounding of the probabilities, broke token-for-token agreement with llama.cpp.
 #pragma once
 
 #include <functional>
