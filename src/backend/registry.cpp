@@ -2,7 +2,6 @@
 #include <array>
 #include <exception>
 #include <mutex>
-#include <optional>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -40,10 +39,16 @@ Backend& instance(size_t index) {
   return *slot.backend;
 }
 
-std::optional<size_t> find_entry(std::string_view name) {
+// The registry index of `name`; an unknown name is an error listing the known ones.
+size_t entry_of(std::string_view name) {
   for (size_t i = 0; i < kRegistry.size(); ++i)
     if (kRegistry[i].name == name) return i;
-  return std::nullopt;
+  fail("unknown backend '{}'; known backends: {}", name, fmt::join(backend_names(), ", "));
+}
+
+void require_available(std::string_view name, const Backend& backend) {
+  Availability availability = backend.availability();
+  if (!availability.available) fail("backend '{}' is unavailable: {}", name, availability.reason);
 }
 
 BackendInfo describe(size_t index) {
@@ -75,22 +80,6 @@ std::vector<std::string> backend_names() {
   for (const RegistryEntry& entry : kRegistry) names.emplace_back(entry.name);
   return names;
 }
-
-namespace {
-
-size_t entry_of(std::string_view name) {
-  std::optional<size_t> index = find_entry(name);
-  if (!index)
-    fail("unknown backend '{}'; known backends: {}", name, fmt::join(backend_names(), ", "));
-  return *index;
-}
-
-void require_available(std::string_view name, const Backend& backend) {
-  Availability availability = backend.availability();
-  if (!availability.available) fail("backend '{}' is unavailable: {}", name, availability.reason);
-}
-
-}  // namespace
 
 Backend& get_backend(std::string_view name) {
   Backend& backend = instance(entry_of(name));
