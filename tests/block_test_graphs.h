@@ -146,6 +146,23 @@ inline BlockGraph attention_exp_block(DType dtype) {
   return g;
 }
 
+// exp(-(Q·K))·V over the accumulated row means of the same exponentials, at tensor-core sizes
+// (K and N multiples of 16): attention's register chain (cuda codegen_block_chain.cpp) through
+// two unary ops, with a mean for its row reduction.
+inline BlockGraph attention_mean_block(DType dtype) {
+  BlockGraph g({{2, 2, 1}}, 4,
+               {{dtype, {2, 32, 32}}, {dtype, {2, 32, 256}}, {dtype, {2, 256, 16}}});
+  int32_t q = g.iterator(0, {0, 1, kReplicate}, kReplicate);  // [1, 16, 32]
+  int32_t k = g.iterator(1, {0, kReplicate, kReplicate}, 2);  // [1, 32, 64]
+  int32_t v = g.iterator(2, {0, kReplicate, kReplicate}, 1);  // [1, 64, 16]
+  int32_t s = g.add(MatmulOp{}, {q, k});
+  int32_t e = g.add(UnaryOp{UnaryFn::exp}, {g.add(UnaryOp{UnaryFn::neg}, {s})});
+  int32_t ev = g.accumulate(AccumFn::sum, g.add(MatmulOp{}, {e, v}));
+  int32_t l = g.accumulate(AccumFn::sum, g.add(ReduceOp{ReduceFn::mean, 2}, {e}));
+  g.save(g.add(BinaryOp{BinaryFn::div}, {ev, l}), {0, 1, kReplicate});
+  return g;
+}
+
 // softmax(Q·K)·V with the online max rescale.
 inline BlockGraph attention_softmax_block(DType dtype) {
   int32_t q, k, v;

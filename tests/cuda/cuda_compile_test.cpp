@@ -70,8 +70,42 @@ TEST(CudaCompile, BlockTestGraphs) {
     one(gated_mlp_block(t), "gated_mlp");
     one(attention_exp_block(t), "attention_exp");
     one(attention_softmax_block(t), "attention_softmax");
+    one(attention_mean_block(t), "attention_mean");
     one(split_k_block(t), "split_k");
   }
+}
+
+// Attention's block graph at 16-bit types takes the register chain (codegen_block_chain.cpp):
+// no f32 score tile, no staged copy of the exponentials, no barrier inside the key loop's body.
+TEST(CudaCompile, AttentionTakesTheRegisterChain) {
+  for (ir::DType t : {ir::DType::f16, ir::DType::bf16}) {
+    ir::KernelGraph g;
+    auto q = g.input("Q", {2, 128, 64}, t);
+    auto k = g.input("K", {2, 64, 512}, t);
+    auto v = g.input("V", {2, 512, 64}, t);
+    g.mark_output(cuda_suite::attention_node(g, q, k, v, 64, 64), "out");
+    const Program program = lower(g, {});
+    ASSERT_EQ(program.kernels.size(), 1u);
+    const std::string& src = program.kernels[0].source;
+    EXPECT_NE(src.find("register chain"), std::string::npos) << src;
+    EXPECT_EQ(src.find("unsigned short* const sa"), std::string::npos) << src;
+    const size_t loop = src.find("for (int it = 0;");
+    const size_t end = src.find("\n  }\n  __syncthreads();", loop);
+    ASSERT_NE(end, std::string::npos) << src;
+    const std::string body = src.substr(loop, end - loop);
+    int barriers = 0;
+    for (size_t at = body.find("__syncthreads"); at != std::string::npos;
+         at = body.find("__syncthreads", at + 1))
+      ++barriers;
+    EXPECT_EQ(barriers, 1) << "one barrier per iteration, none in the chain:\n" << src;
+  }
+  // f32 has no tensor-core path, so no chain.
+  ir::KernelGraph g;
+  auto q = g.input("Q", {2, 128, 64}, ir::DType::f32);
+  auto k = g.input("K", {2, 64, 512}, ir::DType::f32);
+  auto v = g.input("V", {2, 512, 64}, ir::DType::f32);
+  g.mark_output(cuda_suite::attention_node(g, q, k, v, 64, 64), "out");
+  EXPECT_EQ(lower(g, {}).kernels[0].source.find("register chain"), std::string::npos);
 }
 
 // With library_matmul, a kernel-level matmul becomes one cuBLAS step (no source) when each

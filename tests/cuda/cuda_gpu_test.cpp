@@ -57,6 +57,35 @@ TEST(CudaGpu, TensorCoreMatmulsMatchReference) {
     }
 }
 
+// Attention's register chain (codegen_block_chain.cpp): one row group with warps splitting the
+// score columns (qb 16), four row groups (qb 64), a split over the keys with its finish kernel,
+// and a row sum that is a mean. Q in [-1/4, 1/4] keeps exp(Q·K) inside f16's range (scores of
+// a few units) while still far from uniform.
+TEST(CudaGpu, AttentionChainsMatchReference) {
+  CUDA_OR_SKIP(cuda);
+  for (ir::DType t : {ir::DType::f16, ir::DType::bf16}) {
+    const std::string d(ir::dtype_name(t));
+    auto inputs = [&](ir::KernelGraph& g) {
+      return std::array{g.input("Q", {2, 128, 64}, t), g.input("K", {2, 64, 512}, t),
+                        g.input("V", {2, 512, 64}, t)};
+    };
+    for (auto [qb, lc] : {std::pair{16, 64}, {64, 64}, {32, 128}}) {
+      ir::KernelGraph g;
+      auto [q, k, v] = inputs(g);
+      g.mark_output(cuda_suite::attention_node(g, q, k, v, qb, lc), "out");
+      expect_matches(g, *cuda, fresh_seed(), fmt::format("attention {} qb{} lc{}", d, qb, lc),
+                     {{"Q", 0.25f}});
+    }
+    ir::KernelGraph g;
+    auto [q, k, v] = inputs(g);
+    g.mark_output(cuda_suite::attention_split_node(g, q, k, v, 64, 64, 4), "out");
+    expect_matches(g, *cuda, fresh_seed(), "attention split " + d, {{"Q", 0.25f}});
+    expect_matches(
+        ir::testing::single_fused_graph(ir::testing::attention_mean_block(t), "att_mean"), *cuda,
+        fresh_seed(), "attention row mean " + d);
+  }
+}
+
 TEST(CudaGpu, SplitKWithKernelLevelSum) {
   CUDA_OR_SKIP(cuda);
   using namespace ir::testing;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -34,14 +35,18 @@ inline uint64_t fresh_seed() {
   return std::random_device{}();
 }
 
-// Relative L2 error and NaN count against the reference, with the dtype's tolerance.
+// Relative L2 error and NaN count against the reference, with the dtype's tolerance. Inputs are
+// uniform in [-1, 1], or [-r, r] for an input `ranges` names.
 inline void expect_matches(const ir::KernelGraph& graph, Backend& cuda, uint64_t seed,
-                           const std::string& what) {
+                           const std::string& what,
+                           const std::map<std::string, float>& ranges = {}) {
   std::mt19937_64 rng(seed);
   std::vector<ir::HostTensor> inputs;
   for (ir::TensorRef in : graph.inputs()) {
+    const auto range = ranges.find(graph.node(in.node).name);
+    const float r = range == ranges.end() ? 1.0f : range->second;
     inputs.emplace_back(graph.type(in));
-    ir::fill_random(inputs.back(), rng, -1.0f, 1.0f, 4);
+    ir::fill_random(inputs.back(), rng, -r, r, 4);
   }
   const std::vector<ir::HostTensor> expected = verify::run_reference(graph, inputs);
   const std::vector<ir::HostTensor> actual = run_on(cuda, graph, inputs);

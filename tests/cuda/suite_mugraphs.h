@@ -5,6 +5,7 @@
 // suite's kernel graph checks it.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <memory>
 #include <optional>
@@ -246,49 +247,74 @@ inline std::vector<Variant> gated_mlp(int bs) {
 
 // exp(Q·K) / rowsum · V as one kernel: blocks split heads (x) and query rows (y) by qb; the loop
 // walks the keys by lc, accumulating exp(S)·V and the row sums (tests/block_test_graphs.h's
-// attention_exp_block at full size).
+// attention_exp_block at full size). Q [H, S, D], K [H, D, L], V [H, L, D].
+inline TensorRef attention_node(KernelGraph& g, TensorRef q, TensorRef k, TensorRef v, int64_t qb,
+                                int64_t lc) {
+  const int64_t heads = g.type(q).dims[0], queries = g.type(q).dims[1];
+  const int64_t keys = g.type(k).dims[2];
+  BlockGraph b({{heads, queries / qb, 1}}, keys / lc, {g.type(q), g.type(k), g.type(v)});
+  int32_t qi = b.iterator(0, {0, 1, kReplicate}, kReplicate);
+  int32_t ki = b.iterator(1, {0, kReplicate, kReplicate}, 2);
+  int32_t vi = b.iterator(2, {0, kReplicate, kReplicate}, 1);
+  int32_t e = b.add(ir::UnaryOp{ir::UnaryFn::exp}, {b.add(ir::MatmulOp{}, {qi, ki})});
+  int32_t ev = b.accumulate(AccumFn::sum, b.add(ir::MatmulOp{}, {e, vi}));
+  int32_t l = b.accumulate(AccumFn::sum, b.add(ir::ReduceOp{ir::ReduceFn::sum, 2}, {e}));
+  b.save(b.add(ir::BinaryOp{ir::BinaryFn::div}, {ev, l}), {0, 1, kReplicate});
+  return fused(g, std::move(b), {q, k, v}, "fused_attention");
+}
+
+// The same split over the keys (a third grid axis, s ways), as flash-decoding does: without a
+// running max, exp(S)·V and the row sums of each key range simply add. The first kernel stacks
+// each split's partials on the last dim; the second sums them and divides.
+inline TensorRef attention_split_node(KernelGraph& g, TensorRef q, TensorRef k, TensorRef v,
+                                      int64_t qb, int64_t lc, int64_t s) {
+  const int64_t heads = g.type(q).dims[0], queries = g.type(q).dims[1];
+  const int64_t keys = g.type(k).dims[2];
+  BlockGraph b({{heads, queries / qb, s}}, keys / s / lc, {g.type(q), g.type(k), g.type(v)});
+  int32_t qi = b.iterator(0, {0, 1, kReplicate}, kReplicate);
+  int32_t ki = b.iterator(1, {0, kReplicate, 2}, 2);
+  int32_t vi = b.iterator(2, {0, kReplicate, 1}, 1);
+  int32_t e = b.add(ir::UnaryOp{ir::UnaryFn::exp}, {b.add(ir::MatmulOp{}, {qi, ki})});
+  b.save(b.accumulate(AccumFn::sum, b.add(ir::MatmulOp{}, {e, vi})), {0, 1, 2});
+  b.save(b.accumulate(AccumFn::sum, b.add(ir::ReduceOp{ir::ReduceFn::sum, 2}, {e})), {0, 1, 2});
+  std::vector<TensorRef> parts = fused_outputs(g, std::move(b), {q, k, v}, "attention_parts");
+  // The finish reads a row's s partials at once, as [s, d] (a view of the stacked row): a loop
+  // over the splits would make each of its few blocks wait on s small loads in turn.
+  const int64_t d = g.type(v).dims[2], fq = std::min<int64_t>(8, queries);
+  TensorRef stacked = g.reshape(parts[0], {heads, queries, s, d});
+  BlockGraph f({{heads, queries / fq, 1}}, 1, {g.type(stacked), g.type(parts[1])});
+  int32_t ev = f.accumulate(AccumFn::sum, f.add(ir::ReduceOp{ir::ReduceFn::sum, 2, false},
+                                                {f.iterator(0, {0, 1, kReplicate}, kReplicate)}));
+  int32_t l = f.accumulate(AccumFn::sum, f.add(ir::ReduceOp{ir::ReduceFn::sum, 2},
+                                               {f.iterator(1, {0, 1, kReplicate}, kReplicate)}));
+  f.save(f.add(ir::BinaryOp{ir::BinaryFn::div}, {ev, l}), {0, 1, kReplicate});
+  return fused(g, std::move(f), {stacked, parts[1]}, "attention_finish");
+}
+
+// gqa's inputs at bs: Q [2bs, 256, 64], K [2bs, 64, 4096], V [2bs, 4096, 64].
+inline std::array<TensorRef, 3> gqa_inputs(KernelGraph& g, int bs) {
+  const int64_t heads = 2 * bs, queries = 256, d = 64, keys = 4096;
+  return {g.input("Q", {heads, queries, d}, DType::f16), g.input("K", {heads, d, keys}, DType::f16),
+          g.input("V", {heads, keys, d}, DType::f16)};
+}
+
 inline std::vector<Variant> gqa(int bs) {
   std::vector<Variant> out;
-  for (auto [qb, lc] : {std::pair{16, 64}, {16, 128}, {32, 128}}) {
+  for (auto [qb, lc] : {std::pair{16, 64}, {32, 128}}) {
     KernelGraph g;
-    const int64_t heads = 2 * bs, queries = 256, d = 64, keys = 4096;
-    TensorRef q = g.input("Q", {heads, queries, d}, DType::f16);
-    TensorRef k = g.input("K", {heads, d, keys}, DType::f16);
-    TensorRef v = g.input("V", {heads, keys, d}, DType::f16);
-    BlockGraph b({{heads, queries / qb, 1}}, keys / lc, {g.type(q), g.type(k), g.type(v)});
-    int32_t qi = b.iterator(0, {0, 1, kReplicate}, kReplicate);
-    int32_t ki = b.iterator(1, {0, kReplicate, kReplicate}, 2);
-    int32_t vi = b.iterator(2, {0, kReplicate, kReplicate}, 1);
-    int32_t e = b.add(ir::UnaryOp{ir::UnaryFn::exp}, {b.add(ir::MatmulOp{}, {qi, ki})});
-    int32_t ev = b.accumulate(AccumFn::sum, b.add(ir::MatmulOp{}, {e, vi}));
-    int32_t l = b.accumulate(AccumFn::sum, b.add(ir::ReduceOp{ir::ReduceFn::sum, 2}, {e}));
-    b.save(b.add(ir::BinaryOp{ir::BinaryFn::div}, {ev, l}), {0, 1, kReplicate});
-    g.mark_output(fused(g, std::move(b), {q, k, v}, "fused_attention"), "out");
+    auto [q, k, v] = gqa_inputs(g, bs);
+    g.mark_output(attention_node(g, q, k, v, qb, lc), "out");
     out.push_back({fmt::format("qb{}_lc{}", qb, lc), std::move(g)});
   }
-  // Split over the keys (a third grid axis, s ways), as flash-decoding does: without a running
-  // max, exp(S)·V and the row sums of each key range simply add. The first kernel stacks each
-  // split's partials on the last dim; the second sums them and divides.
-  for (auto [qb, lc, s] : {std::array<int64_t, 3>{16, 64, 8}, {32, 64, 16}, {64, 64, 16}}) {
+  // Splits give the grid 128 to 512 blocks (bs 1 has two heads, bs 8 sixteen).
+  using Split = std::array<int64_t, 3>;  // qb, lc, s
+  const std::vector<Split> splits =
+      bs == 1 ? std::vector<Split>{{128, 64, 32}, {128, 64, 64}, {64, 64, 32}, {64, 64, 64}}
+              : std::vector<Split>{{128, 64, 4}, {128, 64, 8}, {64, 64, 8}, {128, 64, 16}};
+  for (auto [qb, lc, s] : splits) {
     KernelGraph g;
-    const int64_t heads = 2 * bs, queries = 256, d = 64, keys = 4096;
-    TensorRef q = g.input("Q", {heads, queries, d}, DType::f16);
-    TensorRef k = g.input("K", {heads, d, keys}, DType::f16);
-    TensorRef v = g.input("V", {heads, keys, d}, DType::f16);
-    BlockGraph b({{heads, queries / qb, s}}, keys / s / lc, {g.type(q), g.type(k), g.type(v)});
-    int32_t qi = b.iterator(0, {0, 1, kReplicate}, kReplicate);
-    int32_t ki = b.iterator(1, {0, kReplicate, 2}, 2);
-    int32_t vi = b.iterator(2, {0, kReplicate, 1}, 1);
-    int32_t e = b.add(ir::UnaryOp{ir::UnaryFn::exp}, {b.add(ir::MatmulOp{}, {qi, ki})});
-    b.save(b.accumulate(AccumFn::sum, b.add(ir::MatmulOp{}, {e, vi})), {0, 1, 2});
-    b.save(b.accumulate(AccumFn::sum, b.add(ir::ReduceOp{ir::ReduceFn::sum, 2}, {e})), {0, 1, 2});
-    std::vector<TensorRef> parts = fused_outputs(g, std::move(b), {q, k, v}, "attention_parts");
-    const int64_t fq = 64;
-    BlockGraph f({{heads, queries / fq, 1}}, s, {g.type(parts[0]), g.type(parts[1])});
-    int32_t ev = f.accumulate(AccumFn::sum, f.iterator(0, {0, 1, kReplicate}, 2));
-    int32_t l = f.accumulate(AccumFn::sum, f.iterator(1, {0, 1, kReplicate}, 2));
-    f.save(f.add(ir::BinaryOp{ir::BinaryFn::div}, {ev, l}), {0, 1, kReplicate});
-    g.mark_output(fused(g, std::move(f), {parts[0], parts[1]}, "attention_finish"), "out");
+    auto [q, k, v] = gqa_inputs(g, bs);
+    g.mark_output(attention_split_node(g, q, k, v, qb, lc, s), "out");
     out.push_back({fmt::format("split{}_qb{}_lc{}", s, qb, lc), std::move(g)});
   }
   // Library products around one fused pass: S = Q·K and P·V are kernel-level matmuls (cuBLAS
@@ -296,10 +322,8 @@ inline std::vector<Variant> gqa(int bs) {
   // rows per block, so S and P cross memory once each.
   for (int64_t r : {1, 2, 4}) {
     KernelGraph g;
-    const int64_t heads = 2 * bs, queries = 256, d = 64, keys = 4096;
-    TensorRef q = g.input("Q", {heads, queries, d}, DType::f16);
-    TensorRef k = g.input("K", {heads, d, keys}, DType::f16);
-    TensorRef v = g.input("V", {heads, keys, d}, DType::f16);
+    auto [q, k, v] = gqa_inputs(g, bs);
+    const int64_t heads = 2 * bs, queries = 256;
     TensorRef scores = g.matmul(q, k);
     BlockGraph b({{heads, queries / r, 1}}, 1, {g.type(scores)});
     int32_t e = b.accumulate(AccumFn::sum, b.add(ir::UnaryOp{ir::UnaryFn::exp},

@@ -15,7 +15,10 @@
 //     since a matmul reads each element once per column tile);
 //   - a tensor-core matmul whose only reader is a sum accumulator keeps its partial products in
 //     registers across the whole for-loop ("resident"), and writes the accumulator once after it;
-//   - a reduction whose only reader is an adding accumulator adds into it directly.
+//   - a reduction whose only reader is an adding accumulator adds into it directly;
+//   - a chain S = A·B, E = f(S), O += E·C (attention's scores, exponentials and weighted values)
+//     keeps S and E in registers: each warp's score fragments become the next product's A
+//     fragments, and E's row sums, if a reduction reads them, stay in registers too.
 #pragma once
 
 #include <cstdint>
@@ -54,6 +57,15 @@ class BlockLowering {
   // [mp x n] product, each split `splits` ways along K; each warp takes `per_warp` work items.
   struct MmaPlan {
     int64_t m, n, k, mp, pairs, splits, per_warp, batches;
+  };
+  // A register chain (codegen_block_chain.cpp): first = A·B [m x lc] with K = d, elementwise
+  // unary ops up to `last`, second = last · C [m x dv] accumulated over the loop, and `rowsum`
+  // (or -1) a sum or mean of `last` over its rows, added into its accumulator. Warp w takes the
+  // 16 rows (w % row_groups) and every `splits`-th 16-column step of the scores from w /
+  // row_groups.
+  struct Chain {
+    int32_t first = -1, last = -1, second = -1, rowsum = -1;
+    int64_t m = 0, d = 0, lc = 0, dv = 0, row_groups = 0, splits = 0;
   };
 
   // codegen_block.cpp
@@ -106,6 +118,14 @@ class BlockLowering {
   std::string mma_flush_resident(int32_t id) const;
   std::string matmul(int32_t id) const;
 
+  // codegen_block_chain.cpp
+  void find_chains();
+  const Chain* chain_of(int32_t id) const;
+  bool absorbed_by_chain(int32_t id) const;
+  std::string chain_declare(const Chain& c) const;
+  std::string chain_body(const Chain& c) const;
+  std::string chain_flush(const Chain& c) const;
+
   const ir::BlockGraph& g_;
   std::string name_;
   CodegenOptions options_;
@@ -117,6 +137,8 @@ class BlockLowering {
   std::vector<bool> resident_;        // tensor-core matmuls accumulated in registers
   std::vector<bool> reduced_into_;    // reductions added straight into their accumulator
   std::vector<int32_t> resident_of_;  // accumulator -> its resident matmul, or -1
+  std::vector<Chain> chains_;
+  std::vector<int> chain_index_;  // every node a chain covers -> its index in chains_, or -1
   int64_t shared_ = 0;
   int64_t reduction_offset_ = 0;
   int stages_ = 1;  // pipeline depth of the tiles the loop walks (plan())

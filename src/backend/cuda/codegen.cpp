@@ -70,11 +70,12 @@ __device__ __forceinline__ unsigned short yr_bits(yr_bfloat, float v) {
 __device__ __forceinline__ unsigned yr_pack(unsigned short lo, unsigned short hi) {
   return (unsigned)lo | ((unsigned)hi << 16);
 }
-// mma.sync m16n8k16 with f32 accumulators, for each 16-bit operand type.
+// mma.sync m16n8k16 with f32 accumulators, for each 16-bit operand type. Not volatile: a pure
+// function of its registers, which the compiler may then interleave with independent products.
 #define YR_MMA(T, PTX)                                                                         \
   __device__ __forceinline__ void yr_mma(T, float* c, unsigned a0, unsigned a1, unsigned a2,   \
                                          unsigned a3, unsigned b0, unsigned b1) {              \
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." PTX "." PTX ".f32 {%0,%1,%2,%3}, " \
+    asm("mma.sync.aligned.m16n8k16.row.col.f32." PTX "." PTX ".f32 {%0,%1,%2,%3}, "          \
                  "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"                                      \
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])                             \
                  : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));                     \
@@ -93,6 +94,11 @@ __device__ __forceinline__ void yr_ldmatrix_x2_trans(unsigned* r, const void* ro
   unsigned s = (unsigned)__cvta_generic_to_shared(row);
   asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];"
                : "=r"(r[0]), "=r"(r[1]) : "r"(s) : "memory");
+}
+__device__ __forceinline__ void yr_ldmatrix_x4_trans(unsigned* r, const void* row) {
+  unsigned s = (unsigned)__cvta_generic_to_shared(row);
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(s) : "memory");
 }
 __device__ __forceinline__ void yr_cp_async16(void* smem, const void* gmem) {
   unsigned s = (unsigned)__cvta_generic_to_shared(smem);

@@ -109,6 +109,7 @@ void BlockLowering::analyse_readers() {
       resident_[size_t(id)] = true;
       resident_of_[size_t(reader_[size_t(id)])] = id;
     }
+  find_chains();
 }
 
 // Tiles the loop walks are kept in `stages_` buffers, so that stages_ - 1 iterations' loads are
@@ -159,7 +160,7 @@ void BlockLowering::allocate_storage() {
           stored_elements(id) * int64_t(ir::dtype_size(g_.operands()[size_t(it->operand)].dtype));
       s.offset = allocate(bytes * s.stages);
     } else if (!std::holds_alternative<ir::OutputSaverOp>(n.op) && !inlined_[size_t(id)] &&
-               !resident_[size_t(id)] && !reduced_into_[size_t(id)]) {
+               !resident_[size_t(id)] && !reduced_into_[size_t(id)] && !absorbed_by_chain(id)) {
       s.offset = allocate(elements(id) * 4);
       const auto* acc = std::get_if<ir::AccumulatorOp>(&n.op);
       if (acc && acc->fn == ir::AccumFn::rescaled_sum)
@@ -175,7 +176,8 @@ void BlockLowering::allocate_storage() {
   // row each) fits more of them on a multiprocessor.
   int64_t red_floats = kBlockThreads;
   for (int32_t id = 0; id < int32_t(g_.nodes().size()); ++id) {
-    if (!std::holds_alternative<ir::MatmulOp>(node(id).op)) continue;
+    if (!std::holds_alternative<ir::MatmulOp>(node(id).op) || chain_index_[size_t(id)] >= 0)
+      continue;
     if (tensor_core(id)) {
       const MmaPlan p = mma_plan(id);
       red_floats = std::max(red_floats, p.splits * p.mp * p.n);
@@ -499,7 +501,12 @@ std::string BlockLowering::kernel(const std::string& kname) const {
       saves += save(id, saver_count++);
       continue;
     }
-    if (inlined_[size_t(id)]) continue;
+    if (inlined_[size_t(id)] || absorbed_by_chain(id)) continue;
+    if (const Chain* c = chain_of(id)) {
+      decl += chain_declare(*c);
+      body += chain_body(*c);
+      continue;
+    }
     if (reduced_into_[size_t(id)]) {
       // Nothing in the loop reads a reduction added into its accumulator: no barrier after it.
       body += op(id);
@@ -521,7 +528,11 @@ std::string BlockLowering::kernel(const std::string& kname) const {
     decl += fmt::format("  float* const {} = reinterpret_cast<float*>(smem + {});\n", tile_var(id),
                         s.offset);
     if (const int32_t mm = resident_of_[size_t(id)]; mm >= 0) {
-      flush += mma_flush_resident(mm);
+      const Chain* c = chain_of(mm);
+      if (c)
+        init += fmt::format("  for (int e = threadIdx.x; e < {}; e += {}) {}[e] = 0.0f;\n",
+                            elements(id), kBlockThreads, tile_var(id));
+      flush += c ? chain_flush(*c) : mma_flush_resident(mm);
       continue;
     }
     if (const auto* acc = std::get_if<ir::AccumulatorOp>(&n.op)) {

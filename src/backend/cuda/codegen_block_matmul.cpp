@@ -88,7 +88,7 @@ std::string BlockLowering::bits(int32_t id, const std::string& index, const std:
 // small-M kernels instruction bound (ncu: 40% SM busy at 23% of DRAM bandwidth). Such an A is
 // staged once per use instead: converted to the 16-bit type into a padded [mp x k] copy.
 bool BlockLowering::a_staged(int32_t id) const {
-  if (!tensor_core(id)) return false;
+  if (!tensor_core(id) || chain_of(id)) return false;
   const BlockNode& n = node(id);
   const auto* a_it = std::get_if<ir::InputIteratorOp>(&node(n.inputs[0]).op);
   const MmaPlan p = mma_plan(id);
