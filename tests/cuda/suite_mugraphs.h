@@ -266,8 +266,9 @@ inline TensorRef attention_node(KernelGraph& g, TensorRef q, TensorRef k, Tensor
 // The same split over the keys (a third grid axis, s ways), as flash-decoding does: without a
 // running max, exp(S)·V and the row sums of each key range simply add. The first kernel stacks
 // each split's partials on the last dim; the second sums them and divides.
+// The finish takes fq query rows a block.
 inline TensorRef attention_split_node(KernelGraph& g, TensorRef q, TensorRef k, TensorRef v,
-                                      int64_t qb, int64_t lc, int64_t s) {
+                                      int64_t qb, int64_t lc, int64_t s, int64_t fq = 8) {
   const int64_t heads = g.type(q).dims[0], queries = g.type(q).dims[1];
   const int64_t keys = g.type(k).dims[2];
   BlockGraph b({{heads, queries / qb, s}}, keys / s / lc, {g.type(q), g.type(k), g.type(v)});
@@ -280,7 +281,8 @@ inline TensorRef attention_split_node(KernelGraph& g, TensorRef q, TensorRef k, 
   std::vector<TensorRef> parts = fused_outputs(g, std::move(b), {q, k, v}, "attention_parts");
   // The finish reads a row's s partials at once, as [s, d] (a view of the stacked row): a loop
   // over the splits would make each of its few blocks wait on s small loads in turn.
-  const int64_t d = g.type(v).dims[2], fq = std::min<int64_t>(8, queries);
+  const int64_t d = g.type(v).dims[2];
+  fq = std::min(fq, queries);
   TensorRef stacked = g.reshape(parts[0], {heads, queries, s, d});
   BlockGraph f({{heads, queries / fq, 1}}, 1, {g.type(stacked), g.type(parts[1])});
   int32_t ev = f.accumulate(AccumFn::sum, f.add(ir::ReduceOp{ir::ReduceFn::sum, 2, false},
@@ -306,16 +308,21 @@ inline std::vector<Variant> gqa(int bs) {
     g.mark_output(attention_node(g, q, k, v, qb, lc), "out");
     out.push_back({fmt::format("qb{}_lc{}", qb, lc), std::move(g)});
   }
-  // Splits give the grid 128 to 512 blocks (bs 1 has two heads, bs 8 sixteen).
-  using Split = std::array<int64_t, 3>;  // qb, lc, s
+  // Splits give the grid 128 to 512 blocks (bs 1 has two heads, bs 8 sixteen); the finish
+  // takes 8 or 2 query rows a block.
+  using Split = std::array<int64_t, 4>;  // qb, lc, s, fq
   const std::vector<Split> splits =
-      bs == 1 ? std::vector<Split>{{128, 64, 32}, {128, 64, 64}, {64, 64, 32}, {64, 64, 64}}
-              : std::vector<Split>{{128, 64, 4}, {128, 64, 8}, {64, 64, 8}, {128, 64, 16}};
-  for (auto [qb, lc, s] : splits) {
+      bs == 1
+          ? std::vector<Split>{{128, 64, 32, 8},
+                               {128, 64, 32, 2},
+                               {128, 64, 64, 2},
+                               {64, 64, 32, 2}}
+          : std::vector<Split>{{128, 64, 4, 8}, {128, 64, 4, 2}, {128, 64, 8, 2}, {64, 64, 8, 2}};
+  for (auto [qb, lc, s, fq] : splits) {
     KernelGraph g;
     auto [q, k, v] = gqa_inputs(g, bs);
-    g.mark_output(attention_split_node(g, q, k, v, qb, lc, s), "out");
-    out.push_back({fmt::format("split{}_qb{}_lc{}", s, qb, lc), std::move(g)});
+    g.mark_output(attention_split_node(g, q, k, v, qb, lc, s, fq), "out");
+    out.push_back({fmt::format("split{}_qb{}_lc{}_fq{}", s, qb, lc, fq), std::move(g)});
   }
   // Library products around one fused pass: S = Q·K and P·V are kernel-level matmuls (cuBLAS
   // calls where cuBLAS loaded), and one kernel turns S into P = exp(S) / rowsum(exp(S)), r whole
