@@ -99,13 +99,17 @@ TEST(CudaCompile, AttentionTakesTheRegisterChain) {
       ++barriers;
     EXPECT_EQ(barriers, 1) << "one barrier per iteration, none in the chain:\n" << src;
   }
-  // f32 has no tensor-core path, so no chain.
-  ir::KernelGraph g;
-  auto q = g.input("Q", {2, 128, 64}, ir::DType::f32);
-  auto k = g.input("K", {2, 64, 512}, ir::DType::f32);
-  auto v = g.input("V", {2, 512, 64}, ir::DType::f32);
-  g.mark_output(cuda_suite::attention_node(g, q, k, v, 64, 64), "out");
-  EXPECT_EQ(lower(g, {}).kernels[0].source.find("register chain"), std::string::npos);
+  // No chain for f32 (no tensor-core path), nor for values 8 columns wide (the chain takes C's
+  // fragments two 8-column tiles at a time).
+  for (auto [t, dv] : {std::pair{ir::DType::f32, 64}, {ir::DType::f16, 8}}) {
+    ir::KernelGraph g;
+    auto q = g.input("Q", {2, 128, 64}, t);
+    auto k = g.input("K", {2, 64, 512}, t);
+    auto v = g.input("V", {2, 512, dv}, t);
+    g.mark_output(cuda_suite::attention_node(g, q, k, v, 64, 64), "out");
+    EXPECT_EQ(lower(g, {}).kernels[0].source.find("register chain"), std::string::npos)
+        << ir::dtype_name(t) << " dv" << dv;
+  }
 }
 
 // With library_matmul, a kernel-level matmul becomes one cuBLAS step (no source) when each

@@ -59,7 +59,8 @@ TEST(CudaGpu, TensorCoreMatmulsMatchReference) {
 
 // Attention's register chain (codegen_block_chain.cpp): one row group with warps splitting the
 // score columns (qb 16), four row groups (qb 64), a split over the keys with its finish kernel,
-// and a row sum that is a mean. Q in [-1/4, 1/4] keeps exp(Q·K) inside f16's range (scores of
+// and a row sum that is a mean; and values 8 columns wide, which the chain refuses, through the
+// general path. Q in [-1/4, 1/4] keeps exp(Q·K) inside f16's range (scores of
 // a few units) while still far from uniform.
 TEST(CudaGpu, AttentionChainsMatchReference) {
   CUDA_OR_SKIP(cuda);
@@ -75,6 +76,14 @@ TEST(CudaGpu, AttentionChainsMatchReference) {
       g.mark_output(cuda_suite::attention_node(g, q, k, v, qb, lc), "out");
       expect_matches(g, *cuda, fresh_seed(), fmt::format("attention {} qb{} lc{}", d, qb, lc),
                      {{"Q", 0.25f}});
+    }
+    {
+      ir::KernelGraph g;
+      auto q = g.input("Q", {2, 128, 64}, t);
+      auto k = g.input("K", {2, 64, 512}, t);
+      auto v = g.input("V", {2, 512, 8}, t);
+      g.mark_output(cuda_suite::attention_node(g, q, k, v, 64, 64), "out");
+      expect_matches(g, *cuda, fresh_seed(), "attention dv8 " + d, {{"Q", 0.25f}});
     }
     ir::KernelGraph g;
     auto [q, k, v] = inputs(g);
