@@ -330,7 +330,7 @@ inline std::vector<Variant> gqa(int bs) {
   for (int64_t r : {1, 2, 4}) {
     KernelGraph g;
     auto [q, k, v] = gqa_inputs(g, bs);
-    const int64_t heads = 2 * bs, queries = 256;
+    const int64_t heads = g.type(q).dims[0], queries = g.type(q).dims[1];
     TensorRef scores = g.matmul(q, k);
     BlockGraph b({{heads, queries / r, 1}}, 1, {g.type(scores)});
     int32_t e = b.accumulate(AccumFn::sum, b.add(ir::UnaryOp{ir::UnaryFn::exp},

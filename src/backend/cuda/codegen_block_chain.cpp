@@ -22,10 +22,6 @@ namespace {
 // fragments (d / 16 of 4 registers) half as many.
 constexpr int64_t kMaxChainFloats = 64;
 
-int normalized_dim(int dim, size_t rank) {
-  return dim < 0 ? dim + int(rank) : dim;
-}
-
 }  // namespace
 
 // Finds the chains among the resident matmuls (second products) and marks the nodes each one
@@ -50,9 +46,9 @@ void BlockLowering::find_chains() {
       for (int32_t in : node(id).inputs) {
         if (in != c.last) continue;
         const auto* r = std::get_if<ir::ReduceOp>(&node(id).op);
+        // Block graphs hold reduce dims non-negative (canonicalize_op).
         const bool row_sum = r && (r->fn == ir::ReduceFn::sum || r->fn == ir::ReduceFn::mean) &&
-                             normalized_dim(r->dim, node(c.last).tile.dims.size()) ==
-                                 int(node(c.last).tile.dims.size()) - 1 &&
+                             r->dim == int(node(c.last).tile.dims.size()) - 1 &&
                              reduced_into_[size_t(id)];
         if (row_sum && c.rowsum < 0)
           c.rowsum = id;
