@@ -22,6 +22,10 @@ namespace {
 // Compiles every kernel of `graph` not compiled before for both architectures.
 void compile_all(const ir::KernelGraph& graph, const std::string& what, std::set<std::string>& seen,
                  const CodegenOptions& options = {}) {
+  // TMA copies exist on sm_90 only.
+  const std::vector<const char*> archs = options.tensor_maps
+                                             ? std::vector<const char*>{"sm_90"}
+                                             : std::vector<const char*>{"sm_80", "sm_90"};
   std::string reason;
   ASSERT_TRUE(nvrtc_available(&reason))
       << "the CUDA compile test needs NVRTC (the CUDA toolkit's libnvrtc): " << reason;
@@ -32,7 +36,7 @@ void compile_all(const ir::KernelGraph& graph, const std::string& what, std::set
     // YIRAGE_CUDA_DUMP=DIR keeps the sources, for nvcc -Xptxas -v or reading.
     if (const char* dump = std::getenv("YIRAGE_CUDA_DUMP"); dump && *dump)
       std::ofstream(fmt::format("{}/{}-{}.cu", dump, k.name, seen.size())) << k.source;
-    for (const char* arch : {"sm_80", "sm_90"}) {
+    for (const char* arch : archs) {
       try {
         CompileResult r = compile_cuda(k.source, arch, k.name);
         EXPECT_FALSE(r.cubin.empty()) << what << ": " << k.what << " for " << arch;
@@ -51,6 +55,62 @@ TEST(CudaCompile, SuiteMuGraphs) {
     for (int bs : w.has_batch ? std::vector<int>{1, 8} : std::vector<int>{1})
       for (const cuda_suite::Variant& v : cuda_suite::variants(w.name, bs))
         compile_all(v.graph, fmt::format("{} bs{} {}", w.name, bs, v.name), seen, h200);
+}
+
+// The same on sm_90 with tensor maps: the weight tiles that tensor-core products stream come by
+// TMA box copies (codegen_block_tma.cpp), and those kernels compile too.
+TEST(CudaCompile, SuiteMuGraphsWithTensorMaps) {
+  const CodegenOptions h200{
+      .max_shared_bytes = 227 * 1024, .multiprocessors = 132, .tensor_maps = true};
+  std::set<std::string> seen;
+  int with_maps = 0;
+  for (const suite::WorkloadInfo& w : suite::workloads())
+    for (int bs : w.has_batch ? std::vector<int>{1, 8} : std::vector<int>{1})
+      for (const cuda_suite::Variant& v : cuda_suite::variants(w.name, bs)) {
+        const std::string what = fmt::format("{} bs{} {}", w.name, bs, v.name);
+        for (const KernelLaunch& k : lower(v.graph, h200).kernels)
+          with_maps += !k.tensor_maps.empty();
+        compile_all(v.graph, what, seen, h200);
+      }
+  EXPECT_GT(with_maps, 0);
+}
+
+// Which tiles the TMA takes: rmsnorm_linear's weight tile [256 x 64] in one box, the split
+// variant's [64 x 256] in four 64-column panels; the activation tile (read once, not walked by the
+// loop) keeps its cp.async copy. Without the option nothing changes.
+TEST(CudaCompile, WeightTilesTakeTheTma) {
+  const CodegenOptions h200{
+      .max_shared_bytes = 227 * 1024, .multiprocessors = 132, .tensor_maps = true};
+  auto kernel_of = [](const std::vector<cuda_suite::Variant>& variants, const std::string& name,
+                      const CodegenOptions& options) {
+    for (const cuda_suite::Variant& v : variants)
+      if (v.name == name) return lower(v.graph, options).kernels.at(0);
+    ADD_FAILURE() << "no variant " << name;
+    return KernelLaunch{};
+  };
+  const KernelLaunch one = kernel_of(cuda_suite::variants("rmsnorm_linear", 1), "n64_k256", h200);
+  ASSERT_EQ(one.tensor_maps.size(), 1u) << one.source;
+  EXPECT_EQ(one.tensor_maps[0].arg, 2);  // X, G, W
+  EXPECT_EQ(one.tensor_maps[0].dims, (std::array<uint64_t, 2>{6144, 4096}));
+  EXPECT_EQ(one.tensor_maps[0].row_bytes, 6144u * 2);
+  EXPECT_EQ(one.tensor_maps[0].box, (std::array<uint32_t, 2>{64, 256}));
+  EXPECT_NE(one.source.find("yr_tma_load_2d(t"), std::string::npos) << one.source;
+  EXPECT_NE(one.source.find("yr_swizzle128(ks * 16 + (lane & 15), cb, 256)"), std::string::npos)
+      << one.source;
+  EXPECT_NE(one.source.find("yr_cp_async16"), std::string::npos) << "X still by cp.async";
+  const KernelLaunch split =
+      kernel_of(cuda_suite::variants("rmsnorm_linear", 8), "split8_n256_k64", h200);
+  ASSERT_EQ(split.tensor_maps.size(), 1u) << split.source;
+  EXPECT_EQ(split.tensor_maps[0].box, (std::array<uint32_t, 2>{64, 64}));
+  EXPECT_NE(split.source.find("p < 4; ++p"), std::string::npos) << split.source;
+  // Tiles under 64 rows or 16 KB keep cp.async (they were slower by TMA).
+  const KernelLaunch small =
+      kernel_of(cuda_suite::variants("rmsnorm_linear", 1), "split16_n512_k32", h200);
+  EXPECT_TRUE(small.tensor_maps.empty());
+  const KernelLaunch plain = kernel_of(cuda_suite::variants("rmsnorm_linear", 1), "n64_k256",
+                                       {.max_shared_bytes = 227 * 1024, .multiprocessors = 132});
+  EXPECT_TRUE(plain.tensor_maps.empty());
+  EXPECT_EQ(plain.source.find("yr_tma_load_2d(t"), std::string::npos);
 }
 
 TEST(CudaCompile, UnfusedSuiteGraphs) {

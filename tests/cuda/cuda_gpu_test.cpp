@@ -57,6 +57,26 @@ TEST(CudaGpu, TensorCoreMatmulsMatchReference) {
     }
 }
 
+// Weight tiles streamed by the TMA on sm_90 (codegen_block_tma.cpp; the cp.async loads elsewhere,
+// and with YIRAGE_CUDA_TMA=0): one box of 256 rows, two 64-column panels of 64 rows (the split's
+// parts, then its finish), and a 512-row tile in two boxes along K. W's columns wider than the
+// tiles, so that a wrong box coordinate reads the wrong columns.
+TEST(CudaGpu, WeightStreamsMatchReference) {
+  CUDA_OR_SKIP(cuda);
+  for (ir::DType t : {ir::DType::f16, ir::DType::bf16}) {
+    const std::string d(ir::dtype_name(t));
+    ir::KernelGraph g;
+    auto x = g.input("X", {2, 1024}, t);
+    auto gain = g.input("G", {1024}, t);
+    auto w = g.input("W", {1024, 384}, t);
+    g.mark_output(cuda_suite::rmsnorm_linear_node(g, x, gain, w, 64, 256, "norm_linear"), "a");
+    auto [parts, ms] = cuda_suite::rmsnorm_linear_parts(g, x, gain, w, 128, 2, 64, "parts");
+    g.mark_output(cuda_suite::rmsnorm_linear_finish(g, parts, ms, 2, 64, "finish"), "b");
+    g.mark_output(cuda_suite::linear_node(g, x, w, std::nullopt, 64, 512, "linear_k512"), "c");
+    expect_matches(g, *cuda, fresh_seed(), "weight streams " + d);
+  }
+}
+
 // Attention's register chain (codegen_block_chain.cpp): one row group with warps splitting the
 // score columns (qb 16), four row groups (qb 64), a split over the keys with its finish kernel,
 // and a row sum that is a mean; and values 8 columns wide, which the chain refuses, through the

@@ -19,6 +19,10 @@
 //   - a chain S = A·B, E = f(S), O += E·C (attention's scores, exponentials and weighted values)
 //     keeps S and E in registers: each warp's score fragments become the next product's A
 //     fragments, and E's row sums, if a reduction reads them, stay in registers too.
+// On sm_90 (CodegenOptions::tensor_maps), a weight tile the loop streams for tensor-core
+// products is copied by the Tensor Memory Accelerator instead: one thread issues a few 2-D box
+// copies per stage, which land 128-byte swizzled and complete on the stage's mbarrier
+// (codegen_block_tma.cpp).
 #pragma once
 
 #include <cstdint>
@@ -40,6 +44,9 @@ inline const char* const kBlockIdx[ir::kGridAxes] = {"blockIdx.x", "blockIdx.y",
 // The flat offset, in a tensor of `strides`, of element `var` of a tile of `dims` (a C
 // expression; codegen_block_copy.cpp).
 std::string tile_offset(const ir::Dims& dims, const ir::Dims& strides, const std::string& var);
+
+// The device functions of TMA copies, for kernels that make them (codegen_block_tma.cpp).
+const std::string& tma_prelude();
 
 class BlockLowering {
  public:
@@ -74,7 +81,7 @@ class BlockLowering {
   void allocate_storage();
   int64_t pipelined_bytes() const;
   int64_t elements(int32_t id) const;
-  int64_t allocate(int64_t bytes);
+  int64_t allocate(int64_t bytes, int64_t alignment = 16);
   void analyse_readers();
   void plan();
   std::string tile_var(int32_t id) const;
@@ -118,6 +125,16 @@ class BlockLowering {
   std::string mma_flush_resident(int32_t id) const;
   std::string matmul(int32_t id) const;
 
+  // codegen_block_tma.cpp
+  void find_tma_tiles();
+  bool tma_eligible(int32_t id) const;
+  bool tma_tile(int32_t id) const;
+  bool uses_tma() const { return !tma_order_.empty(); }
+  std::string tma_offset(int32_t id, const std::string& row, const std::string& col) const;
+  std::string tma_coordinate(int32_t id, size_t dim, const std::string& iteration) const;
+  std::string tma_issue(const std::string& iteration, const std::string& slot) const;
+  std::vector<TensorMapArg> tensor_map_args() const;
+
   // codegen_block_chain.cpp
   void find_chains();
   const Chain* chain_of(int32_t id) const;
@@ -138,10 +155,12 @@ class BlockLowering {
   std::vector<bool> reduced_into_;    // reductions added straight into their accumulator
   std::vector<int32_t> resident_of_;  // accumulator -> its resident matmul, or -1
   std::vector<Chain> chains_;
-  std::vector<int> chain_index_;  // every node a chain covers -> its index in chains_, or -1
+  std::vector<int> chain_index_;    // every node a chain covers -> its index in chains_, or -1
+  std::vector<int32_t> tma_order_;  // the tiles the TMA copies; tensor map k is tma_order_[k]'s
   int64_t shared_ = 0;
   int64_t reduction_offset_ = 0;
-  int stages_ = 1;  // pipeline depth of the tiles the loop walks (plan())
+  int64_t barrier_offset_ = -1;  // the stages' mbarriers, where the TMA copies tiles
+  int stages_ = 1;               // pipeline depth of the tiles the loop walks (plan())
 };
 
 }  // namespace yirage::backend::cuda::detail

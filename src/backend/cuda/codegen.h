@@ -43,6 +43,17 @@ struct LibraryGemm {
   ir::DType dtype = ir::DType::f16;  // of A, B and C
 };
 
+// A TMA tensor map (sm_90) that a kernel takes by value after its buffer parameters: a 2-D view
+// of the buffer of parameter `arg`, dims and box innermost first, copied in boxes of `box`
+// elements with 128-byte swizzling. The backend encodes it once the buffer's address is known.
+struct TensorMapArg {
+  int arg = 0;
+  ir::DType dtype = ir::DType::f16;
+  std::array<uint64_t, 2> dims{};
+  uint64_t row_bytes = 0;  // the stride of dims[1]
+  std::array<uint32_t, 2> box{};
+};
+
 struct KernelLaunch {
   // Set when this step is a library call instead of a generated kernel; `args` are then the
   // slots of A, B and C, and `source` is empty.
@@ -51,9 +62,10 @@ struct KernelLaunch {
   std::string source;  // a complete CUDA C++ translation unit, no includes needed
   std::array<unsigned, 3> grid{1, 1, 1};
   unsigned threads = 256;
-  size_t shared_bytes = 0;  // dynamic shared memory
-  std::vector<int> args;    // slot ids, in parameter order
-  std::string what;         // the node it lowers, for messages
+  size_t shared_bytes = 0;                // dynamic shared memory
+  std::vector<int> args;                  // slot ids, in parameter order
+  std::vector<TensorMapArg> tensor_maps;  // parameters after args'
+  std::string what;                       // the node it lowers, for messages
 };
 
 struct Program {
@@ -71,6 +83,9 @@ struct CodegenOptions {
   // Lower kernel-level matmuls whose batch dims cuBLAS's strided batches can address to
   // LibraryGemm steps instead of generated kernels (the backend sets it when cuBLAS loaded).
   bool library_matmul = false;
+  // Stream weight tiles with the Tensor Memory Accelerator (cp.async.bulk.tensor; sm_90 and a
+  // driver that encodes tensor maps), where codegen_block_tma.cpp allows it.
+  bool tensor_maps = false;
 };
 
 // Throws yirage::Error naming the node and op it cannot lower.

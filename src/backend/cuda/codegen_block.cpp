@@ -46,7 +46,8 @@ KernelLaunch BlockLowering::run(const std::vector<int>& in, const std::vector<in
   if (shared_ > options_.max_shared_bytes)
     fail("cuda: fused node '{}' needs {} bytes of shared memory, more than the {} a block may have",
          name_, shared_, options_.max_shared_bytes);
-  k.source = prelude() + kernel(k.name);
+  k.tensor_maps = tensor_map_args();
+  k.source = prelude() + (uses_tma() ? tma_prelude() : std::string()) + kernel(k.name);
   return k;
 }
 
@@ -54,9 +55,9 @@ int64_t BlockLowering::elements(int32_t id) const {
   return ir::num_elements(node(id).tile.dims);
 }
 
-int64_t BlockLowering::allocate(int64_t bytes) {
-  const int64_t at = shared_;
-  shared_ += (bytes + 15) / 16 * 16;
+int64_t BlockLowering::allocate(int64_t bytes, int64_t alignment) {
+  const int64_t at = (shared_ + alignment - 1) / alignment * alignment;
+  shared_ = at + (bytes + 15) / 16 * 16;
   return at;
 }
 
@@ -110,6 +111,7 @@ void BlockLowering::analyse_readers() {
       resident_of_[size_t(reader_[size_t(id)])] = id;
     }
   find_chains();
+  find_tma_tiles();
 }
 
 // Tiles the loop walks are kept in `stages_` buffers, so that stages_ - 1 iterations' loads are
@@ -158,7 +160,8 @@ void BlockLowering::allocate_storage() {
       s.stages = it->fmap != ir::kReplicate ? pipeline_stages() : 1;
       const int64_t bytes =
           stored_elements(id) * int64_t(ir::dtype_size(g_.operands()[size_t(it->operand)].dtype));
-      s.offset = allocate(bytes * s.stages);
+      // A TMA tile's stages start where the 128-byte swizzle's 1024-byte period does.
+      s.offset = allocate(bytes * s.stages, tma_tile(id) ? 1024 : 16);
     } else if (!std::holds_alternative<ir::OutputSaverOp>(n.op) && !inlined_[size_t(id)] &&
                !resident_[size_t(id)] && !reduced_into_[size_t(id)] && !absorbed_by_chain(id)) {
       s.offset = allocate(elements(id) * 4);
@@ -186,6 +189,7 @@ void BlockLowering::allocate_storage() {
     }
   }
   reduction_offset_ = allocate(red_floats * 4);
+  barrier_offset_ = uses_tma() ? allocate(8 * pipeline_stages(), 8) : -1;
 }
 
 std::string BlockLowering::tile_var(int32_t id) const {
@@ -477,7 +481,11 @@ std::string BlockLowering::kernel(const std::string& kname) const {
       const std::string t = ctype(g_.operands()[size_t(it->operand)].dtype);
       decl += fmt::format("  {0}* const {1}_base = reinterpret_cast<{0}*>(smem + {2});\n", t,
                           tile_var(id), s.offset);
-      if (it->fmap == ir::kReplicate) {
+      if (tma_tile(id)) {
+        // tma_issue() copies it, below.
+        stage += fmt::format("    const {0}* const {1} = {1}_base + (it % {2}) * {3};\n", t,
+                             tile_var(id), s.stages, stored_elements(id));
+      } else if (it->fmap == ir::kReplicate) {
         once += load(id, "0", tile_var(id) + "_base");
         stage += fmt::format("    const {0}* const {1} = {1}_base;\n", t, tile_var(id));
       } else {
@@ -567,6 +575,32 @@ std::string BlockLowering::kernel(const std::string& kname) const {
   }
   if (!max_update.empty()) max_update = "  __syncthreads();\n" + max_update;
   const int ahead = pipeline_stages() - 1;
+  std::string wait_tma;
+  if (uses_tma()) {
+    for (size_t k = 0; k < tma_order_.size(); ++k)
+      params += fmt::format(", const __grid_constant__ YrTensorMap tm{}", k);
+    decl += fmt::format(
+        "  unsigned long long* const bar = reinterpret_cast<unsigned long long*>(smem + {});\n",
+        barrier_offset_);
+    // The swizzle is the hardware's on address bits: a misaligned buffer would scramble tiles.
+    init = fmt::format(
+               "  if (threadIdx.x == 0) {{\n"
+               "    if (yr_smem_address(smem) % 1024 != 0) __trap();\n"
+               "    for (int s = 0; s < {}; ++s) yr_mbar_init(bar + s, 1);\n"
+               "    yr_mbar_init_fence();\n"
+               "  }}\n"
+               "  __syncthreads();\n",
+               pipeline_stages()) +
+           init;
+    first += tma_issue("0", "0");
+    for (int p = 1; p < ahead; ++p)
+      more_first[size_t(p)] += tma_issue(std::to_string(p), std::to_string(p));
+    if (ahead > 0)
+      next += tma_issue(fmt::format("it + {}", ahead),
+                        fmt::format("(it + {}) % {}", ahead, pipeline_stages()));
+    wait_tma =
+        fmt::format("    yr_mbar_wait(bar + it % {0}, (it / {0}) & 1);\n", pipeline_stages());
+  }
   std::string prologue = first + "  yr_cp_commit();\n";
   for (int p = 1; p < ahead; ++p) prologue += more_first[size_t(p)] + "  yr_cp_commit();\n";
   if (ahead > 0) next = fmt::format("    if (it + {} < {}) {{\n{}    }}\n", ahead, r_, next);
@@ -577,11 +611,11 @@ std::string BlockLowering::kernel(const std::string& kname) const {
   return fmt::format(
       R"(
 extern "C" __global__ void __launch_bounds__({threads}) {name}({params}) {{
-  extern __shared__ __align__(16) unsigned char smem[];
+  extern __shared__ __align__({align}) unsigned char smem[];
   float* const red = reinterpret_cast<float*>(smem + {red});
 {decl}{init}{once}{prologue}  for (int it = 0; it < {range}; ++it) {{
     asm volatile("cp.async.wait_group {pending};" ::: "memory");
-    __syncthreads();
+{wait_tma}    __syncthreads();
 {next}    yr_cp_commit();
 {stage}{body}{accumulate}{max_update}  }}
   __syncthreads();
@@ -589,6 +623,7 @@ extern "C" __global__ void __launch_bounds__({threads}) {name}({params}) {{
 {post}{saves}}}
 )",
       fmt::arg("threads", kBlockThreads), fmt::arg("name", kname), fmt::arg("params", params),
+      fmt::arg("align", uses_tma() ? 1024 : 16), fmt::arg("wait_tma", wait_tma),
       fmt::arg("red", reduction_offset_), fmt::arg("decl", decl), fmt::arg("init", init),
       fmt::arg("once", once), fmt::arg("prologue", prologue), fmt::arg("range", r_),
       fmt::arg("next", next), fmt::arg("pending", std::max(ahead - 1, 0)), fmt::arg("stage", stage),

@@ -198,8 +198,7 @@ std::string BlockLowering::mma_matmul(int32_t id) const {
       "{ks_loop}"
       "            unsigned a[4], bf[2];\n"
       "{a_load}"
-      "            yr_ldmatrix_x2_trans(bf, {b} + bo + (ks * 16 + (lane & 15)) * {b_stride} + "
-      "cb);\n"
+      "            yr_ldmatrix_x2_trans(bf, {b} + {b_offset});\n"
       "            yr_mma({t}{{}}, acc, a[0], a[1], a[2], a[3], bf[0], bf[1]);\n"
       "          }}\n",
       fmt::arg("m", p.m), fmt::arg("k", p.k), fmt::arg("n", p.n), fmt::arg("batches", p.batches),
@@ -218,6 +217,9 @@ std::string BlockLowering::mma_matmul(int32_t id) const {
                    ? fmt::format("          float* const acc = r{}[bt * {} + j];\n", id, p.per_warp)
                    : std::string()),
       fmt::arg("a_load", a_load), fmt::arg("b", tile_var(n.inputs[1])), fmt::arg("t", t),
+      fmt::arg("b_offset", tma_tile(n.inputs[1])
+                               ? tma_offset(n.inputs[1], "ks * 16 + (lane & 15)", "cb")
+                               : fmt::format("bo + (ks * 16 + (lane & 15)) * {} + cb", b_stride)),
       fmt::arg(
           "ks_loop",
           ks_loop(p, chains == 1 ? std::string()

@@ -18,6 +18,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -317,11 +318,39 @@ class CudaModule final : public Module {
       for (int slot : k.launch->args) values.push_back(addresses[size_t(slot)]);
       std::vector<void*> params;
       for (CUdeviceptr& v : values) params.push_back(&v);
+      std::vector<EncodedTensorMap> maps;
+      maps.reserve(k.launch->tensor_maps.size());
+      for (const TensorMapArg& m : k.launch->tensor_maps)
+        maps.push_back(encode(m, values.at(size_t(m.arg)), k.launch->what));
+      for (EncodedTensorMap& m : maps) params.push_back(&m);
       const auto& grid = k.launch->grid;
       check(api.launch_kernel(k.function, grid[0], grid[1], grid[2], k.launch->threads, 1, 1,
                               unsigned(k.launch->shared_bytes), stream_, params.data(), nullptr),
             fmt::format("cuLaunchKernel for {}", k.launch->what));
     }
+  }
+
+  // A CUtensorMap: 128 opaque bytes, 64-byte aligned.
+  struct alignas(64) EncodedTensorMap {
+    unsigned long long opaque[16];
+  };
+
+  static EncodedTensorMap encode(const TensorMapArg& m, CUdeviceptr address,
+                                 const std::string& what) {
+    const DriverApi& api = driver().api;
+    if (!api.tensor_map_encode_tiled)
+      fail("cuda: {} needs a tensor map, and this driver lacks cuTensorMapEncodeTiled", what);
+    EncodedTensorMap map{};
+    const unsigned long long dims[2] = {m.dims[0], m.dims[1]};
+    const unsigned long long strides[1] = {m.row_bytes};
+    const unsigned box[2] = {m.box[0], m.box[1]}, element_strides[2] = {1, 1};
+    check(api.tensor_map_encode_tiled(
+              &map, m.dtype == ir::DType::bf16 ? kTensorMapBfloat16 : kTensorMapFloat16, 2,
+              reinterpret_cast<void*>(address), dims, strides, box, element_strides, 0,
+              kTensorMapSwizzle128, kTensorMapL2Promotion256, 0),
+          fmt::format("cuTensorMapEncodeTiled for {} ([{} x {}] in boxes of {} x {})", what,
+                      m.dims[1], m.dims[0], m.box[1], m.box[0]));
+    return map;
   }
 
   void capture() {
@@ -377,6 +406,7 @@ class CudaBackend final : public Backend {
     options.max_shared_bytes = probe_.max_shared;
     options.multiprocessors = probe_.device.capabilities.value("multiprocessors", int64_t{0});
     options.library_matmul = blas().loaded;
+    options.tensor_maps = tensor_maps_usable();
     if (options.library_matmul)
       std::call_once(blas_once_,
                      [&] { blas_handle_ = std::make_unique<BlasHandle>(ctx, stream_); });
@@ -390,6 +420,15 @@ class CudaBackend final : public Backend {
   }
 
   std::string arch() const { return probe_.device.capabilities.value("sm_arch", "sm_80"); }
+
+  // TMA needs sm_90 and a driver that encodes tensor maps; YIRAGE_CUDA_TMA=0 turns it off, for
+  // comparing against the cp.async loads.
+  bool tensor_maps_usable() const {
+    const char* off = std::getenv("YIRAGE_CUDA_TMA");
+    if (off && std::string_view(off) == "0") return false;
+    const std::string cc = probe_.device.capabilities.value("compute_capability", "0.0");
+    return driver().api.tensor_map_encode_tiled && std::stoi(cc) >= 9;
+  }
 
  private:
   [[noreturn]] void unavailable() const {

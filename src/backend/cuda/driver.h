@@ -61,6 +61,12 @@ struct DriverApi {
   CUresult (*event_elapsed_time)(float*, CUevent, CUevent);
   CUresult (*event_destroy)(CUevent);
   CUresult (*get_error_name)(CUresult, const char**);  // may be null: only improves messages
+  // cuTensorMapEncodeTiled (CUDA 12+): may be null, and the lowering then uses no tensor maps.
+  CUresult (*tensor_map_encode_tiled)(void* map, int dtype, unsigned rank, void* address,
+                                      const unsigned long long* dims,
+                                      const unsigned long long* strides, const unsigned* box,
+                                      const unsigned* element_strides, int interleave, int swizzle,
+                                      int l2_promotion, int oob_fill);
 };
 
 // CUdevice_attribute and other enum values from cuda.h.
@@ -72,6 +78,10 @@ inline constexpr int kAttrMaxSharedMemoryPerBlockOptin = 97;
 inline constexpr int kFuncAttrMaxDynamicSharedBytes = 8;
 inline constexpr int kStreamNonBlocking = 1;
 inline constexpr int kCaptureModeThreadLocal = 1;
+inline constexpr int kTensorMapFloat16 = 6;
+inline constexpr int kTensorMapBfloat16 = 9;
+inline constexpr int kTensorMapSwizzle128 = 3;
+inline constexpr int kTensorMapL2Promotion256 = 3;
 
 // The driver, or why it cannot be had. Loaded once per process and never unloaded: after cuInit
 // the driver has registered exit handlers, and unloading it under them is not safe.
