@@ -185,7 +185,12 @@ inline std::vector<Variant> rmsnorm_linear(int bs) {
     g.mark_output(rmsnorm_linear_node(g, x, gain, w, n, kc, "fused_rmsnorm_linear"), "out");
     out.push_back({fmt::format("n{}_k{}", n, kc), std::move(g)});
   }
-  for (auto [n, s, kc] : {std::array<int64_t, 3>{256, 16, 64}, {512, 16, 32}, {256, 8, 64}}) {
+  // n64 splits: whole 128-byte TMA panels, and two or three blocks per multiprocessor.
+  for (auto [n, s, kc] : {std::array<int64_t, 3>{256, 16, 64},
+                          {512, 16, 32},
+                          {256, 8, 64},
+                          {64, 2, 256},
+                          {64, 4, 256}}) {
     KernelGraph g;
     TensorRef x = g.input("X", {2 * bs, kHidden}, DType::f16);
     TensorRef gain = g.input("G", {kHidden}, DType::f16);
@@ -219,8 +224,9 @@ inline std::vector<Variant> gated_mlp(int bs) {
     out.push_back({fmt::format("n{}_k{}", n, kc), std::move(g)});
   }
   // Split over K: partial gate and up products, then silu(Σ gate) · Σ up.
-  const auto splits = bs == 1 ? std::vector<std::array<int64_t, 3>>{{256, 16, 32}, {128, 16, 64}}
-                              : std::vector<std::array<int64_t, 3>>{{128, 8, 32}, {64, 8, 64}};
+  const auto splits =
+      bs == 1 ? std::vector<std::array<int64_t, 3>>{{256, 16, 32}, {128, 16, 64}, {64, 4, 128}}
+              : std::vector<std::array<int64_t, 3>>{{128, 8, 32}, {64, 8, 64}, {64, 4, 128}};
   for (auto [n, s, kc] : splits) {
     KernelGraph g;
     TensorRef x = g.input("X", {8 * bs, kHidden}, DType::f16);
