@@ -97,7 +97,7 @@ class CpuBlocks final : public HotBlocks {
         const int len = pos0 + i + 1;  // causal: positions 0..pos
         const size_t kv_offset = static_cast<size_t>(h / group) * hd;
         k_.attn_scores(q + i * q_row + h * hd, cache.k(layer, 0) + kv_offset, cache.row, len, hd,
-                       scores);
+                       n == 1, scores);
         float max = -INFINITY;
         for (int j = 0; j < len; ++j) max = std::max(max, scores[j] * scale);
         for (int j = 0; j < len; ++j) scores[j] *= scale;
@@ -106,7 +106,7 @@ class CpuBlocks final : public HotBlocks {
         // The probabilities meet the f16 values as f16, as in llama.cpp's V·softmax product.
         for (int j = 0; j < len; ++j) scores[j] *= inv;
         k_.round_f16(scores, static_cast<size_t>(len));
-        k_.attn_accumulate(scores, cache.v(layer, 0) + kv_offset, cache.row, len, hd,
+        k_.attn_accumulate(scores, cache.v(layer, 0) + kv_offset, cache.row, len, hd, n == 1,
                            out + static_cast<size_t>(i) * q_row + h * hd);
       }
     });
@@ -159,12 +159,15 @@ class CpuBlocks final : public HotBlocks {
     const float* cs = rope_cos_.data() + static_cast<size_t>(pos) * pairs;
     const float* sn = rope_sin_.data() + static_cast<size_t>(pos) * pairs;
     // LLM_ARCH_LLAMA uses ggml's "normal" rope: adjacent pairs (x[2i], x[2i+1]) rotate; the GGUF
-    // converter permuted Wq and Wk so that this matches the HF model's rotate-half.
+    // converter permuted Wq and Wk so that this matches the HF model's rotate-half. The products
+    // fuse as GCC contracts ggml's x0·cos − x1·sin where the target has FMA (the first product
+    // into the fma): a tenth of the keys differed from llama.cpp's by an ulp otherwise, and now and
+    // then one survived the f16 rounding of the cache.
     for (int i = 0; i < pairs; ++i) {
       const float x0 = x[2 * i];
       const float x1 = x[2 * i + 1];
-      x[2 * i] = x0 * cs[i] - x1 * sn[i];
-      x[2 * i + 1] = x0 * sn[i] + x1 * cs[i];
+      x[2 * i] = std::fma(x0, cs[i], -(x1 * sn[i]));
+      x[2 * i + 1] = std::fma(x0, sn[i], x1 * cs[i]);
     }
   }
 

@@ -69,7 +69,8 @@ void scalar_half(int k, const std::byte* w, size_t w_stride, int nr, const Activ
   }
 }
 
-void scalar_scores(const float* q, const float* k, size_t stride, int n, int dim, float* out) {
+void scalar_scores(const float* q, const float* k, size_t stride, int n, int dim, bool,
+                   float* out) {
   for (int j = 0; j < n; ++j) {
     float sum = 0;
     for (int i = 0; i < dim; ++i) sum += q[i] * k[j * stride + i];
@@ -77,7 +78,8 @@ void scalar_scores(const float* q, const float* k, size_t stride, int n, int dim
   }
 }
 
-void scalar_accumulate(const float* p, const float* v, size_t stride, int n, int dim, float* out) {
+void scalar_accumulate(const float* p, const float* v, size_t stride, int n, int dim, bool,
+                       float* out) {
   for (int j = 0; j < n; ++j)
     for (int i = 0; i < dim; ++i) out[i] += p[j] * v[j * stride + i];
 }

@@ -45,14 +45,15 @@ struct KernelTable {
   GemmFn f16 = nullptr;   // weights F16, activations f32
   GemmFn bf16 = nullptr;  // weights BF16, activations f32
   // Attention over f32 rows `stride` floats apart: out[j] = dot(q, k_j) for j < n, and
-  // out += Σ_j p[j] · v_j.
-  void (*attn_scores)(const float* q, const float* k, size_t stride, int n, int dim,
+  // out += Σ_j p[j] · v_j. `one_query`: the step evaluates a single position (decoding), for
+  // which llama.cpp sums in another order than for a prompt (kernels_simd.inc).
+  void (*attn_scores)(const float* q, const float* k, size_t stride, int n, int dim, bool one_query,
                       float* out) = nullptr;
   void (*attn_accumulate)(const float* p, const float* v, size_t stride, int n, int dim,
-                          float* out) = nullptr;
+                          bool one_query, float* out) = nullptr;
   // Softmax numerators in place, x[i] = exp(x[i] − max), returning their sum, and
-  // g[i] = silu(g[i]) · u[i]: both with ggml's exp and, for the sum, ggml's order (see
-  // ggml_expf), so that every table returns the same bits.
+  // g[i] = silu(g[i]) · u[i]: with ggml's exp and, for the sum, ggml's order, as llama.cpp built
+  // for the same instruction set computes them (see ggml_expf and kernels_simd.inc).
   double (*softmax_exp)(float* x, int n, float max) = nullptr;
   void (*swiglu)(float* g, const float* u, int n) = nullptr;
   // x[i] rounded through f16 in place, as ggml stores f16 values (keys, values, scores).

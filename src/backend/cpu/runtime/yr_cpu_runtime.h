@@ -184,9 +184,19 @@ inline float smax(float a, float b) {
 }
 
 // exp as ggml's CPU backend computes it (ggml_v_expf, from ARM's optimized routines): n = round(x
-// / ln2), b = x - n·ln2 in two fmas, a degree-5 polynomial j, then 2^n·(1 + j) as fma(j, k, k).
-// Under 2 ulp, and the same bits as ggml where the target has FMA, so that a model's SiLU
-// matches llama.cpp's. Beyond |n| > 126 the scalar form scales in double; NaN stays NaN.
+// / ln2), b = x - n·ln2 in two fmas, a degree-5 polynomial, then the scaling by 2^n. Under 2 ulp,
+// and the same bits as ggml built for the same target, so that a model's SiLU and softmax match
+// llama.cpp's. ggml has two forms of the last step: with 64-byte vectors (AVX-512), 1 + p(b)
+// rounded and then scaled by 2^n exactly (vscalefps); elsewhere 2^n·p + 2^n in one fma. They differ
+// in the last bit now and then, so the form follows YR_VBYTES, scalar and vector alike.
+#if YR_VBYTES == 64 && defined(__AVX512F__)
+#define YR_EXP_SCALEF 1
+#else
+#define YR_EXP_SCALEF 0
+#endif
+
+// Beyond |n| > 126 the fma form scales in double; past |n| > 192 the result is 0 or infinity; NaN
+// stays NaN.
 inline float exp_wide(float x, float n, float j) {
   if (x != x) return x;
   if (std::fabs(n) > 192) return n <= 0 ? 0.0f : std::numeric_limits<float>::infinity();
@@ -198,14 +208,20 @@ inline float sexp(float x) {
   const float n = std::fma(x, 0x1.715476p+0f, r) - r;
   const float b = std::fma(-n, 0x1.7f7d1cp-20f, std::fma(-n, 0x1.62e4p-1f, x));
   const float u = b * b;
-  const float j = std::fma(std::fma(std::fma(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u,
-                                    std::fma(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)),
-                           u, 0x1.ffffecp-1f * b);
+  const float p = std::fma(std::fma(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u,
+                           std::fma(0x1.555e66p-3f, b, 0x1.fffdb6p-2f));
+#if YR_EXP_SCALEF
+  if (x != x) return x;
+  if (std::fabs(n) > 192) return n <= 0 ? 0.0f : std::numeric_limits<float>::infinity();
+  return std::ldexp(std::fma(p, u, std::fma(0x1.ffffecp-1f, b, 1.0f)), int(n));
+#else
+  const float j = std::fma(p, u, 0x1.ffffecp-1f * b);
   if (std::fabs(n) <= 126) {
     const float k = std::ldexp(1.0f, int(n));
     return std::fma(j, k, k);
   }
   return exp_wide(x, n, j);
+#endif
 }
 
 // a·b + c rounded once. Spelled out, since contraction alone may fuse either product of a·b + c·d.
@@ -226,19 +242,30 @@ inline vf vexp(vf x) {
   const vf n = vfma(x, splat(0x1.715476p+0f), r) - r;
   const vf b = vfma(-n, splat(0x1.7f7d1cp-20f), vfma(-n, splat(0x1.62e4p-1f), x));
   const vf u = b * b;
-  const vf j = vfma(vfma(vfma(splat(0x1.0e4020p-7f), b, splat(0x1.573e2ep-5f)), u,
-                         vfma(splat(0x1.555e66p-3f), b, splat(0x1.fffdb6p-2f))),
-                    u, splat(0x1.ffffecp-1f) * b);
+  const vf p = vfma(vfma(splat(0x1.0e4020p-7f), b, splat(0x1.573e2ep-5f)), u,
+                    vfma(splat(0x1.555e66p-3f), b, splat(0x1.fffdb6p-2f)));
+  const vf big = n < 0 ? -n : n;
+#if YR_EXP_SCALEF
+  vf y = (vf)_mm512_scalef_ps((__m512)vfma(p, u, vfma(splat(0x1.ffffecp-1f), b, splat(1.0f))),
+                              (__m512)n);
+  bool far = false;
+  for (int i = 0; i < VL; ++i) far |= big[i] > 192.0f;
+  if (far)
+    for (int i = 0; i < VL; ++i)
+      if (big[i] > 192.0f) y[i] = n[i] <= 0 ? 0.0f : std::numeric_limits<float>::infinity();
+  return y;
+#else
+  const vf j = vfma(p, u, splat(0x1.ffffecp-1f) * b);
   const vi ni = __builtin_convertvector(n, vi);
   const vf k = (vf)((ni + 127) << 23);
   vf y = vfma(j, k, k);
-  const vf big = n < 0 ? -n : n;
   bool wide = false;
   for (int i = 0; i < VL; ++i) wide |= !(big[i] <= 126.0f);
   if (wide)
     for (int i = 0; i < VL; ++i)
       if (!(big[i] <= 126.0f)) y[i] = exp_wide(x[i], n[i], j[i]);
   return y;
+#endif
 }
 
 // ---- elementwise functions, scalar and vector ------------------------------------------------
