@@ -4,6 +4,7 @@
 // rather than skips, where NVRTC is missing.
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -47,29 +48,70 @@ void compile_all(const ir::KernelGraph& graph, const std::string& what, std::set
   }
 }
 
+// Whether `v` lowers with `options`. The tilings with long K tiles are made for streamed weights
+// (codegen_block_stream.cpp); where their weights cannot stream (through registers, or by TMA on
+// sm_90), the weight tiles' stages need more shared memory than a block has, and the lowering
+// says so.
+bool lowers(const cuda_suite::Variant& v, const CodegenOptions& options, const std::string& what) {
+  try {
+    lower(v.graph, options);
+    return true;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("bytes of shared memory"), std::string::npos)
+        << what << ": " << e.what();
+    EXPECT_TRUE(v.name.ends_with("_k512") || v.name.ends_with("_k1024") ||
+                v.name.ends_with("_k2048"))
+        << what << ": " << e.what();
+    return false;
+  }
+}
+
 // The benchmark's kernels as the H200 gets them: its 132 multiprocessors set the pipeline depth.
 TEST(CudaCompile, SuiteMuGraphs) {
   const CodegenOptions h200{.max_shared_bytes = 227 * 1024, .multiprocessors = 132};
   std::set<std::string> seen;
   for (const suite::WorkloadInfo& w : suite::workloads())
     for (int bs : w.has_batch ? std::vector<int>{1, 8} : std::vector<int>{1})
-      for (const cuda_suite::Variant& v : cuda_suite::variants(w.name, bs))
-        compile_all(v.graph, fmt::format("{} bs{} {}", w.name, bs, v.name), seen, h200);
+      for (const cuda_suite::Variant& v : cuda_suite::variants(w.name, bs)) {
+        const std::string what = fmt::format("{} bs{} {}", w.name, bs, v.name);
+        if (lowers(v, h200, what)) compile_all(v.graph, what, seen, h200);
+      }
+}
+
+// And with the TMA: the weight streams' kernels on sm_90.
+TEST(CudaCompile, SuiteMuGraphsWithStreamsByTma) {
+  const CodegenOptions h200{
+      .max_shared_bytes = 227 * 1024, .multiprocessors = 132, .tensor_maps = true};
+  std::set<std::string> seen;
+  int by_tma = 0;
+  for (const char* workload : {"rmsnorm_linear", "gated_mlp"})
+    for (int bs : {1, 8})
+      for (const cuda_suite::Variant& v : cuda_suite::variants(workload, bs)) {
+        const std::string what = fmt::format("{} bs{} {}", workload, bs, v.name);
+        if (!lowers(v, h200, what)) continue;
+        for (const KernelLaunch& k : lower(v.graph, h200).kernels)
+          by_tma += k.source.find("B streamed by TMA") != std::string::npos;
+        compile_all(v.graph, what, seen, h200);
+      }
+  EXPECT_GT(by_tma, 0);
 }
 
 // The same on sm_90 with tensor maps: the weight tiles that tensor-core products stream come by
 // TMA box copies (codegen_block_tma.cpp), and those kernels compile too.
 TEST(CudaCompile, SuiteMuGraphsWithTensorMaps) {
-  const CodegenOptions h200{
-      .max_shared_bytes = 227 * 1024, .multiprocessors = 132, .tensor_maps = true};
+  const CodegenOptions h200{.max_shared_bytes = 227 * 1024,
+                            .multiprocessors = 132,
+                            .tensor_maps = true,
+                            .register_weights = false};
   std::set<std::string> seen;
   int with_maps = 0;
   for (const suite::WorkloadInfo& w : suite::workloads())
     for (int bs : w.has_batch ? std::vector<int>{1, 8} : std::vector<int>{1})
       for (const cuda_suite::Variant& v : cuda_suite::variants(w.name, bs)) {
         const std::string what = fmt::format("{} bs{} {}", w.name, bs, v.name);
-        for (const KernelLaunch& k : lower(v.graph, h200).kernels)
-          with_maps += !k.tensor_maps.empty();
+        if (!lowers(v, h200, what)) continue;
+        const std::optional<Program> program = lower(v.graph, h200);
+        for (const KernelLaunch& k : program->kernels) with_maps += !k.tensor_maps.empty();
         compile_all(v.graph, what, seen, h200);
       }
   EXPECT_GT(with_maps, 0);
@@ -79,8 +121,10 @@ TEST(CudaCompile, SuiteMuGraphsWithTensorMaps) {
 // variant's [64 x 256] in four 64-column panels; the activation tile (read once, not walked by the
 // loop) keeps its cp.async copy. Without the option nothing changes.
 TEST(CudaCompile, WeightTilesTakeTheTma) {
-  const CodegenOptions h200{
-      .max_shared_bytes = 227 * 1024, .multiprocessors = 132, .tensor_maps = true};
+  const CodegenOptions h200{.max_shared_bytes = 227 * 1024,
+                            .multiprocessors = 132,
+                            .tensor_maps = true,
+                            .register_weights = false};
   auto kernel_of = [](const std::vector<cuda_suite::Variant>& variants, const std::string& name,
                       const CodegenOptions& options) {
     for (const cuda_suite::Variant& v : variants)
@@ -107,10 +151,65 @@ TEST(CudaCompile, WeightTilesTakeTheTma) {
   const KernelLaunch small =
       kernel_of(cuda_suite::variants("rmsnorm_linear", 1), "split16_n512_k32", h200);
   EXPECT_TRUE(small.tensor_maps.empty());
-  const KernelLaunch plain = kernel_of(cuda_suite::variants("rmsnorm_linear", 1), "n64_k256",
-                                       {.max_shared_bytes = 227 * 1024, .multiprocessors = 132});
+  const KernelLaunch plain = kernel_of(
+      cuda_suite::variants("rmsnorm_linear", 1), "n64_k256",
+      {.max_shared_bytes = 227 * 1024, .multiprocessors = 132, .register_weights = false});
   EXPECT_TRUE(plain.tensor_maps.empty());
   EXPECT_EQ(plain.source.find("yr_tma_load_2d(t"), std::string::npos);
+}
+
+// Which products stream their weights (codegen_block_stream.cpp): the skinny ones of
+// rmsnorm_linear (2 and 16 rows) and gated_mlp at bs1 (8 rows), with no shared-memory stage in the
+// for-loop for the weight. On sm_90 a kernel's only streamed weight comes by TMA after the loop
+// (codegen_block_stream_tma.cpp), in boxes of 64 columns by a 32 KB chunk's rows; elsewhere, and
+// where two weights stream (gate and up, which share one staged X), through registers. Not
+// gated_mlp at bs8 (64 rows), and not where the option is off.
+TEST(CudaCompile, SkinnyProductsStreamWeights) {
+  const CodegenOptions h200{
+      .max_shared_bytes = 227 * 1024, .multiprocessors = 132, .tensor_maps = true};
+  const CodegenOptions a100{.max_shared_bytes = 163 * 1024, .multiprocessors = 108};
+  auto kernel_of = [&](const std::string& workload, int bs, const std::string& name,
+                       const CodegenOptions& options) {
+    for (const cuda_suite::Variant& v : cuda_suite::variants(workload, bs))
+      if (v.name == name) return lower(v.graph, options).kernels.at(0);
+    ADD_FAILURE() << "no variant " << name;
+    return KernelLaunch{};
+  };
+  const std::string by_tma = "B streamed by TMA", by_registers = "B streamed through registers";
+  for (int bs : {1, 8}) {
+    const KernelLaunch k = kernel_of("rmsnorm_linear", bs, "n64_k256", h200);
+    EXPECT_NE(k.source.find(by_tma), std::string::npos) << k.source;
+    ASSERT_EQ(k.tensor_maps.size(), 1u);
+    // 32 KB chunks; 16 KB at bs8, where X's staged copy takes more of the shared memory.
+    EXPECT_EQ(k.tensor_maps[0].box, (std::array<uint32_t, 2>{64, bs == 1 ? 256u : 128u}));
+    EXPECT_EQ(k.source.find("yr_tma_load_2d(t"), std::string::npos) << "not the for-loop's TMA";
+  }
+  const KernelLaunch older = kernel_of("rmsnorm_linear", 1, "n64_k256", a100);
+  EXPECT_NE(older.source.find(by_registers), std::string::npos) << older.source;
+  EXPECT_NE(older.source.find("yr_ld_stream16(w"), std::string::npos);
+  const KernelLaunch gated = kernel_of("gated_mlp", 1, "n32_k256", h200);
+  EXPECT_NE(gated.source.find(by_registers), std::string::npos) << gated.source;
+  EXPECT_NE(gated.source.find("yr_ld_stream8(w"), std::string::npos);
+  EXPECT_EQ(gated.source.find("unsigned short* const sx5"), std::string::npos)
+      << "gate and up share the staged X";
+  const KernelLaunch wide = kernel_of("gated_mlp", 8, "n32_k128", h200);
+  EXPECT_EQ(wide.source.find("B streamed"), std::string::npos) << "64 rows stay in shared memory";
+  std::set<std::string> seen;
+  for (const CodegenOptions& options : {h200, a100})
+    for (int64_t m : {3, 16}) {
+      const ir::KernelGraph g = cuda_suite::register_stream_graph(ir::DType::f16, m);
+      // n48 streams by TMA only: 48 columns make no register column groups.
+      for (const KernelLaunch& k : lower(g, options).kernels)
+        EXPECT_EQ(k.source.find("B streamed") != std::string::npos,
+                  k.name != "yr_fused_linear_n48" || options.tensor_maps)
+            << k.what;
+      compile_all(g, fmt::format("streams m{}", m), seen, options);
+    }
+  CodegenOptions off = h200;
+  off.register_weights = false;
+  const KernelLaunch tma = kernel_of("rmsnorm_linear", 1, "n64_k256", off);
+  EXPECT_EQ(tma.source.find("B streamed"), std::string::npos);
+  EXPECT_EQ(tma.tensor_maps.size(), 1u);
 }
 
 TEST(CudaCompile, UnfusedSuiteGraphs) {

@@ -77,6 +77,16 @@ TEST(CudaGpu, WeightStreamsMatchReference) {
   }
 }
 
+// Weights streamed through registers into transposed mma fragments (codegen_block_stream.cpp),
+// in each of the cases suite_mugraphs.h's register_stream_graph() covers.
+TEST(CudaGpu, RegisterStreamsMatchReference) {
+  CUDA_OR_SKIP(cuda);
+  for (ir::DType t : {ir::DType::f16, ir::DType::bf16})
+    for (int64_t m : {3, 16})
+      expect_matches(cuda_suite::register_stream_graph(t, m), *cuda, fresh_seed(),
+                     fmt::format("register streams {} m{}", ir::dtype_name(t), m));
+}
+
 // Attention's register chain (codegen_block_chain.cpp): one row group with warps splitting the
 // score columns (qb 16), four row groups (qb 64), a split over the keys with its finish kernel,
 // and a row sum that is a mean; and values 8 columns wide, which the chain refuses, through the

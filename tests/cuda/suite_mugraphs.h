@@ -176,7 +176,13 @@ inline std::vector<Variant> rmsnorm_linear(int bs) {
   std::vector<Variant> out;
   // At bs8, X's tile leaves no room for three stages of the 48x512 one.
   std::vector<std::pair<int, int>> tilings{{32, 256}, {64, 256}, {16, 512}, {48, 256}};
-  if (bs == 1) tilings.emplace_back(48, 512);
+  // n64 with long K tiles: the weight streams through registers (codegen_block_stream.cpp), and
+  // the for-loop, which only stages X·G and sums X², takes 2 to 8 iterations.
+  // n48 makes 128 blocks, one on nearly every multiprocessor; its weight tiles take the TMA
+  // unswizzled (96-byte rows).
+  if (bs == 1)
+    tilings.insert(tilings.end(), {{48, 512}, {64, 2048}, {64, 1024}, {64, 512}, {48, 2048}});
+  if (bs == 8) tilings.insert(tilings.end(), {{64, 512}, {48, 512}});
   for (auto [n, kc] : tilings) {
     KernelGraph g;
     TensorRef x = g.input("X", {2 * bs, kHidden}, DType::f16);
@@ -202,25 +208,37 @@ inline std::vector<Variant> rmsnorm_linear(int bs) {
   return out;
 }
 
+// silu(X · W1) ⊙ (X · W2) in one kernel: blocks split the columns by n, the loop walks K by kc.
+inline TensorRef gated_node(KernelGraph& g, TensorRef x, TensorRef w1, TensorRef w2, int64_t n,
+                            int64_t kc, const std::string& name) {
+  const int64_t k = g.type(x).dims[1], cols = g.type(w1).dims[1];
+  BlockGraph b({{cols / n, 1, 1}}, k / kc, {g.type(x), g.type(w1), g.type(w2)});
+  int32_t xi = b.iterator(0, kAll, 1);
+  int32_t w1i = b.iterator(1, kOnX1, 0);
+  int32_t w2i = b.iterator(2, kOnX1, 0);
+  int32_t gate = b.accumulate(AccumFn::sum, b.add(ir::MatmulOp{}, {xi, w1i}));
+  int32_t up = b.accumulate(AccumFn::sum, b.add(ir::MatmulOp{}, {xi, w2i}));
+  int32_t silu = b.add(ir::UnaryOp{ir::UnaryFn::silu}, {gate});
+  b.save(b.add(ir::BinaryOp{ir::BinaryFn::mul}, {silu, up}), kOnX1);
+  return fused(g, std::move(b), {x, w1, w2}, name);
+}
+
 inline std::vector<Variant> gated_mlp(int bs) {
   std::vector<Variant> out;
-  // Shared memory bounds the tiles: X's tile grows with bs.
-  const auto tilings = bs == 1 ? std::vector<std::pair<int, int>>{{32, 256}, {16, 512}, {64, 128}}
+  // Shared memory bounds the tiles: X's tile grows with bs. At bs1 the weights stream through
+  // registers, and K tiles of 1024 leave the for-loop (which stages X) four iterations.
+  const auto tilings = bs == 1 ? std::vector<std::pair<int, int>>{{32, 256},
+                                                                  {16, 512},
+                                                                  {64, 128},
+                                                                  {32, 1024},
+                                                                  {64, 1024}}
                                : std::vector<std::pair<int, int>>{{32, 128}, {16, 256}, {64, 64}};
   for (auto [n, kc] : tilings) {
     KernelGraph g;
     TensorRef x = g.input("X", {8 * bs, kHidden}, DType::f16);
     TensorRef w1 = g.input("W1", {kHidden, kHidden}, DType::f16);
     TensorRef w2 = g.input("W2", {kHidden, kHidden}, DType::f16);
-    BlockGraph b({{kHidden / n, 1, 1}}, kHidden / kc, {g.type(x), g.type(w1), g.type(w2)});
-    int32_t xi = b.iterator(0, kAll, 1);
-    int32_t w1i = b.iterator(1, kOnX1, 0);
-    int32_t w2i = b.iterator(2, kOnX1, 0);
-    int32_t gate = b.accumulate(AccumFn::sum, b.add(ir::MatmulOp{}, {xi, w1i}));
-    int32_t up = b.accumulate(AccumFn::sum, b.add(ir::MatmulOp{}, {xi, w2i}));
-    int32_t silu = b.add(ir::UnaryOp{ir::UnaryFn::silu}, {gate});
-    b.save(b.add(ir::BinaryOp{ir::BinaryFn::mul}, {silu, up}), kOnX1);
-    g.mark_output(fused(g, std::move(b), {x, w1, w2}, "fused_gated_mlp"), "out");
+    g.mark_output(gated_node(g, x, w1, w2, n, kc, "fused_gated_mlp"), "out");
     out.push_back({fmt::format("n{}_k{}", n, kc), std::move(g)});
   }
   // Split over K: partial gate and up products, then silu(Σ gate) · Σ up.
@@ -506,6 +524,28 @@ inline std::vector<Variant> llama_mlp_block(int bs) {
         {fmt::format("split{}_n{}_k{}_down_split{}_n{}_k{}", s, n, kc, ds, dn, dk), std::move(g)});
   }
   return out;
+}
+
+// Not a suite workload: the shapes that cover the register-streamed weights' cases
+// (codegen_block_stream.cpp), for the compile and GPU tests. m rows: 3 (one 8-row half, five of
+// its rows padding) or 16 (two halves); 64-column groups shared by warps that split K (n64) and
+// eight groups a warp each (n512); sixteen groups (two accumulator sets a warp); 32-column groups
+// (8-byte loads) with gate and up sharing one staged X; unit counts that are no multiple of the
+// loads in flight; and by TMA, three 16-column tiles (n48: unswizzled rows, each warp on all
+// three). W is wider than the tiles, so that a wrong column mapping reads the wrong columns.
+inline KernelGraph register_stream_graph(DType t, int64_t m) {
+  KernelGraph g;
+  TensorRef x = g.input("X", {m, 1024}, t);
+  TensorRef gain = g.input("G", {1024}, t);
+  TensorRef w = g.input("W", {1024, 1024}, t);
+  TensorRef w2 = g.input("W2", {1024, 1024}, t);
+  g.mark_output(rmsnorm_linear_node(g, x, gain, w, 64, 256, "norm_linear"), "a");
+  g.mark_output(linear_node(g, x, w, std::nullopt, 512, 32, "linear_n512"), "b");
+  g.mark_output(linear_node(g, x, w, std::nullopt, 1024, 16, "linear_n1024"), "c");
+  g.mark_output(gated_node(g, x, w, w2, 32, 128, "gated_n32"), "d");
+  TensorRef narrow = g.input("W3", {1024, 96}, t);
+  g.mark_output(linear_node(g, x, narrow, std::nullopt, 48, 128, "linear_n48"), "e");
+  return g;
 }
 
 // The variants of a workload by its suite name.

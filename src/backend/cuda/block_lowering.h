@@ -23,8 +23,13 @@
 // products is copied by the Tensor Memory Accelerator instead: one thread issues a few 2-D box
 // copies per stage, which land 128-byte swizzled and complete on the stage's mbarrier
 // (codegen_block_tma.cpp).
+// A product of at most 16 rows whose B is such a weight tile skips shared memory altogether
+// (CodegenOptions::register_weights): its warps load the tile into registers an iteration or two
+// ahead and build the mma fragments from them, the product computed transposed
+// (codegen_block_stream.cpp).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -59,6 +64,7 @@ class BlockLowering {
     int stages = 1;           // iterators walked by the loop: pipeline_stages()
     int64_t max_offset = -1;  // rescaled_sum: its running max
     int64_t staged_a = -1;    // a tensor-core matmul whose A is staged (a_staged()): A's copy
+    int64_t stream_stages = -1, stream_barriers = -1;  // a matmul whose B the TMA streams
   };
   // How a tensor-core matmul spreads over the warps: 16x8 output tiles ("pairs") of the padded
   // [mp x n] product, each split `splits` ways along K; each warp takes `per_warp` work items.
@@ -70,6 +76,25 @@ class BlockLowering {
   // (or -1) a sum or mean of `last` over its rows, added into its accumulator. Warp w takes the
   // 16 rows (w % row_groups) and every `splits`-th 16-column step of the scores from w /
   // row_groups.
+  // A matmul whose B streams through registers (codegen_block_stream.cpp): B's tile is `groups`
+  // column groups (8 x `vector` columns: a lane loads `vector` of them a row) by k / 16 steps,
+  // `per_warp` (group, step) units a warp each iteration, `units` over the loop. A warp keeps
+  // `sets` groups' accumulators of `halves` 8-row halves of A; `splits` warps share a group
+  // (splitting its K steps). `depth` units of loads are in registers at once.
+  struct StreamPlan {
+    int64_t m = 0, n = 0, k = 0, halves = 0, vector = 0, groups = 0, per_warp = 0, sets = 0,
+            splits = 0, units = 0, depth = 0;
+  };
+  // A streamed B copied by the TMA (codegen_block_stream_tma.cpp): `chunks` chunks of `chunk`
+  // rows, `stages` of them in shared memory at once, 128-byte swizzled in 64-column panels where
+  // the width allows (`swizzled`); `tiles` 16-column tiles, of which a warp meets `sets` (those
+  // equal to it modulo `lanes`), each shared by `splits` warps; `steps` 16x16 units a warp per
+  // chunk.
+  struct TmaStreamPlan {
+    int64_t chunk = 0, chunks = 0, stages = 0, tiles = 0, lanes = 0, sets = 0, splits = 0,
+            steps = 0;
+    bool swizzled = true;
+  };
   struct Chain {
     int32_t first = -1, last = -1, second = -1, rowsum = -1;
     int64_t m = 0, d = 0, lc = 0, dv = 0, row_groups = 0, splits = 0;
@@ -78,6 +103,7 @@ class BlockLowering {
   // codegen_block.cpp
   const ir::BlockNode& node(int32_t id) const { return g_.nodes()[size_t(id)]; }
   int pipeline_stages() const { return stages_; }
+  void plan_loop();
   void allocate_storage();
   int64_t pipelined_bytes() const;
   int64_t elements(int32_t id) const;
@@ -129,11 +155,41 @@ class BlockLowering {
   void find_tma_tiles();
   bool tma_eligible(int32_t id) const;
   bool tma_tile(int32_t id) const;
-  bool uses_tma() const { return !tma_order_.empty(); }
+  bool uses_tma() const { return !tma_order_.empty(); }  // the for-loop's tiles
+  bool any_tma() const { return uses_tma() || !stream_tma_order_.empty(); }
   std::string tma_offset(int32_t id, const std::string& row, const std::string& col) const;
   std::string tma_coordinate(int32_t id, size_t dim, const std::string& iteration) const;
   std::string tma_issue(const std::string& iteration, const std::string& slot) const;
   std::vector<TensorMapArg> tensor_map_args() const;
+
+  // codegen_block_stream.cpp
+  bool streams_b(int32_t id) const;
+  bool register_streamable(int32_t id) const;
+  StreamPlan stream_plan(int32_t id) const;
+  void find_streamed();
+  bool streamed_tile(int32_t id) const;
+  int64_t staged_bytes(int64_t m, int64_t k) const;
+  int64_t staged_budget() const;
+  int64_t stream_staged_elements(int32_t id) const;
+  std::string stream_load(int32_t id, const std::string& unit, const std::string& slot) const;
+  std::string stream_declare(int32_t id) const;
+  std::string register_stream_declare(int32_t id) const;
+  std::string stream_stage(int32_t id) const;
+  std::string stream_run(int32_t id) const;
+  std::string stream_flush(int32_t id) const;
+
+  // codegen_block_stream_tma.cpp
+  bool streams_by_tma(int32_t id) const;
+  bool stream_tma(int32_t id) const {
+    return std::find(stream_tma_order_.begin(), stream_tma_order_.end(), id) !=
+           stream_tma_order_.end();
+  }
+  TmaStreamPlan tma_stream_plan(int32_t id) const;
+  std::string tma_stream_issue(int32_t id, const std::string& chunk, const std::string& slot) const;
+  std::string tma_stream_declare(int32_t id) const;
+  std::string tma_stream_run(int32_t id) const;
+  std::string tma_stream_flush(int32_t id) const;
+  TensorMapArg tma_stream_map(int32_t id) const;
 
   // codegen_block_chain.cpp
   void find_chains();
@@ -148,12 +204,16 @@ class BlockLowering {
   CodegenOptions options_;
   int64_t r_;
   std::vector<Storage> storage_;
-  std::vector<int> readers_;          // how many node inputs name each node
-  std::vector<int32_t> reader_;       // the reader, where there is exactly one
-  std::vector<bool> inlined_;         // elementwise ops computed where they are read
-  std::vector<bool> resident_;        // tensor-core matmuls accumulated in registers
-  std::vector<bool> reduced_into_;    // reductions added straight into their accumulator
-  std::vector<int32_t> resident_of_;  // accumulator -> its resident matmul, or -1
+  std::vector<int> readers_;               // how many node inputs name each node
+  std::vector<int32_t> reader_;            // the reader, where there is exactly one
+  std::vector<bool> inlined_;              // elementwise ops computed where they are read
+  std::vector<bool> resident_;             // tensor-core matmuls accumulated in registers
+  std::vector<bool> reduced_into_;         // reductions added straight into their accumulator
+  std::vector<int32_t> resident_of_;       // accumulator -> its resident matmul, or -1
+  std::vector<bool> streamed_;             // resident matmuls whose B streams through registers
+  std::vector<int32_t> stream_owner_;      // a streamed matmul -> the one that stages its A
+  std::vector<int32_t> stream_tma_order_;  // streamed matmuls whose B the TMA copies (maps last)
+  int64_t stream_stage_cap_ = 4;           // the most stages a TMA stream may take (plan())
   std::vector<Chain> chains_;
   std::vector<int> chain_index_;    // every node a chain covers -> its index in chains_, or -1
   std::vector<int32_t> tma_order_;  // the tiles the TMA copies; tensor map k is tma_order_[k]'s

@@ -100,6 +100,20 @@ __device__ __forceinline__ void yr_ldmatrix_x4_trans(unsigned* r, const void* ro
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(s) : "memory");
 }
+// Weight vectors read once: through the non-coherent path, not kept in L1.
+__device__ __forceinline__ void yr_ld_stream16(unsigned* r, const void* p) {
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "l"(p));
+}
+__device__ __forceinline__ void yr_ld_stream8(unsigned* r, const void* p) {
+  asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];"
+               : "=r"(r[0]), "=r"(r[1]) : "l"(p));
+}
+__device__ __forceinline__ unsigned yr_prmt(unsigned a, unsigned b, unsigned selector) {
+  unsigned r;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(selector));
+  return r;
+}
 __device__ __forceinline__ void yr_cp_async16(void* smem, const void* gmem) {
   unsigned s = (unsigned)__cvta_generic_to_shared(smem);
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(gmem));

@@ -45,13 +45,14 @@ struct LibraryGemm {
 
 // A TMA tensor map (sm_90) that a kernel takes by value after its buffer parameters: a 2-D view
 // of the buffer of parameter `arg`, dims and box innermost first, copied in boxes of `box`
-// elements with 128-byte swizzling. The backend encodes it once the buffer's address is known.
+// elements, 128-byte swizzled or not. The backend encodes it once the buffer's address is known.
 struct TensorMapArg {
   int arg = 0;
   ir::DType dtype = ir::DType::f16;
   std::array<uint64_t, 2> dims{};
   uint64_t row_bytes = 0;  // the stride of dims[1]
   std::array<uint32_t, 2> box{};
+  bool swizzle = true;  // 128-byte swizzling; else the rows land as they are
 };
 
 struct KernelLaunch {
@@ -86,6 +87,9 @@ struct CodegenOptions {
   // Stream weight tiles with the Tensor Memory Accelerator (cp.async.bulk.tensor; sm_90 and a
   // driver that encodes tensor maps), where codegen_block_tma.cpp allows it.
   bool tensor_maps = false;
+  // Let products of at most 16 rows read their weight tiles from global memory straight into
+  // tensor-core fragments, skipping shared memory (codegen_block_stream.cpp).
+  bool register_weights = true;
 };
 
 // Throws yirage::Error naming the node and op it cannot lower.

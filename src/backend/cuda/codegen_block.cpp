@@ -47,7 +47,7 @@ KernelLaunch BlockLowering::run(const std::vector<int>& in, const std::vector<in
     fail("cuda: fused node '{}' needs {} bytes of shared memory, more than the {} a block may have",
          name_, shared_, options_.max_shared_bytes);
   k.tensor_maps = tensor_map_args();
-  k.source = prelude() + (uses_tma() ? tma_prelude() : std::string()) + kernel(k.name);
+  k.source = prelude() + (any_tma() ? tma_prelude() : std::string()) + kernel(k.name);
   return k;
 }
 
@@ -111,6 +111,7 @@ void BlockLowering::analyse_readers() {
       resident_of_[size_t(reader_[size_t(id)])] = id;
     }
   find_chains();
+  find_streamed();
   find_tma_tiles();
 }
 
@@ -121,6 +122,22 @@ void BlockLowering::analyse_readers() {
 // Each block gets the multiprocessor's shared memory (the opt-in limit plus the 1 KB the driver
 // reserves per block) divided among the blocks the grid puts on it.
 void BlockLowering::plan() {
+  plan_loop();
+  // A TMA stream gives up stages, then the TMA, where the block's shared memory is short.
+  // (A weight too narrow for the registers' column groups stays with the TMA: the lowering then
+  // fails on the shared memory, naming the node.)
+  while (shared_ > options_.max_shared_bytes && !stream_tma_order_.empty()) {
+    if (stream_stage_cap_ > 2)
+      --stream_stage_cap_;
+    else if (register_streamable(stream_tma_order_[0]))
+      stream_tma_order_.clear();
+    else
+      break;
+    plan_loop();
+  }
+}
+
+void BlockLowering::plan_loop() {
   stages_ = int(std::min<int64_t>(r_, 3));
   allocate_storage();
   const int64_t per_stage = pipelined_bytes();
@@ -144,7 +161,7 @@ int64_t BlockLowering::pipelined_bytes() const {
   int64_t bytes = 0;
   for (int32_t id = 0; id < int32_t(g_.nodes().size()); ++id)
     if (const auto* it = std::get_if<ir::InputIteratorOp>(&node(id).op);
-        it && it->fmap != ir::kReplicate)
+        it && it->fmap != ir::kReplicate && !streamed_tile(id))
       bytes +=
           stored_elements(id) * int64_t(ir::dtype_size(g_.operands()[size_t(it->operand)].dtype));
   return bytes;
@@ -156,6 +173,10 @@ void BlockLowering::allocate_storage() {
   for (int32_t id = 0; id < int32_t(g_.nodes().size()); ++id) {
     const BlockNode& n = node(id);
     Storage s;
+    if (streamed_tile(id)) {
+      storage_.push_back(s);  // in registers
+      continue;
+    }
     if (const auto* it = std::get_if<ir::InputIteratorOp>(&n.op)) {
       s.stages = it->fmap != ir::kReplicate ? pipeline_stages() : 1;
       const int64_t bytes =
@@ -169,7 +190,14 @@ void BlockLowering::allocate_storage() {
       if (acc && acc->fn == ir::AccumFn::rescaled_sum)
         s.max_offset = allocate(elements(n.inputs[1]) * 4);
     }
-    if (std::holds_alternative<ir::MatmulOp>(n.op) && a_staged(id)) {
+    if (streamed_[size_t(id)]) {
+      if (stream_owner_[size_t(id)] == id) s.staged_a = allocate(stream_staged_elements(id) * 2);
+      if (stream_tma(id)) {
+        const TmaStreamPlan t = tma_stream_plan(id);
+        s.stream_stages = allocate(t.stages * t.chunk * stream_plan(id).n * 2, 1024);
+        s.stream_barriers = allocate(8 * t.stages, 8);
+      }
+    } else if (std::holds_alternative<ir::MatmulOp>(n.op) && a_staged(id)) {
       s.staged_a = allocate(staged_a_elements(id) * 2);
     }
     storage_.push_back(s);
@@ -181,7 +209,12 @@ void BlockLowering::allocate_storage() {
   for (int32_t id = 0; id < int32_t(g_.nodes().size()); ++id) {
     if (!std::holds_alternative<ir::MatmulOp>(node(id).op) || chain_index_[size_t(id)] >= 0)
       continue;
-    if (tensor_core(id)) {
+    if (streamed_[size_t(id)]) {
+      const StreamPlan p = stream_plan(id);
+      // Split K steps meet in `red`; otherwise the warps write the accumulator directly.
+      const int64_t splits = stream_tma(id) ? tma_stream_plan(id).splits : p.splits;
+      if (splits > 1) red_floats = std::max(red_floats, splits * p.m * p.n);
+    } else if (tensor_core(id)) {
       const MmaPlan p = mma_plan(id);
       red_floats = std::max(red_floats, p.splits * p.mp * p.n);
     } else {
@@ -468,8 +501,8 @@ std::string BlockLowering::kernel(const std::string& kname) const {
   for (size_t i = 0; i < outputs.size(); ++i)
     params += fmt::format(", {}* __restrict__ out{}", ctype(outputs[i].dtype), i);
 
-  std::string decl, init, once, first, next, stage, body, accumulate_code, flush, finalize, post,
-      saves;
+  std::string decl, init, once, first, next, stage, body, accumulate_code, streams, flush, finalize,
+      post, saves;
   // The prologue's loads for iterations 1 .. stages - 2.
   std::vector<std::string> more_first(static_cast<size_t>(pipeline_stages()));
   std::vector<int32_t> rescaled;
@@ -477,6 +510,7 @@ std::string BlockLowering::kernel(const std::string& kname) const {
   for (int32_t id = 0; id < int32_t(g_.nodes().size()); ++id) {
     const BlockNode& n = node(id);
     const Storage& s = storage_[size_t(id)];
+    if (streamed_tile(id)) continue;  // stream_declare() and stream_matmul() load it
     if (const auto* it = std::get_if<ir::InputIteratorOp>(&n.op)) {
       const std::string t = ctype(g_.operands()[size_t(it->operand)].dtype);
       decl += fmt::format("  {0}* const {1}_base = reinterpret_cast<{0}*>(smem + {2});\n", t,
@@ -520,6 +554,12 @@ std::string BlockLowering::kernel(const std::string& kname) const {
       body += op(id);
       continue;
     }
+    if (streamed_[size_t(id)]) {
+      decl += stream_declare(id);
+      body += stream_stage(id);
+      streams += stream_run(id);
+      continue;
+    }
     if (s.staged_a >= 0) {
       // Zeroed once: the padding rows stay zero, the staging pass rewrites the others.
       decl += fmt::format(
@@ -540,7 +580,9 @@ std::string BlockLowering::kernel(const std::string& kname) const {
       if (c)
         init += fmt::format("  for (int e = threadIdx.x; e < {}; e += {}) {}[e] = 0.0f;\n",
                             elements(id), kBlockThreads, tile_var(id));
-      flush += c ? chain_flush(*c) : mma_flush_resident(mm);
+      flush += c                       ? chain_flush(*c)
+               : streamed_[size_t(mm)] ? stream_flush(mm)
+                                       : mma_flush_resident(mm);
       continue;
     }
     if (const auto* acc = std::get_if<ir::AccumulatorOp>(&n.op)) {
@@ -601,6 +643,9 @@ std::string BlockLowering::kernel(const std::string& kname) const {
     wait_tma =
         fmt::format("    yr_mbar_wait(bar + it % {0}, (it / {0}) & 1);\n", pipeline_stages());
   }
+  // The TMA streams' maps come after the for-loop's (tensor_map_args()).
+  for (size_t k = 0; k < stream_tma_order_.size(); ++k)
+    params += fmt::format(", const __grid_constant__ YrTensorMap tm{}", tma_order_.size() + k);
   std::string prologue = first + "  yr_cp_commit();\n";
   for (int p = 1; p < ahead; ++p) prologue += more_first[size_t(p)] + "  yr_cp_commit();\n";
   if (ahead > 0) next = fmt::format("    if (it + {} < {}) {{\n{}    }}\n", ahead, r_, next);
@@ -619,17 +664,17 @@ extern "C" __global__ void __launch_bounds__({threads}) {name}({params}) {{
 {next}    yr_cp_commit();
 {stage}{body}{accumulate}{max_update}  }}
   __syncthreads();
-{flush}{finalize}  __syncthreads();
+{streams}{flush}{finalize}  __syncthreads();
 {post}{saves}}}
 )",
       fmt::arg("threads", kBlockThreads), fmt::arg("name", kname), fmt::arg("params", params),
-      fmt::arg("align", uses_tma() ? 1024 : 16), fmt::arg("wait_tma", wait_tma),
+      fmt::arg("align", any_tma() ? 1024 : 16), fmt::arg("wait_tma", wait_tma),
       fmt::arg("red", reduction_offset_), fmt::arg("decl", decl), fmt::arg("init", init),
       fmt::arg("once", once), fmt::arg("prologue", prologue), fmt::arg("range", r_),
       fmt::arg("next", next), fmt::arg("pending", std::max(ahead - 1, 0)), fmt::arg("stage", stage),
       fmt::arg("body", body), fmt::arg("accumulate", accumulate_code),
-      fmt::arg("max_update", max_update), fmt::arg("flush", flush), fmt::arg("finalize", finalize),
-      fmt::arg("post", post), fmt::arg("saves", saves));
+      fmt::arg("max_update", max_update), fmt::arg("streams", streams), fmt::arg("flush", flush),
+      fmt::arg("finalize", finalize), fmt::arg("post", post), fmt::arg("saves", saves));
 }
 
 KernelLaunch lower_fused(const ir::BlockGraph& body, const std::string& name,

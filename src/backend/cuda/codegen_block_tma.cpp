@@ -86,7 +86,7 @@ __device__ __forceinline__ int yr_swizzle128(int row, int col, int rows) {
 // 16 bytes as tensor maps require.
 bool BlockLowering::tma_eligible(int32_t id) const {
   const auto* it = std::get_if<ir::InputIteratorOp>(&node(id).op);
-  if (!options_.tensor_maps || !it || it->fmap == ir::kReplicate) return false;
+  if (!options_.tensor_maps || !it || it->fmap == ir::kReplicate || streamed_tile(id)) return false;
   const ir::TensorType& operand = g_.operands()[size_t(it->operand)];
   const Dims& tile = node(id).tile.dims;
   if (ir::dtype_size(operand.dtype) != 2 || operand.dims.size() != 2 || tile.size() != 2)
@@ -185,6 +185,7 @@ std::vector<TensorMapArg> BlockLowering::tensor_map_args() const {
     m.box = {uint32_t(kPanelColumns), uint32_t(std::min(tile[0], kBoxRows))};
     maps.push_back(m);
   }
+  for (int32_t id : stream_tma_order_) maps.push_back(tma_stream_map(id));
   return maps;
 }
 

@@ -344,12 +344,13 @@ class CudaModule final : public Module {
     const unsigned long long dims[2] = {m.dims[0], m.dims[1]};
     const unsigned long long strides[1] = {m.row_bytes};
     const unsigned box[2] = {m.box[0], m.box[1]}, element_strides[2] = {1, 1};
-    check(api.tensor_map_encode_tiled(
-              &map, m.dtype == ir::DType::bf16 ? kTensorMapBfloat16 : kTensorMapFloat16, 2,
-              reinterpret_cast<void*>(address), dims, strides, box, element_strides, 0,
-              kTensorMapSwizzle128, kTensorMapL2Promotion256, 0),
-          fmt::format("cuTensorMapEncodeTiled for {} ([{} x {}] in boxes of {} x {})", what,
-                      m.dims[1], m.dims[0], m.box[1], m.box[0]));
+    check(
+        api.tensor_map_encode_tiled(
+            &map, m.dtype == ir::DType::bf16 ? kTensorMapBfloat16 : kTensorMapFloat16, 2,
+            reinterpret_cast<void*>(address), dims, strides, box, element_strides, 0,
+            m.swizzle ? kTensorMapSwizzle128 : kTensorMapSwizzleNone, kTensorMapL2Promotion256, 0),
+        fmt::format("cuTensorMapEncodeTiled for {} ([{} x {}] in boxes of {} x {})", what,
+                    m.dims[1], m.dims[0], m.box[1], m.box[0]));
     return map;
   }
 
@@ -407,6 +408,9 @@ class CudaBackend final : public Backend {
     options.multiprocessors = probe_.device.capabilities.value("multiprocessors", int64_t{0});
     options.library_matmul = blas().loaded;
     options.tensor_maps = tensor_maps_usable();
+    // YIRAGE_CUDA_STREAM=0 keeps skinny products' weight tiles in shared memory, for comparing.
+    const char* stream = std::getenv("YIRAGE_CUDA_STREAM");
+    options.register_weights = !(stream && std::string_view(stream) == "0");
     if (options.library_matmul)
       std::call_once(blas_once_,
                      [&] { blas_handle_ = std::make_unique<BlasHandle>(ctx, stream_); });

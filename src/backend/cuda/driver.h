@@ -80,6 +80,7 @@ inline constexpr int kStreamNonBlocking = 1;
 inline constexpr int kCaptureModeThreadLocal = 1;
 inline constexpr int kTensorMapFloat16 = 6;
 inline constexpr int kTensorMapBfloat16 = 9;
+inline constexpr int kTensorMapSwizzleNone = 0;
 inline constexpr int kTensorMapSwizzle128 = 3;
 inline constexpr int kTensorMapL2Promotion256 = 3;
 

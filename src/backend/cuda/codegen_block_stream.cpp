@@ -1,0 +1,344 @@
+// Weights streamed through registers (see block_lowering.h): a tensor-core matmul with few rows
+// whose B is a weight tile the loop walks reads that tile straight from global memory into its
+// mma fragments, with no shared-memory copy, no stage and no ldmatrix.
+//
+// Why: with M = 1-16 rows the product is a matrix-vector stream, and the shared-memory path
+// spent ~275 instructions a warp per 32 KB stage (ldmatrix of a 16-row A of which M rows are
+// real, ldmatrix of B, mma, the stage's barrier), which bounded rmsnorm_linear at 1.95 TB/s
+// (bench/gpu_notes.md, version 8). Here the product is computed transposed, Cᵀ = Bᵀ·Aᵀ, so that
+// the weight is the 16x16 A operand of m16n8k16 and the M rows are its 8 (or 16) columns. Each
+// lane loads four 16-byte vectors (4 rows x 8 columns of the tile) and builds the fragments of
+// four mmas from them with byte permutes: the mma sums over k in any order both operands agree
+// on, and its rows may stand for any columns, so the tile's logical k and n are permuted to
+// match what a lane holds:
+//   logical k 2tq, 2tq+1, 2tq+8, 2tq+9  <->  tile rows 4tq, 4tq+1, 4tq+2, 4tq+3;
+//   mma t's logical rows g, g+8          <->  tile columns 8g+2t, 8g+2t+1.
+// Aᵀ's fragment is then the 4 consecutive k of an A row, one 8-byte shared-memory load.
+//
+// The loop is split in two (loop fission). The for-loop itself runs everything else: it stages
+// every iteration's A, rounded to 16 bits, into a buffer of its own, and feeds the other
+// accumulators. After it, each warp streams its share of the weight with no barrier at all,
+// keeping `depth` units (4 rows x 64 or 32 columns for every lane) of loads in flight. The
+// weights' first units load before the for-loop starts, so the stream is under way during it.
+// A barrier per iteration was the cost before: eight warps in lockstep, each iteration waiting
+// on the slowest warp's loads.
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "backend/cuda/block_lowering.h"
+#include "backend/cuda/codegen_util.h"
+
+namespace yirage::backend::cuda::detail {
+
+using ir::BlockNode;
+using ir::Dims;
+
+namespace {
+
+constexpr int64_t kMaxRows = 16;
+// Registers for loads in flight, shared by a kernel's streamed matmuls.
+constexpr int64_t kPrefetchRegisters = 128;
+constexpr int64_t kMaxDepth = 8;
+// The staged copies of A (every iteration's) take at most this much shared memory, and leave the
+// for-loop's own tiles some.
+constexpr int64_t kMaxStagedBytes = 144 * 1024;
+constexpr int64_t kLoopReserve = 48 * 1024;
+
+}  // namespace
+
+// The staged copy of A for every iteration: [rows][iterations x k + pad] 16-bit elements, the rows
+// rounded up to whole 8-row halves (the padding rows stay zero), the pad against bank conflicts.
+int64_t BlockLowering::staged_bytes(int64_t m, int64_t k) const {
+  return ((m + 7) / 8 * 8) * (r_ * k + kStagedPad) * 2;
+}
+
+int64_t BlockLowering::staged_budget() const {
+  return std::min(kMaxStagedBytes, options_.max_shared_bytes - kLoopReserve);
+}
+
+// Whether matmul `id` may stream its B: a tensor-core product of at most 16 rows accumulated in
+// registers over the loop (one sum accumulator reads it), B a 2-D tile of a 2-D weight that the
+// loop walks along K and nothing else reads, A's staged copy within the budget.
+bool BlockLowering::streams_b(int32_t id) const {
+  if (!options_.register_weights) return false;
+  const BlockNode& n = node(id);
+  if (!std::holds_alternative<ir::MatmulOp>(n.op) || !tensor_core(id) || chain_of(id)) return false;
+  if (g_.phase(id) != ir::BlockPhase::in_loop || readers_[size_t(id)] != 1) return false;
+  const auto* acc = std::get_if<ir::AccumulatorOp>(&node(reader_[size_t(id)]).op);
+  if (!acc || acc->fn != ir::AccumFn::sum) return false;
+  const int32_t b = n.inputs[1];
+  if (n.inputs[0] == b || readers_[size_t(b)] != 1) return false;
+  const auto& it = std::get<ir::InputIteratorOp>(node(b).op);
+  const ir::TensorType& operand = g_.operands()[size_t(it.operand)];
+  const Dims& tile = node(b).tile.dims;
+  if (it.fmap != 0 || tile.size() != 2 || operand.dims.size() != 2 || n.tile.dims.size() != 2 ||
+      node(n.inputs[0]).tile.dims.size() != 2)
+    return false;
+  const int64_t m = n.tile.dims[0], k = tile[0];
+  return m <= kMaxRows && k % 16 == 0 && staged_bytes(m, k) <= staged_budget();
+}
+
+// Whether streamed matmul `id` can take its B through registers: whole 32- or 64-column groups
+// that the 8 warps share evenly.
+bool BlockLowering::register_streamable(int32_t id) const {
+  const Dims& tile = node(node(id).inputs[1]).tile.dims;
+  const int64_t cols = tile[1], k = tile[0];
+  if (cols % 32 != 0) return false;
+  const int64_t group = cols % 64 == 0 ? 64 : 32, groups = cols / group;
+  if ((k / 16) * groups % kBlockWarps != 0) return false;
+  return groups % kBlockWarps == 0 || kBlockWarps % groups == 0;
+}
+
+BlockLowering::StreamPlan BlockLowering::stream_plan(int32_t id) const {
+  const BlockNode& n = node(id);
+  const Dims& tile = node(n.inputs[1]).tile.dims;
+  StreamPlan p;
+  p.m = n.tile.dims[0];
+  p.n = tile[1];
+  p.k = tile[0];
+  p.halves = (p.m + 7) / 8;
+  p.vector = p.n % 64 == 0 ? 8 : 4;
+  p.groups = std::max<int64_t>(1, p.n / (8 * p.vector));  // 1: not register_streamable()
+  p.per_warp = (p.k / 16) * p.groups / kBlockWarps;
+  p.sets = p.groups >= kBlockWarps ? p.groups / kBlockWarps : 1;
+  p.splits = p.groups >= kBlockWarps ? 1 : kBlockWarps / p.groups;
+  p.units = r_ * p.per_warp;
+  int64_t streams = 0;
+  for (int32_t other = 0; other < int32_t(g_.nodes().size()); ++other)
+    streams += streamed_[size_t(other)] ? 1 : 0;
+  const int64_t per_unit = 4 * p.vector / 2;  // registers
+  int64_t depth = std::clamp<int64_t>(kPrefetchRegisters / std::max<int64_t>(streams, 1) / per_unit,
+                                      2, kMaxDepth);
+  depth = std::max(depth / p.sets * p.sets, p.sets);  // whole sets: constant register indices
+  p.depth = std::min(depth, p.units);
+  return p;
+}
+
+// Streamed matmuls that share their A (a gated MLP's gate and up) share its staged copy, which
+// the first of them stages; the shared memory for those copies is bounded.
+// A kernel's only candidate streams by TMA where it can (one stage layout, one set of barriers);
+// otherwise the candidates that can stream through registers do. Streamed matmuls that share
+// their A (a gated MLP's gate and up) share its staged copy, which the first of them stages; the
+// shared memory for those copies is bounded.
+void BlockLowering::find_streamed() {
+  const size_t count = g_.nodes().size();
+  streamed_.assign(count, false);
+  stream_owner_.assign(count, -1);
+  stream_tma_order_.clear();
+  std::vector<int32_t> candidates;
+  for (int32_t id = 0; id < int32_t(count); ++id)
+    if (streams_b(id)) candidates.push_back(id);
+  if (candidates.size() == 1 && streams_by_tma(candidates[0]))
+    stream_tma_order_.push_back(candidates[0]);
+  else
+    std::erase_if(candidates, [&](int32_t id) { return !register_streamable(id); });
+  int64_t staged_total = 0;
+  for (int32_t id : candidates) {
+    int32_t owner = id;
+    for (int32_t other = 0; other < id; ++other)
+      if (streamed_[size_t(other)] && node(other).inputs[0] == node(id).inputs[0])
+        owner = stream_owner_[size_t(other)];
+    if (owner == id) {
+      const int64_t bytes =
+          staged_bytes(node(id).tile.dims[0], node(node(id).inputs[1]).tile.dims[0]);
+      if (staged_total + bytes > staged_budget()) continue;
+      staged_total += bytes;
+    }
+    stream_owner_[size_t(id)] = owner;
+    streamed_[size_t(id)] = true;
+    resident_[size_t(id)] = true;
+    resident_of_[size_t(reader_[size_t(id)])] = id;
+  }
+}
+
+bool BlockLowering::streamed_tile(int32_t id) const {
+  const int32_t r = reader_[size_t(id)];
+  return r >= 0 && std::holds_alternative<ir::InputIteratorOp>(node(id).op) &&
+         streamed_[size_t(r)] && node(r).inputs[1] == id;
+}
+
+int64_t BlockLowering::stream_staged_elements(int32_t id) const {
+  const StreamPlan p = stream_plan(id);
+  return staged_bytes(p.m, p.k) / 2;
+}
+
+// Unit `unit` (an int expression) of this lane: its slot `slot` of registers loaded from the
+// weight. Unit u is the warp's j = u % per_warp-th (group, k-step) pair of iteration
+// u / per_warp.
+std::string BlockLowering::stream_load(int32_t id, const std::string& unit,
+                                       const std::string& slot) const {
+  const StreamPlan p = stream_plan(id);
+  const int32_t b = node(id).inputs[1];
+  const auto& it = std::get<ir::InputIteratorOp>(node(b).op);
+  const int64_t stride = g_.operands()[size_t(it.operand)].dims[1];
+  return fmt::format(
+      "      {{\n"
+      "        const int unit = {unit}, q = warp + (unit % {per_warp}) * {warps};\n"
+      "        const yr_half* const src = reinterpret_cast<const yr_half*>({base}) + "
+      "(long long)((q / {groups}) * 16 + tq * 4) * {stride}ll + (q % {groups}) * {gc} + g * "
+      "{vector};\n"
+      "#pragma unroll\n"
+      "        for (int r = 0; r < 4; ++r) yr_ld_stream{bytes}(w{id}[{slot}][r], src + r * "
+      "{stride}ll);\n"
+      "      }}\n",
+      fmt::arg("unit", unit), fmt::arg("per_warp", p.per_warp), fmt::arg("warps", kBlockWarps),
+      fmt::arg("base", tile_source(b, fmt::format("unit / {}", p.per_warp), "0")),
+      fmt::arg("groups", p.groups), fmt::arg("stride", stride), fmt::arg("gc", 8 * p.vector),
+      fmt::arg("vector", p.vector), fmt::arg("bytes", p.vector * 2), fmt::arg("id", id),
+      fmt::arg("slot", slot));
+}
+
+// Before the for-loop: the staged A's buffer (its padding zeroed), the accumulators (zeroed), and
+// the first `depth` units' loads.
+std::string BlockLowering::stream_declare(int32_t id) const {
+  const StreamPlan p = stream_plan(id);
+  std::string s = stream_tma(id) ? tma_stream_declare(id) : register_stream_declare(id);
+  // After the loads are under way: the padding rows of the staged copy zeroed, 16 bytes a store.
+  const int64_t padding = p.halves * 8 - p.m;
+  if (stream_owner_[size_t(id)] == id)
+    s += fmt::format(
+        "  unsigned short* const sx{id} = reinterpret_cast<unsigned short*>(smem + {offset});\n"
+        "  for (int e = threadIdx.x; e < {vectors}; e += {threads})\n"
+        "    *reinterpret_cast<uint4*>(sx{id} + {m} * {stride} + e * 8) = uint4{{0u, 0u, 0u, "
+        "0u}};\n",
+        fmt::arg("id", id), fmt::arg("offset", storage_[size_t(id)].staged_a),
+        fmt::arg("vectors", padding * (r_ * p.k + kStagedPad) / 8),
+        fmt::arg("threads", kBlockThreads), fmt::arg("m", p.m),
+        fmt::arg("stride", r_ * p.k + kStagedPad));
+  return s;
+}
+
+std::string BlockLowering::register_stream_declare(int32_t id) const {
+  const StreamPlan p = stream_plan(id);
+  std::string s = fmt::format(
+      "  float r{id}[{sets}][{tiles}][{halves}][4];\n"
+      "#pragma unroll\n"
+      "  for (int q = 0; q < {floats}; ++q) (&r{id}[0][0][0][0])[q] = 0.0f;\n"
+      "  unsigned w{id}[{depth}][4][{words}];\n"
+      "  {{\n"
+      "    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tq = lane "
+      "& 3;\n",
+      fmt::arg("id", id), fmt::arg("sets", p.sets), fmt::arg("tiles", p.vector / 2),
+      fmt::arg("halves", p.halves), fmt::arg("floats", p.sets * (p.vector / 2) * p.halves * 4),
+      fmt::arg("depth", p.depth), fmt::arg("words", p.vector / 2));
+  for (int64_t d = 0; d < p.depth; ++d) s += stream_load(id, std::to_string(d), std::to_string(d));
+  s += "  }\n";
+  return s;
+}
+
+// In the for-loop: iteration `it`'s A, rounded to the matmul's 16-bit type, into its slot of the
+// staged buffer. Nothing reads it before the stream, after the loop's closing barrier.
+std::string BlockLowering::stream_stage(int32_t id) const {
+  if (stream_owner_[size_t(id)] != id) return "";
+  const BlockNode& n = node(id);
+  const StreamPlan p = stream_plan(id);
+  return fmt::format(
+      "  for (int e = threadIdx.x; e < {count}; e += {threads})\n"
+      "    sx{id}[(e / {k}) * {stride} + it * {k} + e % {k}] = {bits};\n",
+      fmt::arg("count", p.m * p.k), fmt::arg("threads", kBlockThreads), fmt::arg("id", id),
+      fmt::arg("k", p.k), fmt::arg("stride", r_ * p.k + kStagedPad),
+      fmt::arg("bits", bits(n.inputs[0], "e", ctype(n.tile.dtype))));
+}
+
+// After the for-loop: the warp's units, `depth` of them in flight, with no barrier. A unit's
+// four (or two) mmas per 8 rows of A take their fragments from the lane's registers by byte
+// permutes, and Aᵀ's from the staged copy.
+std::string BlockLowering::stream_run(int32_t id) const {
+  if (stream_tma(id)) return tma_stream_run(id);
+  const BlockNode& n = node(id);
+  const StreamPlan p = stream_plan(id);
+  std::string s = fmt::format(
+      "  {{  // tensor-core matmul [{m}x{k}] x [{k}x{n}] over {range} iterations, B streamed "
+      "through registers ({depth} units in flight), computed transposed\n"
+      "    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tq = lane "
+      "& 3;\n"
+      "    for (int u0 = 0; u0 < {units}; u0 += {depth}) {{\n"
+      "#pragma unroll\n"
+      "      for (int d = 0; d < {depth}; ++d) {{\n"
+      "        const int u = u0 + d;\n"
+      "        if (u < {units}) {{\n"
+      "          const int q = warp + (u % {per_warp}) * {warps}, ks = q / {groups};\n"
+      "          const unsigned short* const a_rows = sx{owner} + (u / {per_warp}) * {k} + ks * 16 "
+      "+ "
+      "tq * 4;\n"
+      "          float (*const acc)[{halves}][4] = r{id}[d % {sets}];\n"
+      "          unsigned f[{tiles}][4];\n"
+      "#pragma unroll\n"
+      "          for (int t = 0; t < {tiles}; ++t) {{\n"
+      "            f[t][0] = yr_prmt(w{id}[d][0][t], w{id}[d][1][t], 0x5410u);\n"
+      "            f[t][1] = yr_prmt(w{id}[d][0][t], w{id}[d][1][t], 0x7632u);\n"
+      "            f[t][2] = yr_prmt(w{id}[d][2][t], w{id}[d][3][t], 0x5410u);\n"
+      "            f[t][3] = yr_prmt(w{id}[d][2][t], w{id}[d][3][t], 0x7632u);\n"
+      "          }}\n"
+      "          if (u + {depth} < {units}) {{\n{load}          }}\n"
+      "#pragma unroll\n"
+      "          for (int h = 0; h < {halves}; ++h) {{\n"
+      "            const uint2 x = *reinterpret_cast<const uint2*>(a_rows + (h * 8 + g) * "
+      "{stride});\n"
+      "#pragma unroll\n"
+      "            for (int t = 0; t < {tiles}; ++t)\n"
+      "              yr_mma({t}{{}}, acc[t][h], f[t][0], f[t][1], f[t][2], f[t][3], x.x, x.y);\n"
+      "          }}\n"
+      "        }}\n"
+      "      }}\n"
+      "    }}\n"
+      "  }}\n",
+      fmt::arg("m", p.m), fmt::arg("k", p.k), fmt::arg("n", p.n), fmt::arg("range", r_),
+      fmt::arg("depth", p.depth), fmt::arg("units", p.units), fmt::arg("per_warp", p.per_warp),
+      fmt::arg("warps", kBlockWarps), fmt::arg("groups", p.groups), fmt::arg("id", id),
+      fmt::arg("owner", stream_owner_[size_t(id)]), fmt::arg("halves", p.halves),
+      fmt::arg("sets", p.sets), fmt::arg("tiles", p.vector / 2),
+      fmt::arg("load", stream_load(id, fmt::format("u + {}", p.depth), "d")),
+      fmt::arg("stride", r_ * p.k + kStagedPad), fmt::arg("t", ctype(n.tile.dtype)));
+  return s;
+}
+
+// Then the transposed fragments into the accumulator's [m x n] tile. Warps that split K write
+// partial tiles, which the block then sums.
+std::string BlockLowering::stream_flush(int32_t id) const {
+  if (stream_tma(id)) return tma_stream_flush(id);
+  const StreamPlan p = stream_plan(id);
+  const std::string out = tile_var(reader_[size_t(id)]);
+  const std::string target =
+      p.splits == 1 ? out : fmt::format("(red + (warp / {}) * {})", p.groups, p.m * p.n);
+  std::string s = fmt::format(
+      "  {{  // node {id}'s streamed products into {out}\n"
+      "    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tq = lane "
+      "& 3;\n"
+      "    float* const part = {target};\n"
+      "#pragma unroll\n"
+      "    for (int j = 0; j < {sets}; ++j) {{\n"
+      "      const int grp = (warp + j * {warps}) % {groups};\n"
+      "#pragma unroll\n"
+      "      for (int t = 0; t < {tiles}; ++t)\n"
+      "#pragma unroll\n"
+      "        for (int h = 0; h < {halves}; ++h) {{\n"
+      "          const int row = h * 8 + tq * 2, col = grp * {gc} + g * {vector} + t * 2;\n"
+      "          const float* const c = r{id}[j][t][h];\n"
+      "          if (row < {m}) {{ part[row * {n} + col] = c[0]; part[row * {n} + col + 1] = c[2]; "
+      "}}\n"
+      "          if (row + 1 < {m}) {{ part[(row + 1) * {n} + col] = c[1]; part[(row + 1) * {n} + "
+      "col + 1] = c[3]; }}\n"
+      "        }}\n"
+      "    }}\n",
+      fmt::arg("id", id), fmt::arg("out", out), fmt::arg("target", target),
+      fmt::arg("sets", p.sets), fmt::arg("warps", kBlockWarps), fmt::arg("groups", p.groups),
+      fmt::arg("tiles", p.vector / 2), fmt::arg("halves", p.halves), fmt::arg("gc", 8 * p.vector),
+      fmt::arg("vector", p.vector), fmt::arg("m", p.m), fmt::arg("n", p.n));
+  if (p.splits > 1)
+    s += fmt::format(
+        "    __syncthreads();\n"
+        "    for (int e = threadIdx.x; e < {mn}; e += {threads}) {{\n"
+        "      float sum = 0.0f;\n"
+        "#pragma unroll\n"
+        "      for (int q = 0; q < {splits}; ++q) sum += red[q * {mn} + e];\n"
+        "      {out}[e] = sum;\n"
+        "    }}\n"
+        "    __syncthreads();\n",
+        fmt::arg("mn", p.m * p.n), fmt::arg("threads", kBlockThreads), fmt::arg("splits", p.splits),
+        fmt::arg("out", out));
+  return s + "  }\n";
+}
+
+}  // namespace yirage::backend::cuda::detail

@@ -1,0 +1,252 @@
+// Weights streamed by the Tensor Memory Accelerator after the for-loop (sm_90; see
+// codegen_block_stream.cpp for the loop fission they share with the register stream).
+//
+// Why: streamed through registers, a multiprocessor kept too few bytes in flight. With one block
+// of 96 on each of 96 multiprocessors, rmsnorm_linear ran at 2.3 TB/s, every warp stalled on its
+// loads (ncu: long-scoreboard stalls on the byte permutes, DRAM 48% busy), about what the GEMV
+// probe got from 96 blocks (bench/results/gemv_probe_h200.txt). The copy engine takes the
+// per-thread requests out of the way: thread 0 issues one 2-D box per 64-column panel and chunk
+// of `chunk` rows, `stages` chunks ahead, each landing 128-byte swizzled on its stage's mbarrier.
+//
+// The warps read a chunk's 16x16 blocks of B by ldmatrix.trans, which hands each lane its Bᵀ
+// fragment directly (the transposed product needs no permutes here), and take Aᵀ's fragments from
+// the staged copy: warp w takes the 16-column tile w % T (T = min(tiles, 8)) and every
+// (8 / T)-th k-step from w / T, or with 8 tiles or more, tiles w, w + 8, ... A barrier after
+// each chunk frees its stage for the copy `stages` chunks on.
+#include <algorithm>
+#include <numeric>
+
+#include <fmt/format.h>
+
+#include "backend/cuda/block_lowering.h"
+#include "backend/cuda/codegen_util.h"
+
+namespace yirage::backend::cuda::detail {
+
+using ir::Dims;
+
+namespace {
+
+constexpr int64_t kChunkBytes = 32 * 1024;
+constexpr int64_t kMaxChunkRows = 256;  // a tensor map box's limit, in each dimension
+constexpr int64_t kMaxBoxColumns = 256;
+constexpr int64_t kPanel = 64;  // columns: 128 bytes, the swizzle's span
+constexpr int64_t kMaxStages = 4;
+// The staged A and the stages together; the rest is for the for-loop's own tiles.
+constexpr int64_t kMaxStreamShared = 176 * 1024;
+
+}  // namespace
+
+// Whether streamed matmul `id` (the kernel's only one) can take its B by TMA: whole 64-column
+// panels of a weight whose rows are whole 16 bytes, chunks that divide the loop's K range, and
+// room in shared memory.
+bool BlockLowering::streams_by_tma(int32_t id) const {
+  if (!options_.tensor_maps) return false;
+  const int32_t b = node(id).inputs[1];
+  const auto& it = std::get<ir::InputIteratorOp>(node(b).op);
+  const ir::TensorType& operand = g_.operands()[size_t(it.operand)];
+  const StreamPlan p = stream_plan(id);
+  if (ir::dtype_size(operand.dtype) != 2 || p.n % 16 != 0 || operand.dims[1] % 8 != 0) return false;
+  if (p.n % 64 != 0 && p.n > kMaxBoxColumns) return false;
+  const TmaStreamPlan t = tma_stream_plan(id);
+  if (t.chunk < 16 || (r_ * p.k) % t.chunk != 0) return false;
+  return (t.chunk / 16) * t.tiles % kBlockWarps == 0 && t.stages >= 2;
+}
+
+BlockLowering::TmaStreamPlan BlockLowering::tma_stream_plan(int32_t id) const {
+  const StreamPlan p = stream_plan(id);
+  TmaStreamPlan t;
+  // Chunks of 32 KB, four stages at most, as many as fit beside the staged A; halved (to 64 rows
+  // at least) while fewer than two fit.
+  const int64_t room = kMaxStreamShared - staged_bytes(p.m, p.k);
+  t.chunk = std::min({kMaxChunkRows, kChunkBytes / (p.n * 2), r_ * p.k});
+  while (t.chunk > 64 && room / (t.chunk * p.n * 2) < 2) t.chunk /= 2;
+  t.chunks = t.chunk > 0 ? r_ * p.k / t.chunk : 0;
+  t.stages = t.chunk > 0
+                 ? std::min({kMaxStages, stream_stage_cap_, t.chunks, room / (t.chunk * p.n * 2)})
+                 : 0;
+  t.tiles = p.n / 16;
+  t.lanes = std::gcd(kBlockWarps, t.tiles);
+  t.sets = t.tiles / t.lanes;
+  t.splits = kBlockWarps / t.lanes;
+  t.steps = t.chunk / 16 * t.tiles / kBlockWarps;
+  t.swizzled = p.n % kPanel == 0;
+  return t;
+}
+
+// Thread 0 arms stage `slot`'s mbarrier and copies chunk `chunk` into it.
+std::string BlockLowering::tma_stream_issue(int32_t id, const std::string& chunk,
+                                            const std::string& slot) const {
+  const StreamPlan p = stream_plan(id);
+  const TmaStreamPlan t = tma_stream_plan(id);
+  const int32_t b = node(id).inputs[1];
+  return fmt::format(
+      "      yr_fence_proxy_async();\n"
+      "      yr_mbar_expect_tx(sbar{id} + ({slot}), {bytes});\n"
+      "      for (int p = 0; p < {panels}; ++p)\n"
+      "        yr_tma_load_2d(ws{id} + ({slot}) * {stage} + p * {panel}, &tm{map}, sbar{id} + "
+      "({slot}), {col} + p * {box}, {row} + ({chunk}) * {rows});\n",
+      fmt::arg("id", id), fmt::arg("slot", slot), fmt::arg("bytes", t.chunk * p.n * 2),
+      fmt::arg("panels", t.swizzled ? p.n / kPanel : 1), fmt::arg("stage", t.chunk * p.n),
+      fmt::arg("panel", t.chunk * kPanel), fmt::arg("box", t.swizzled ? kPanel : p.n),
+      fmt::arg("map", tma_order_.size()), fmt::arg("col", tma_coordinate(b, 1, "0")),
+      fmt::arg("row", tma_coordinate(b, 0, "0")), fmt::arg("chunk", chunk),
+      fmt::arg("rows", t.chunk));
+}
+
+// Before the for-loop: the stages, their mbarriers, the accumulators, and the first `stages`
+// chunks' copies.
+std::string BlockLowering::tma_stream_declare(int32_t id) const {
+  const StreamPlan p = stream_plan(id);
+  const TmaStreamPlan t = tma_stream_plan(id);
+  const Storage& s = storage_[size_t(id)];
+  std::string issue;
+  for (int64_t c = 0; c < t.stages; ++c)
+    issue += tma_stream_issue(id, std::to_string(c), std::to_string(c));
+  return fmt::format(
+      "  {type}* const ws{id} = reinterpret_cast<{type}*>(smem + {stages_at});\n"
+      "  unsigned long long* const sbar{id} = reinterpret_cast<unsigned long long*>(smem + "
+      "{bars_at});\n"
+      "  float r{id}[{sets}][{halves}][4];\n"
+      "#pragma unroll\n"
+      "  for (int q = 0; q < {floats}; ++q) (&r{id}[0][0][0])[q] = 0.0f;\n"
+      "  if (threadIdx.x == 0) {{\n"
+      "    if (yr_smem_address(smem) % 1024 != 0) __trap();\n"
+      "    for (int s = 0; s < {count}; ++s) yr_mbar_init(sbar{id} + s, 1);\n"
+      "    yr_mbar_init_fence();\n"
+      "{issue}"
+      "  }}\n",
+      fmt::arg("type", ctype(node(id).tile.dtype)), fmt::arg("id", id),
+      fmt::arg("stages_at", s.stream_stages), fmt::arg("bars_at", s.stream_barriers),
+      fmt::arg("sets", t.sets), fmt::arg("halves", p.halves),
+      fmt::arg("floats", t.sets * p.halves * 4), fmt::arg("count", t.stages),
+      fmt::arg("issue", issue));
+}
+
+// After the for-loop: every chunk in turn, waited for on its mbarrier. Warp w takes the units
+// u = w, w + 8, ... of a chunk, unit u the 16x16 block (k-step u / tiles, tile u % tiles); the
+// tiles a warp meets are those congruent to w modulo `lanes`, its accumulator sets.
+std::string BlockLowering::tma_stream_run(int32_t id) const {
+  const StreamPlan p = stream_plan(id);
+  const TmaStreamPlan t = tma_stream_plan(id);
+  const std::string address =
+      t.swizzled ? fmt::format("yr_swizzle128(ks * 16 + lrow, nt * 16 + lcol, {})", t.chunk)
+                 : fmt::format("(ks * 16 + lrow) * {} + nt * 16 + lcol", p.n);
+  auto mma = [&](const std::string& set) {
+    return fmt::format(
+        "#pragma unroll\n"
+        "          for (int h = 0; h < {halves}; ++h)\n"
+        "            yr_mma({type}{{}}, r{id}[{set}][h], a[0], a[1], a[2], a[3], x[h][0], "
+        "x[h][1]);\n",
+        fmt::arg("halves", p.halves), fmt::arg("type", ctype(node(id).tile.dtype)),
+        fmt::arg("id", id), fmt::arg("set", set));
+  };
+  std::string products;
+  if (t.sets == 1)
+    products = mma("0");
+  else if (t.tiles % kBlockWarps == 0)
+    products = mma(fmt::format("j % {}", t.sets));
+  else  // the set is the warp's own: a uniform branch
+    products = fmt::format(
+        "#pragma unroll\n"
+        "        for (int s = 0; s < {}; ++s)\n"
+        "          if (s == nt / {}) {{\n{}          }}\n",
+        t.sets, t.lanes, mma("s"));
+  return fmt::format(
+      "  {{  // tensor-core matmul [{m}x{k}] x [{k}x{n}] over {range} iterations, B streamed by "
+      "TMA ({stages} chunks of {rows} rows in flight), computed transposed\n"
+      "    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tq = lane "
+      "& 3;\n"
+      "    const int lrow = (lane & 7) + ((lane >> 4) & 1) * 8, lcol = ((lane >> 3) & 1) * 8;\n"
+      "    for (int c = 0; c < {chunks}; ++c) {{\n"
+      "      const int slot = c % {stages};\n"
+      "      yr_mbar_wait(sbar{id} + slot, (c / {stages}) & 1);\n"
+      "      const {type}* const tile = ws{id} + slot * {stage};\n"
+      "#pragma unroll\n"
+      "      for (int j = 0; j < {steps}; ++j) {{\n"
+      "        const int u = warp + j * {warps}, ks = u / {tiles}, nt = u % {tiles};\n"
+      "        const unsigned short* const a_rows = sx{owner} + c * {rows} + ks * 16 + tq * 2;\n"
+      "        unsigned x[{halves}][2];\n"
+      "#pragma unroll\n"
+      "        for (int h = 0; h < {halves}; ++h) {{\n"
+      "          x[h][0] = *reinterpret_cast<const unsigned*>(a_rows + (h * 8 + g) * {stride});\n"
+      "          x[h][1] = *reinterpret_cast<const unsigned*>(a_rows + (h * 8 + g) * {stride} + "
+      "8);\n"
+      "        }}\n"
+      "        unsigned a[4];\n"
+      "        yr_ldmatrix_x4_trans(a, tile + {address});\n"
+      "{products}"
+      "      }}\n"
+      "      __syncthreads();\n"
+      "      if (threadIdx.x == 0 && c + {stages} < {chunks}) {{\n{issue}      }}\n"
+      "    }}\n"
+      "  }}\n",
+      fmt::arg("m", p.m), fmt::arg("k", p.k), fmt::arg("n", p.n), fmt::arg("range", r_),
+      fmt::arg("stages", t.stages), fmt::arg("rows", t.chunk), fmt::arg("chunks", t.chunks),
+      fmt::arg("id", id), fmt::arg("type", ctype(node(id).tile.dtype)),
+      fmt::arg("stage", t.chunk * p.n), fmt::arg("steps", t.steps), fmt::arg("warps", kBlockWarps),
+      fmt::arg("tiles", t.tiles), fmt::arg("owner", stream_owner_[size_t(id)]),
+      fmt::arg("halves", p.halves), fmt::arg("stride", r_ * p.k + kStagedPad),
+      fmt::arg("address", address), fmt::arg("products", products),
+      fmt::arg("issue", tma_stream_issue(id, fmt::format("c + {}", t.stages), "slot")));
+}
+
+// Then the transposed fragments into the accumulator's [m x n] tile: set q of warp w is tile
+// w % lanes + q * lanes. Warps that split K (those equal modulo `lanes`) write partial tiles,
+// which the block sums.
+std::string BlockLowering::tma_stream_flush(int32_t id) const {
+  const StreamPlan p = stream_plan(id);
+  const TmaStreamPlan t = tma_stream_plan(id);
+  const std::string out = tile_var(reader_[size_t(id)]);
+  const std::string target =
+      t.splits == 1 ? out : fmt::format("(red + (warp / {}) * {})", t.lanes, p.m * p.n);
+  std::string s = fmt::format(
+      "  {{  // node {id}'s streamed products into {out}\n"
+      "    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tq = lane "
+      "& 3;\n"
+      "    float* const part = {target};\n"
+      "#pragma unroll\n"
+      "    for (int s = 0; s < {sets}; ++s)\n"
+      "#pragma unroll\n"
+      "      for (int h = 0; h < {halves}; ++h) {{\n"
+      "        const int row = h * 8 + tq * 2, col = (warp % {lanes} + s * {lanes}) * 16 + g;\n"
+      "        const float* const c = r{id}[s][h];\n"
+      "        if (row < {m}) {{ part[row * {n} + col] = c[0]; part[row * {n} + col + 8] = c[2]; "
+      "}}\n"
+      "        if (row + 1 < {m}) {{ part[(row + 1) * {n} + col] = c[1]; part[(row + 1) * {n} + "
+      "col + 8] = c[3]; }}\n"
+      "      }}\n",
+      fmt::arg("id", id), fmt::arg("out", out), fmt::arg("target", target),
+      fmt::arg("sets", t.sets), fmt::arg("halves", p.halves), fmt::arg("lanes", t.lanes),
+      fmt::arg("m", p.m), fmt::arg("n", p.n));
+  if (t.splits > 1)
+    s += fmt::format(
+        "    __syncthreads();\n"
+        "    for (int e = threadIdx.x; e < {mn}; e += {threads}) {{\n"
+        "      float sum = 0.0f;\n"
+        "#pragma unroll\n"
+        "      for (int q = 0; q < {splits}; ++q) sum += red[q * {mn} + e];\n"
+        "      {out}[e] = sum;\n"
+        "    }}\n"
+        "    __syncthreads();\n",
+        fmt::arg("mn", p.m * p.n), fmt::arg("threads", kBlockThreads), fmt::arg("splits", t.splits),
+        fmt::arg("out", out));
+  return s + "  }\n";
+}
+
+// The tensor map of a TMA-streamed weight: boxes of 64 columns by one chunk's rows.
+TensorMapArg BlockLowering::tma_stream_map(int32_t id) const {
+  const auto& it = std::get<ir::InputIteratorOp>(node(node(id).inputs[1]).op);
+  const ir::TensorType& operand = g_.operands()[size_t(it.operand)];
+  TensorMapArg m;
+  m.arg = it.operand;
+  m.dtype = operand.dtype;
+  m.dims = {uint64_t(operand.dims[1]), uint64_t(operand.dims[0])};
+  m.row_bytes = uint64_t(operand.dims[1]) * 2;
+  const TmaStreamPlan t = tma_stream_plan(id);
+  m.box = {uint32_t(t.swizzled ? kPanel : node(id).tile.dims[1]), uint32_t(t.chunk)};
+  m.swizzle = t.swizzled;
+  return m;
+}
+
+}  // namespace yirage::backend::cuda::detail
