@@ -32,10 +32,13 @@ YIRAGE_REQUIRE_CUDA=1 "$BUILD/tests/cuda/yirage_cuda_tests" --gtest_filter='Cuda
 # The kernel-level matmuls again as generated kernels, without cuBLAS.
 YIRAGE_CUDA_CUBLAS=0 YIRAGE_REQUIRE_CUDA=1 "$BUILD/tests/cuda/yirage_cuda_tests" \
   --gtest_filter='CudaGpu.KernelLevel*' >> "$RESULTS/gpu_tests.log" 2>&1 || tests_rc=$?
-# The weight tiles again by cp.async, as on GPUs before sm_90.
+# The weight tiles again by cp.async and the streamed weights through registers, as on GPUs
+# before sm_90; then the streamed weights' products through shared memory, as before they streamed.
 YIRAGE_CUDA_TMA=0 YIRAGE_REQUIRE_CUDA=1 "$BUILD/tests/cuda/yirage_cuda_tests" \
-  --gtest_filter='CudaGpu.WeightStreams*:CudaGpu.TensorCore*' >> "$RESULTS/gpu_tests.log" 2>&1 ||
+  --gtest_filter='CudaGpu.*Streams*:CudaGpu.TensorCore*' >> "$RESULTS/gpu_tests.log" 2>&1 ||
   tests_rc=$?
+YIRAGE_CUDA_STREAM=0 YIRAGE_REQUIRE_CUDA=1 "$BUILD/tests/cuda/yirage_cuda_tests" \
+  --gtest_filter='CudaGpu.*Streams*' >> "$RESULTS/gpu_tests.log" 2>&1 || tests_rc=$?
 grep -E "^\[|Failure|error|expected|Which is" "$RESULTS/gpu_tests.log" | tail -40 || true
 echo "CUDA GPU tests exit status: $tests_rc"
 # The benchmark keeps the generated sources for the SASS summary below.

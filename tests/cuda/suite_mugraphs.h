@@ -182,7 +182,7 @@ inline std::vector<Variant> rmsnorm_linear(int bs) {
   // unswizzled (96-byte rows).
   if (bs == 1)
     tilings.insert(tilings.end(), {{48, 512}, {64, 2048}, {64, 1024}, {64, 512}, {48, 2048}});
-  if (bs == 8) tilings.insert(tilings.end(), {{64, 512}, {48, 512}});
+  if (bs == 8) tilings.emplace_back(64, 512);
   for (auto [n, kc] : tilings) {
     KernelGraph g;
     TensorRef x = g.input("X", {2 * bs, kHidden}, DType::f16);
