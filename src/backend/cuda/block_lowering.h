@@ -53,6 +53,10 @@ std::string tile_offset(const ir::Dims& dims, const ir::Dims& strides, const std
 // The device functions of TMA copies, for kernels that make them (codegen_block_tma.cpp).
 const std::string& tma_prelude();
 
+// After a streamed product's warps wrote `splits` partial tiles of `mn` floats into `red`: the
+// block's sum of them into `out` (codegen_block_stream.cpp).
+std::string stream_sum_partials(const std::string& out, int64_t mn, int64_t splits);
+
 class BlockLowering {
  public:
   BlockLowering(const ir::BlockGraph& g, const std::string& name, const CodegenOptions& options);

@@ -326,19 +326,23 @@ std::string BlockLowering::stream_flush(int32_t id) const {
       fmt::arg("sets", p.sets), fmt::arg("warps", kBlockWarps), fmt::arg("groups", p.groups),
       fmt::arg("tiles", p.vector / 2), fmt::arg("halves", p.halves), fmt::arg("gc", 8 * p.vector),
       fmt::arg("vector", p.vector), fmt::arg("m", p.m), fmt::arg("n", p.n));
-  if (p.splits > 1)
-    s += fmt::format(
-        "    __syncthreads();\n"
-        "    for (int e = threadIdx.x; e < {mn}; e += {threads}) {{\n"
-        "      float sum = 0.0f;\n"
-        "#pragma unroll\n"
-        "      for (int q = 0; q < {splits}; ++q) sum += red[q * {mn} + e];\n"
-        "      {out}[e] = sum;\n"
-        "    }}\n"
-        "    __syncthreads();\n",
-        fmt::arg("mn", p.m * p.n), fmt::arg("threads", kBlockThreads), fmt::arg("splits", p.splits),
-        fmt::arg("out", out));
-  return s + "  }\n";
+  return s + stream_sum_partials(out, p.m * p.n, p.splits) + "  }\n";
+}
+
+// Where `splits` warps wrote partial [m x n] tiles into `red`: their sum into `out`.
+std::string stream_sum_partials(const std::string& out, int64_t mn, int64_t splits) {
+  if (splits == 1) return "";
+  return fmt::format(
+      "    __syncthreads();\n"
+      "    for (int e = threadIdx.x; e < {mn}; e += {threads}) {{\n"
+      "      float sum = 0.0f;\n"
+      "#pragma unroll\n"
+      "      for (int q = 0; q < {splits}; ++q) sum += red[q * {mn} + e];\n"
+      "      {out}[e] = sum;\n"
+      "    }}\n"
+      "    __syncthreads();\n",
+      fmt::arg("mn", mn), fmt::arg("threads", kBlockThreads), fmt::arg("splits", splits),
+      fmt::arg("out", out));
 }
 
 }  // namespace yirage::backend::cuda::detail

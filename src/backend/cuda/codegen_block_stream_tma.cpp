@@ -219,19 +219,7 @@ std::string BlockLowering::tma_stream_flush(int32_t id) const {
       fmt::arg("id", id), fmt::arg("out", out), fmt::arg("target", target),
       fmt::arg("sets", t.sets), fmt::arg("halves", p.halves), fmt::arg("lanes", t.lanes),
       fmt::arg("m", p.m), fmt::arg("n", p.n));
-  if (t.splits > 1)
-    s += fmt::format(
-        "    __syncthreads();\n"
-        "    for (int e = threadIdx.x; e < {mn}; e += {threads}) {{\n"
-        "      float sum = 0.0f;\n"
-        "#pragma unroll\n"
-        "      for (int q = 0; q < {splits}; ++q) sum += red[q * {mn} + e];\n"
-        "      {out}[e] = sum;\n"
-        "    }}\n"
-        "    __syncthreads();\n",
-        fmt::arg("mn", p.m * p.n), fmt::arg("threads", kBlockThreads), fmt::arg("splits", t.splits),
-        fmt::arg("out", out));
-  return s + "  }\n";
+  return s + stream_sum_partials(out, p.m * p.n, t.splits) + "  }\n";
 }
 
 // The tensor map of a TMA-streamed weight: boxes of 64 columns by one chunk's rows.
