@@ -163,7 +163,7 @@ TEST(CudaCompile, WeightTilesTakeTheTma) {
 // for-loop for the weight. On sm_90 a kernel's only streamed weight comes by TMA after the loop
 // (codegen_block_stream_tma.cpp), in boxes of 64 columns by a 32 KB chunk's rows; elsewhere, and
 // where two weights stream (gate and up, which share one staged X), through registers. Not
-// gated_mlp at bs8 (64 rows), and not where the option is off.
+// gated_mlp at bs8 (64 rows), not grids of more than one wave, and not where the option is off.
 TEST(CudaCompile, SkinnyProductsStreamWeights) {
   const CodegenOptions h200{
       .max_shared_bytes = 227 * 1024, .multiprocessors = 132, .tensor_maps = true};
@@ -194,6 +194,10 @@ TEST(CudaCompile, SkinnyProductsStreamWeights) {
       << "gate and up share the staged X";
   const KernelLaunch wide = kernel_of("gated_mlp", 8, "n32_k128", h200);
   EXPECT_EQ(wide.source.find("B streamed"), std::string::npos) << "64 rows stay in shared memory";
+  // 448 blocks of the Llama MLP's gate_up: more than one wave keeps the weight in the loop.
+  const KernelLaunch waves = kernel_of("llama_mlp_block", 1, "n64_k256_down_n32_k256", h200);
+  EXPECT_EQ(waves.source.find("B streamed"), std::string::npos);
+  EXPECT_EQ(waves.grid[0], 448u);
   std::set<std::string> seen;
   for (const CodegenOptions& options : {h200, a100})
     for (int64_t m : {3, 16}) {
