@@ -30,6 +30,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -56,6 +57,8 @@ const std::string& tma_prelude();
 // After a streamed product's warps wrote `splits` partial tiles of `mn` floats into `red`: the
 // block's sum of them into `out` (codegen_block_stream.cpp).
 std::string stream_sum_partials(const std::string& out, int64_t mn, int64_t splits);
+// The stores of one transposed mma fragment into a partial tile (codegen_block_stream.cpp).
+std::string fragment_stores(const std::string& indent, int64_t m, int64_t n, int next);
 
 class BlockLowering {
  public:
@@ -164,6 +167,7 @@ class BlockLowering {
   std::string tma_offset(int32_t id, const std::string& row, const std::string& col) const;
   std::string tma_coordinate(int32_t id, size_t dim, const std::string& iteration) const;
   std::string tma_issue(const std::string& iteration, const std::string& slot) const;
+  TensorMapArg operand_map(int32_t id, std::array<uint32_t, 2> box, bool swizzle) const;
   std::vector<TensorMapArg> tensor_map_args() const;
 
   // codegen_block_stream.cpp

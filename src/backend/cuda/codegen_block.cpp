@@ -510,7 +510,7 @@ std::string BlockLowering::kernel(const std::string& kname) const {
   for (int32_t id = 0; id < int32_t(g_.nodes().size()); ++id) {
     const BlockNode& n = node(id);
     const Storage& s = storage_[size_t(id)];
-    if (streamed_tile(id)) continue;  // stream_declare() and stream_matmul() load it
+    if (streamed_tile(id)) continue;  // stream_declare() and stream_run() load it
     if (const auto* it = std::get_if<ir::InputIteratorOp>(&n.op)) {
       const std::string t = ctype(g_.operands()[size_t(it->operand)].dtype);
       decl += fmt::format("  {0}* const {1}_base = reinterpret_cast<{0}*>(smem + {2});\n", t,

@@ -322,17 +322,25 @@ std::string BlockLowering::stream_flush(int32_t id) const {
       "        for (int h = 0; h < {halves}; ++h) {{\n"
       "          const int row = h * 8 + tq * 2, col = grp * {gc} + g * {vector} + t * 2;\n"
       "          const float* const c = r{id}[j][t][h];\n"
-      "          if (row < {m}) {{ part[row * {n} + col] = c[0]; part[row * {n} + col + 1] = c[2]; "
-      "}}\n"
-      "          if (row + 1 < {m}) {{ part[(row + 1) * {n} + col] = c[1]; part[(row + 1) * {n} + "
-      "col + 1] = c[3]; }}\n"
+      "{stores}"
       "        }}\n"
       "    }}\n",
       fmt::arg("id", id), fmt::arg("out", out), fmt::arg("target", target),
       fmt::arg("sets", p.sets), fmt::arg("warps", kBlockWarps), fmt::arg("groups", p.groups),
       fmt::arg("tiles", p.vector / 2), fmt::arg("halves", p.halves), fmt::arg("gc", 8 * p.vector),
-      fmt::arg("vector", p.vector), fmt::arg("m", p.m), fmt::arg("n", p.n));
+      fmt::arg("vector", p.vector), fmt::arg("stores", fragment_stores("          ", p.m, p.n, 1)));
   return s + stream_sum_partials(out, p.m * p.n, p.splits) + "  }\n";
+}
+
+// A transposed mma fragment `c` into `part` ([m x n], f32): rows `row` and `row` + 1 of the
+// product, columns `col` and `col` + `next`; rows past m dropped.
+std::string fragment_stores(const std::string& indent, int64_t m, int64_t n, int next) {
+  return fmt::format(
+      "{indent}if (row < {m}) {{ part[row * {n} + col] = c[0]; part[row * {n} + col + {next}] = "
+      "c[2]; }}\n"
+      "{indent}if (row + 1 < {m}) {{ part[(row + 1) * {n} + col] = c[1]; part[(row + 1) * {n} + "
+      "col + {next}] = c[3]; }}\n",
+      fmt::arg("indent", indent), fmt::arg("m", m), fmt::arg("n", n), fmt::arg("next", next));
 }
 
 // Where `splits` warps wrote partial [m x n] tiles into `red`: their sum into `out`.

@@ -211,30 +211,20 @@ std::string BlockLowering::tma_stream_flush(int32_t id) const {
       "      for (int h = 0; h < {halves}; ++h) {{\n"
       "        const int row = h * 8 + tq * 2, col = (warp % {lanes} + s * {lanes}) * 16 + g;\n"
       "        const float* const c = r{id}[s][h];\n"
-      "        if (row < {m}) {{ part[row * {n} + col] = c[0]; part[row * {n} + col + 8] = c[2]; "
-      "}}\n"
-      "        if (row + 1 < {m}) {{ part[(row + 1) * {n} + col] = c[1]; part[(row + 1) * {n} + "
-      "col + 8] = c[3]; }}\n"
+      "{stores}"
       "      }}\n",
       fmt::arg("id", id), fmt::arg("out", out), fmt::arg("target", target),
       fmt::arg("sets", t.sets), fmt::arg("halves", p.halves), fmt::arg("lanes", t.lanes),
-      fmt::arg("m", p.m), fmt::arg("n", p.n));
+      fmt::arg("stores", fragment_stores("        ", p.m, p.n, 8)));
   return s + stream_sum_partials(out, p.m * p.n, t.splits) + "  }\n";
 }
 
 // The tensor map of a TMA-streamed weight: boxes of 64 columns by one chunk's rows.
 TensorMapArg BlockLowering::tma_stream_map(int32_t id) const {
-  const auto& it = std::get<ir::InputIteratorOp>(node(node(id).inputs[1]).op);
-  const ir::TensorType& operand = g_.operands()[size_t(it.operand)];
-  TensorMapArg m;
-  m.arg = it.operand;
-  m.dtype = operand.dtype;
-  m.dims = {uint64_t(operand.dims[1]), uint64_t(operand.dims[0])};
-  m.row_bytes = uint64_t(operand.dims[1]) * 2;
   const TmaStreamPlan t = tma_stream_plan(id);
-  m.box = {uint32_t(t.swizzled ? kPanel : node(id).tile.dims[1]), uint32_t(t.chunk)};
-  m.swizzle = t.swizzled;
-  return m;
+  const int32_t b = node(id).inputs[1];
+  return operand_map(b, {uint32_t(t.swizzled ? kPanel : node(b).tile.dims[1]), uint32_t(t.chunk)},
+                     t.swizzled);
 }
 
 }  // namespace yirage::backend::cuda::detail

@@ -171,20 +171,26 @@ std::string BlockLowering::tma_issue(const std::string& iteration, const std::st
       slot, bytes, copies);
 }
 
+// The tensor map of iterator `id`'s 2-D operand, copied in boxes of `box` (columns, rows).
+TensorMapArg BlockLowering::operand_map(int32_t id, std::array<uint32_t, 2> box,
+                                        bool swizzle) const {
+  const auto& it = std::get<ir::InputIteratorOp>(node(id).op);
+  const ir::TensorType& operand = g_.operands()[size_t(it.operand)];
+  TensorMapArg m;
+  m.arg = it.operand;
+  m.dtype = operand.dtype;
+  m.dims = {uint64_t(operand.dims[1]), uint64_t(operand.dims[0])};
+  m.row_bytes = uint64_t(operand.dims[1]) * 2;
+  m.box = box;
+  m.swizzle = swizzle;
+  return m;
+}
+
 std::vector<TensorMapArg> BlockLowering::tensor_map_args() const {
   std::vector<TensorMapArg> maps;
-  for (int32_t id : tma_order_) {
-    const auto& it = std::get<ir::InputIteratorOp>(node(id).op);
-    const ir::TensorType& operand = g_.operands()[size_t(it.operand)];
-    const Dims& tile = node(id).tile.dims;
-    TensorMapArg m;
-    m.arg = it.operand;
-    m.dtype = operand.dtype;
-    m.dims = {uint64_t(operand.dims[1]), uint64_t(operand.dims[0])};
-    m.row_bytes = uint64_t(operand.dims[1]) * 2;
-    m.box = {uint32_t(kPanelColumns), uint32_t(std::min(tile[0], kBoxRows))};
-    maps.push_back(m);
-  }
+  for (int32_t id : tma_order_)
+    maps.push_back(operand_map(
+        id, {uint32_t(kPanelColumns), uint32_t(std::min(node(id).tile.dims[0], kBoxRows))}, true));
   for (int32_t id : stream_tma_order_) maps.push_back(tma_stream_map(id));
   return maps;
 }
