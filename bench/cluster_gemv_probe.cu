@@ -1,21 +1,22 @@
 // A probe, not part of the engine: how fast can one kernel stream rmsnorm_linear's weight
-// (fp16 [4096 x 6144], 50 MB) once, and does a K split over a thread-block cluster, reduced in
-// distributed shared memory, stream it faster than the block lowering's 64-column tiles
-// (17.2 us in bench/results/h200_suite.md, 69% of the copy bandwidth)? It answers whether the
-// lowering should gain cluster reductions (bench/gpu_notes.md, version 9) before building them.
+// (fp16 [4096 x 6144], 50 MB) once, and what would a fused stream need to reach 80% of the copy
+// bandwidth, against the block lowering's 64-column tiles (17.2 us in
+// bench/results/h200_suite.md, 69%)? It answers what the lowering should build next
+// (bench/gpu_notes.md, version 10). Output: bench/results/cluster_gemv_probe_h200.txt.
 //
-//   nvcc -O3 -arch=sm_90a -o /tmp/cluster_gemv_probe bench/cluster_gemv_probe.cu \
-//     && /tmp/cluster_gemv_probe
+//   nvcc -O3 -arch=sm_90a -o /tmp/cgp bench/cluster_gemv_probe.cu && /tmp/cgp
 //
 // Three measurements, each on weights rotated over four copies (200 MB, four times the L2) and
-// on one copy repeated (as the suite's benchmark runs it):
+// on one copy repeated (as the suite's benchmark runs every peer and ours):
 //   - copy: cudaMemcpy device to device, 1 GiB and 25 MB (bytes read + written);
 //   - read: the ceiling for reading 50 MB once, 16-byte loads over the whole grid;
-//   - gemv: Y[M x 6144] = X[M x 4096] · W. A block owns NT columns and K / C rows; its warp 0
-//     copies ROWS x NT tiles by cp.async.bulk (one copy per row, NT * 2 bytes) into STAGES
-//     shared-memory stages on mbarriers; every thread multiplies on CUDA cores. The C blocks of a
-//     cluster split K and sum their partials through distributed shared memory, each rank
-//     writing 1/C of the columns. C = 1 with NT = 64 is the lowering's present access pattern.
+//   - gemv: Y[M x 6144] = X[M x 4096] · W. A block owns NT columns and K / C rows; its threads
+//     load 16-byte vectors of W into registers, U per thread in flight, and multiply on CUDA
+//     cores. The C blocks of a cluster split K and sum their partials through distributed
+//     shared memory, each rank writing 1/C of the columns. C = 1 with NT = 64 is the lowering's
+//     present access pattern. (An earlier version fed the blocks by one cp.async.bulk copy per
+//     row, NT * 2 bytes: TMA-issue bound at 27-137 us,
+//     bench/results/cluster_gemv_probe_bulk_h200.txt.)
 #include <cooperative_groups.h>
 #include <cuda_fp16.h>
 
@@ -40,39 +41,6 @@ namespace cg = cooperative_groups;
 
 constexpr int kK = 4096, kN = 6144, kCopies = 4;
 
-__device__ inline unsigned shared_address(const void* p) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
-
-__device__ inline void barrier_init(uint64_t* bar) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(shared_address(bar)));
-}
-
-__device__ inline void barrier_expect(uint64_t* bar, unsigned bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(shared_address(bar)),
-               "r"(bytes)
-               : "memory");
-}
-
-__device__ inline void barrier_wait(uint64_t* bar, unsigned phase) {
-  unsigned done = 0;
-  while (!done)
-    asm volatile(
-        "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; "
-        "selp.u32 %0, 1, 0, p; }"
-        : "=r"(done)
-        : "r"(shared_address(bar)), "r"(phase)
-        : "memory");
-}
-
-__device__ inline void bulk_copy(void* dst, const void* src, unsigned bytes, uint64_t* bar) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::
-          "r"(shared_address(dst)),
-      "l"(src), "r"(bytes), "r"(shared_address(bar))
-      : "memory");
-}
-
 template <int U>
 __global__ void read_all(const uint4* __restrict__ p, long long n, unsigned* out) {
   unsigned acc = 0;
@@ -89,49 +57,42 @@ __global__ void read_all(const uint4* __restrict__ p, long long n, unsigned* out
   if (acc == 0x9e3779b9u) out[blockIdx.x] = acc;  // keeps the loads live
 }
 
-// Threads: NT / 8 column vectors x RL row lanes.
-template <int M, int NT, int RL, int ROWS, int STAGES>
+// Threads: NT / 8 column vectors x RL row lanes. Each thread owns one 16-byte vector of the
+// rows rl, rl + RL, ... of its block's K slice and keeps U of them in flight in registers.
+template <int M, int NT, int RL, int U>
 __global__ void __launch_bounds__(NT / 8 * RL)
     cluster_gemv(const __half* __restrict__ x, const __half* __restrict__ w, __half* __restrict__ y,
                  int C) {
-  constexpr int V = NT / 8, kThreads = V * RL, kStageElems = ROWS * NT;
-  extern __shared__ __align__(128) unsigned char smem[];
-  __half* stages = reinterpret_cast<__half*>(smem);
-  uint64_t* bars = reinterpret_cast<uint64_t*>(smem + STAGES * kStageElems * 2);
-  float* block_sum = reinterpret_cast<float*>(bars + STAGES);  // [M][NT]
-  float* xs = block_sum + M * NT;                              // [K / C][M]
+  constexpr int V = NT / 8, kThreads = V * RL;
+  extern __shared__ float smem[];
+  float* lanes = smem;                     // [RL][M][NT]
+  float* block_sum = lanes + RL * M * NT;  // [M][NT]
+  float* xs = block_sum + M * NT;          // [K / C][M]
   cg::cluster_group cluster = cg::this_cluster();
   const int rank = static_cast<int>(cluster.block_rank());
-  const int kslice = kK / C, k0 = rank * kslice, n0 = blockIdx.x * NT, chunks = kslice / ROWS;
-  const int t = threadIdx.x, cv = t % V, rl = t / V, warp = t / 32, lane = t % 32;
-
-  auto issue = [&](int c) {
-    const int s = c % STAGES;
-    if (lane == 0) barrier_expect(&bars[s], kStageElems * 2);
-    __syncwarp();
-    for (int r = lane; r < ROWS; r += 32)
-      bulk_copy(stages + s * kStageElems + r * NT,
-                w + static_cast<long long>(k0 + c * ROWS + r) * kN + n0, NT * 2, &bars[s]);
+  const int kslice = kK / C, k0 = rank * kslice, n0 = blockIdx.x * NT;
+  const int t = threadIdx.x, cv = t % V, rl = t / V, iters = kslice / (RL * U);
+  const __half* wp = w + static_cast<long long>(k0 + rl) * kN + n0 + cv * 8;
+  auto load = [&](int it, uint4* v) {
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+      v[u] = __ldg(
+          reinterpret_cast<const uint4*>(wp + static_cast<long long>((it * U + u) * RL) * kN));
   };
-  if (t == 0) {
-    for (int s = 0; s < STAGES; ++s) barrier_init(&bars[s]);
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  }
-  __syncthreads();
-  if (warp == 0)
-    for (int c = 0; c < STAGES && c < chunks; ++c) issue(c);
+  uint4 next[U];
+  load(0, next);
   for (int e = t; e < kslice * M; e += kThreads) xs[e] = __half2float(x[(e % M) * kK + k0 + e / M]);
   __syncthreads();
 
   float acc[M][8] = {};
-  for (int c = 0; c < chunks; ++c) {
-    const int s = c % STAGES;
-    barrier_wait(&bars[s], (c / STAGES) & 1);
-    const __half* stage = stages + s * kStageElems;
-#pragma unroll 4
-    for (int r = rl; r < ROWS; r += RL) {
-      const uint4 v = *reinterpret_cast<const uint4*>(stage + r * NT + cv * 8);
-      const __half2* h = reinterpret_cast<const __half2*>(&v);
+  for (int it = 0; it < iters; ++it) {
+    uint4 cur[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) cur[u] = next[u];
+    if (it + 1 < iters) load(it + 1, next);
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const __half2* h = reinterpret_cast<const __half2*>(&cur[u]);
       float wf[8];
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
@@ -139,18 +100,14 @@ __global__ void __launch_bounds__(NT / 8 * RL)
         wf[2 * q] = f.x;
         wf[2 * q + 1] = f.y;
       }
-      const float* xr = xs + (c * ROWS + r) * M;
+      const float* xr = xs + ((it * U + u) * RL + rl) * M;
 #pragma unroll
       for (int m = 0; m < M; ++m)
 #pragma unroll
         for (int j = 0; j < 8; ++j) acc[m][j] = fmaf(xr[m], wf[j], acc[m][j]);
     }
-    __syncthreads();
-    if (warp == 0 && c + STAGES < chunks) issue(c + STAGES);
   }
 
-  // The row lanes' sums meet in the (now idle) stages, then in block_sum.
-  float* lanes = reinterpret_cast<float*>(smem);  // [RL][M][NT]
 #pragma unroll
   for (int m = 0; m < M; ++m)
 #pragma unroll
@@ -201,15 +158,14 @@ double time_us(Launch launch, int copies) {
 
 constexpr double kWeightBytes = double(kK) * kN * 2;
 
-template <int M, int NT, int RL, int ROWS, int STAGES>
+template <int M, int NT, int RL, int U>
 void gemv(const Buffers& b, int C, const std::vector<float>& xh, const std::vector<__half>& wh) {
   const int kslice = kK / C;
-  if (kslice % ROWS != 0 || kN % NT != 0) return;
+  if (kslice % (RL * U) != 0 || kN % NT != 0) return;
   constexpr int kThreads = NT / 8 * RL;
-  const size_t smem =
-      size_t(STAGES) * ROWS * NT * 2 + STAGES * 8 + size_t(M) * NT * 4 + size_t(kslice) * M * 4;
-  if (size_t(RL) * M * NT * 4 > size_t(STAGES) * ROWS * NT * 2 || smem > 227 * 1024) return;
-  auto kernel = cluster_gemv<M, NT, RL, ROWS, STAGES>;
+  const size_t smem = (size_t(RL) * M * NT + size_t(M) * NT + size_t(kslice) * M) * 4;
+  if (smem > 227 * 1024) return;
+  auto kernel = cluster_gemv<M, NT, RL, U>;
   CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(kN / NT, C);
@@ -242,9 +198,9 @@ void gemv(const Buffers& b, int C, const std::vector<float>& xh, const std::vect
   const double rel = std::sqrt(err / ref2);
   const double rotated = time_us(launch, kCopies), repeated = time_us(launch, 1);
   std::printf(
-      "gemv M=%-2d NT=%3d C=%d blocks=%3d threads=%3d stage=%2d KB x %d  rotated %6.2f us "
+      "gemv M=%-2d NT=%3d C=%d blocks=%3d threads=%3d in flight=%3d KB/SM  rotated %6.2f us "
       "(%4.0f GB/s)  repeated %6.2f us  relerr %.1e%s\n",
-      M, NT, C, kN / NT * C, kThreads, ROWS * NT * 2 / 1024, STAGES, rotated,
+      M, NT, C, kN / NT * C, kThreads, kThreads * U * 16 / 1024, rotated,
       kWeightBytes / rotated * 1e-3, repeated, rel, rel < 1e-2 ? "" : "  WRONG");
 }
 
@@ -298,18 +254,33 @@ int main() {
           blocks, threads, rot, kWeightBytes / rot * 1e-3, rep);
     }
 
-  gemv<2, 64, 16, 128, 8>(b, 1, xh, wh);  // the lowering's access pattern: 128 B of each row
-  gemv<2, 64, 16, 256, 6>(b, 1, xh, wh);
-  gemv<2, 128, 8, 64, 8>(b, 2, xh, wh);
-  gemv<2, 128, 8, 128, 6>(b, 2, xh, wh);
-  gemv<2, 192, 8, 64, 6>(b, 4, xh, wh);
-  gemv<2, 192, 8, 32, 8>(b, 4, xh, wh);
-  gemv<2, 256, 8, 64, 4>(b, 4, xh, wh);
-  gemv<2, 256, 8, 32, 8>(b, 4, xh, wh);
-  gemv<2, 384, 8, 32, 6>(b, 8, xh, wh);
-  gemv<2, 384, 8, 16, 8>(b, 8, xh, wh);
-  gemv<2, 512, 8, 32, 4>(b, 8, xh, wh);
-  gemv<2, 96, 16, 64, 8>(b, 2, xh, wh);
-  gemv<2, 96, 16, 128, 8>(b, 2, xh, wh);
+  gemv<2, 64, 16, 8>(b, 1, xh, wh);  // the lowering's n64 tiles: 128 B of each row, 96 blocks
+  gemv<2, 64, 32, 8>(b, 1, xh, wh);
+  gemv<2, 64, 16, 8>(b, 2, xh, wh);
+  gemv<2, 128, 16, 8>(b, 2, xh, wh);
+  gemv<2, 128, 8, 8>(b, 2, xh, wh);
+  gemv<2, 96, 32, 4>(b, 2, xh, wh);
+  gemv<2, 192, 16, 4>(b, 4, xh, wh);
+  gemv<2, 192, 16, 8>(b, 4, xh, wh);
+  gemv<2, 256, 16, 4>(b, 4, xh, wh);
+  gemv<2, 256, 8, 8>(b, 4, xh, wh);
+  gemv<2, 384, 8, 4>(b, 8, xh, wh);
+  gemv<2, 384, 8, 8>(b, 8, xh, wh);
+  gemv<2, 384, 16, 4>(b, 8, xh, wh);
+  gemv<2, 512, 8, 4>(b, 8, xh, wh);
+  gemv<2, 128, 32, 4>(b, 2, xh, wh);
+  gemv<2, 128, 64, 4>(b, 2, xh, wh);
+  gemv<2, 192, 32, 4>(b, 4, xh, wh);
+  gemv<2, 256, 32, 4>(b, 4, xh, wh);
+  gemv<2, 256, 32, 2>(b, 4, xh, wh);
+  gemv<2, 384, 16, 2>(b, 8, xh, wh);
+  gemv<2, 512, 16, 4>(b, 8, xh, wh);
+  gemv<2, 512, 16, 2>(b, 8, xh, wh);
+  gemv<2, 64, 128, 4>(b, 1, xh, wh);
+  gemv<2, 64, 64, 8>(b, 1, xh, wh);
+  gemv<2, 64, 128, 2>(b, 1, xh, wh);
+  gemv<2, 128, 64, 2>(b, 2, xh, wh);
+  gemv<2, 128, 32, 8>(b, 2, xh, wh);
+  gemv<2, 128, 64, 4>(b, 1, xh, wh);
   return 0;
 }
