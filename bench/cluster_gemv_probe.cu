@@ -282,5 +282,8 @@ int main() {
   gemv<2, 128, 64, 2>(b, 2, xh, wh);
   gemv<2, 128, 32, 8>(b, 2, xh, wh);
   gemv<2, 128, 64, 4>(b, 1, xh, wh);
+  // 256 threads with 64 KB in flight: the register stream's warp count at the probe's depth.
+  gemv<2, 64, 32, 16>(b, 1, xh, wh);
+  gemv<2, 128, 16, 16>(b, 2, xh, wh);
   return 0;
 }
