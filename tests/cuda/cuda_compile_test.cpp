@@ -257,8 +257,8 @@ TEST(CudaCompile, AttentionTakesTheRegisterChain) {
     ASSERT_NE(end, std::string::npos) << src;
     const std::string body = src.substr(loop, end - loop);
     int barriers = 0;
-    for (size_t at = body.find("YR_BAR()"); at != std::string::npos;
-         at = body.find("YR_BAR()", at + 1))
+    for (size_t at = body.find("__syncthreads"); at != std::string::npos;
+         at = body.find("__syncthreads", at + 1))
       ++barriers;
     EXPECT_EQ(barriers, 1) << "one barrier per iteration, none in the chain:\n" << src;
   }

@@ -55,8 +55,8 @@ std::string tile_offset(const ir::Dims& dims, const ir::Dims& strides, const std
 const std::string& tma_prelude();
 
 // After a streamed product's warps wrote `splits` partial tiles of `mn` floats into `red`: the
-// sum of them into `out` by the kernel's `threads` (codegen_block_stream.cpp).
-std::string stream_sum_partials(const std::string& out, int64_t mn, int64_t splits, int threads);
+// block's sum of them into `out` (codegen_block_stream.cpp).
+std::string stream_sum_partials(const std::string& out, int64_t mn, int64_t splits);
 // The stores of one transposed mma fragment into a partial tile (codegen_block_stream.cpp).
 std::string fragment_stores(const std::string& indent, int64_t m, int64_t n, int next);
 
@@ -171,12 +171,8 @@ class BlockLowering {
   std::vector<TensorMapArg> tensor_map_args() const;
 
   // codegen_block_stream.cpp
-  void choose_stream_warps();
-  // The kernel's threads: the block's 256, and the extra stream warps' (choose_stream_warps()).
-  int threads() const { return stream_warps_ * 32; }
-  bool stream_helpers() const { return stream_warps_ > kBlockWarps; }
   bool streams_b(int32_t id) const;
-  bool register_streamable(int32_t id, int warps) const;
+  bool register_streamable(int32_t id) const;
   StreamPlan stream_plan(int32_t id) const;
   void find_streamed();
   bool streamed_tile(int32_t id) const;
@@ -226,8 +222,6 @@ class BlockLowering {
   std::vector<int32_t> stream_owner_;      // a streamed matmul -> the one that stages its A
   std::vector<int32_t> stream_tma_order_;  // streamed matmuls whose B the TMA copies (maps last)
   int64_t stream_stage_cap_ = 4;           // the most stages a TMA stream may take (plan())
-  int stream_warps_ = kBlockWarps;         // warps that run the register streams
-  bool stream_warps_fit_ = true;           // false: more stream warps overflow shared memory
   std::vector<Chain> chains_;
   std::vector<int> chain_index_;    // every node a chain covers -> its index in chains_, or -1
   std::vector<int32_t> tma_order_;  // the tiles the TMA copies; tensor map k is tma_order_[k]'s

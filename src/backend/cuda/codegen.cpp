@@ -30,15 +30,6 @@ const std::string& prelude() {
 #ifndef INFINITY
 #define INFINITY __int_as_float(0x7f800000)
 #endif
-// A fused kernel whose extra warps only stream a weight defines YR_WORK_THREADS: its other code
-// runs on that many threads, which meet on named barrier 1 without the streaming warps.
-#ifdef YR_WORK_THREADS
-#define YR_BAR() asm volatile("bar.sync 1, %0;" ::"n"(YR_WORK_THREADS) : "memory")
-#define YR_THREADS YR_WORK_THREADS
-#else
-#define YR_BAR() __syncthreads()
-#define YR_THREADS blockDim.x
-#endif
 struct __align__(2) yr_half { unsigned short x; };
 struct __align__(2) yr_bfloat { unsigned short x; };
 __device__ __forceinline__ float yr_to_f(float v) { return v; }
@@ -140,20 +131,20 @@ __device__ __forceinline__ float yr_warp_max(float v) {
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
-// Sum or max over the block's YR_THREADS threads (a multiple of 32, at most 1024); every one gets
-// the result. `scratch` holds 32 floats; the leading barrier lets callers reuse it back to back.
+// Sum or max over the block (blockDim.x a multiple of 32, at most 1024); every thread gets the
+// result. `scratch` holds 32 floats; the leading barrier lets callers reuse it back to back.
 __device__ __forceinline__ float yr_block_reduce(float v, float* scratch, bool is_max) {
   v = is_max ? yr_warp_max(v) : yr_warp_sum(v);
-  YR_BAR();
+  __syncthreads();
   if ((threadIdx.x & 31) == 0) scratch[threadIdx.x >> 5] = v;
-  YR_BAR();
-  const int warps = YR_THREADS >> 5;
+  __syncthreads();
+  const int warps = blockDim.x >> 5;
   float r = threadIdx.x < warps ? scratch[threadIdx.x] : (is_max ? -INFINITY : 0.0f);
   if (threadIdx.x < 32) {
     r = is_max ? yr_warp_max(r) : yr_warp_sum(r);
     if (threadIdx.x == 0) scratch[0] = r;
   }
-  YR_BAR();
+  __syncthreads();
   return scratch[0];
 }
 )";

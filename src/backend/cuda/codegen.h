@@ -90,9 +90,6 @@ struct CodegenOptions {
   // Let products of at most 16 rows read their weight tiles from global memory straight into
   // tensor-core fragments, skipping shared memory (codegen_block_stream.cpp).
   bool register_weights = true;
-  // Warps that stream such weights through registers, where a kernel's products allow more than
-  // its 8: the extra warps only stream (codegen_block_stream.cpp). 8 turns them off.
-  int stream_warps = 16;
 };
 
 // Throws yirage::Error naming the node and op it cannot lower.

@@ -41,15 +41,13 @@ KernelLaunch BlockLowering::run(const std::vector<int>& in, const std::vector<in
   for (int s : out) k.args.push_back(s);
   k.grid = {unsigned(g_.grid().extent[0]), unsigned(g_.grid().extent[1]),
             unsigned(g_.grid().extent[2])};
-  k.threads = unsigned(threads());
+  k.threads = kBlockThreads;
   k.shared_bytes = size_t(shared_);
   if (shared_ > options_.max_shared_bytes)
     fail("cuda: fused node '{}' needs {} bytes of shared memory, more than the {} a block may have",
          name_, shared_, options_.max_shared_bytes);
   k.tensor_maps = tensor_map_args();
-  k.source = (stream_helpers() ? fmt::format("#define YR_WORK_THREADS {}\n", kBlockThreads)
-                               : std::string()) +
-             prelude() + (any_tma() ? tma_prelude() : std::string()) + kernel(k.name);
+  k.source = prelude() + (any_tma() ? tma_prelude() : std::string()) + kernel(k.name);
   return k;
 }
 
@@ -131,21 +129,15 @@ void BlockLowering::plan() {
   while (shared_ > options_.max_shared_bytes && !stream_tma_order_.empty()) {
     if (stream_stage_cap_ > 2)
       --stream_stage_cap_;
-    else if (register_streamable(stream_tma_order_[0], kBlockWarps))
+    else if (register_streamable(stream_tma_order_[0]))
       stream_tma_order_.clear();
     else
       break;
     plan_loop();
   }
-  // The stream warps' partial sums take shared memory too.
-  if (shared_ > options_.max_shared_bytes && stream_helpers()) {
-    stream_warps_fit_ = false;
-    plan_loop();
-  }
 }
 
 void BlockLowering::plan_loop() {
-  choose_stream_warps();
   stages_ = int(std::min<int64_t>(r_, 3));
   allocate_storage();
   const int64_t per_stage = pipelined_bytes();
@@ -321,9 +313,9 @@ std::string BlockLowering::reduce_finish(const std::string& out, bool into, int6
   // The barriers keep the scratch clear of an earlier pass's block reduction and of the next
   // round's partials.
   return fmt::format(
-      "    YR_BAR();\n"
+      "    __syncthreads();\n"
       "    if (threadIdx.x % {lanes} == 0) red[threadIdx.x / {lanes}] = acc;\n"
-      "    YR_BAR();\n"
+      "    __syncthreads();\n"
       "    if (threadIdx.x < {per_pass} && o0 + threadIdx.x < {outputs}) {{\n"
       "      float r = red[threadIdx.x * {parts}];\n"
       "      for (int p = 1; p < {parts}; ++p) r = {combine};\n"
@@ -390,7 +382,7 @@ std::string BlockLowering::block_norm(int32_t id, int64_t len, int64_t rows, dou
       len, kBlockThreads, x, float(eps));
   if (has_weight) s += fmt::format("      y *= {};\n", read(n.inputs[1], "r"));
   if (has_bias) s += fmt::format("      y += {};\n", read(n.inputs[has_weight ? 2 : 1], "r"));
-  s += fmt::format("      {}[base + r] = y;\n    }}\n    YR_BAR();\n  }}\n", tile_var(id));
+  s += fmt::format("      {}[base + r] = y;\n    }}\n    __syncthreads();\n  }}\n", tile_var(id));
   return s;
 }
 
@@ -613,7 +605,7 @@ std::string BlockLowering::kernel(const std::string& kname) const {
       continue;
     }
     std::string& target = g_.phase(id) == ir::BlockPhase::in_loop ? body : post;
-    target += op(id) + "  YR_BAR();\n";
+    target += op(id) + "  __syncthreads();\n";
   }
   // The running maxima move only after every rescaled_sum has used the old ones.
   std::string max_update;
@@ -623,7 +615,7 @@ std::string BlockLowering::kernel(const std::string& kname) const {
         "  for (int e = threadIdx.x; e < {0}; e += {1}) {2}_max[e] = fmaxf({2}_max[e], {3});\n",
         elements(m), kBlockThreads, tile_var(id), read(m, "e"));
   }
-  if (!max_update.empty()) max_update = "  YR_BAR();\n" + max_update;
+  if (!max_update.empty()) max_update = "  __syncthreads();\n" + max_update;
   const int ahead = pipeline_stages() - 1;
   std::string wait_tma;
   if (uses_tma()) {
@@ -639,7 +631,7 @@ std::string BlockLowering::kernel(const std::string& kname) const {
                "    for (int s = 0; s < {}; ++s) yr_mbar_init(bar + s, 1);\n"
                "    yr_mbar_init_fence();\n"
                "  }}\n"
-               "  YR_BAR();\n",
+               "  __syncthreads();\n",
                pipeline_stages()) +
            init;
     first += tma_issue("0", "0");
@@ -661,36 +653,26 @@ std::string BlockLowering::kernel(const std::string& kname) const {
   // and every thread is done with iteration it - 1, whose stage the loads for it + ahead then
   // reuse, as are the reads of the staged A copies and accumulators the body rewrites. So the
   // body ends with no barrier of its own, and a resident matmul's mma loop needs none.
-  // With stream warps (choose_stream_warps()), the block's code before the streams runs on its
-  // first 256 threads; the stream warps join at the barrier after the loop and leave after the
-  // streams' flush.
-  const std::string work = fmt::format("threadIdx.x < {}", kBlockThreads);
   return fmt::format(
       R"(
 extern "C" __global__ void __launch_bounds__({threads}) {name}({params}) {{
   extern __shared__ __align__({align}) unsigned char smem[];
   float* const red = reinterpret_cast<float*>(smem + {red});
-{decl}{open}{init}{once}{prologue}  for (int it = 0; it < {range}; ++it) {{
+{decl}{init}{once}{prologue}  for (int it = 0; it < {range}; ++it) {{
     asm volatile("cp.async.wait_group {pending};" ::: "memory");
-{wait_tma}    YR_BAR();
+{wait_tma}    __syncthreads();
 {next}    yr_cp_commit();
 {stage}{body}{accumulate}{max_update}  }}
-{close}  __syncthreads();
-{streams}{flush}{leave}{finalize}  YR_BAR();
+  __syncthreads();
+{streams}{flush}{finalize}  __syncthreads();
 {post}{saves}}}
 )",
-      fmt::arg("threads", threads()), fmt::arg("name", kname), fmt::arg("params", params),
+      fmt::arg("threads", kBlockThreads), fmt::arg("name", kname), fmt::arg("params", params),
       fmt::arg("align", any_tma() ? 1024 : 16), fmt::arg("wait_tma", wait_tma),
-      fmt::arg("red", reduction_offset_), fmt::arg("decl", decl),
-      fmt::arg("open", stream_helpers() ? fmt::format("  if ({}) {{\n", work) : ""),
-      fmt::arg("close", stream_helpers() ? "  }\n" : ""),
-      // The stream warps' last partial sums are written before the work threads read them.
-      fmt::arg("leave", stream_helpers()
-                            ? fmt::format("  __syncthreads();\n  if (!({})) return;\n", work)
-                            : ""),
-      fmt::arg("init", init), fmt::arg("once", once), fmt::arg("prologue", prologue),
-      fmt::arg("range", r_), fmt::arg("next", next), fmt::arg("pending", std::max(ahead - 1, 0)),
-      fmt::arg("stage", stage), fmt::arg("body", body), fmt::arg("accumulate", accumulate_code),
+      fmt::arg("red", reduction_offset_), fmt::arg("decl", decl), fmt::arg("init", init),
+      fmt::arg("once", once), fmt::arg("prologue", prologue), fmt::arg("range", r_),
+      fmt::arg("next", next), fmt::arg("pending", std::max(ahead - 1, 0)), fmt::arg("stage", stage),
+      fmt::arg("body", body), fmt::arg("accumulate", accumulate_code),
       fmt::arg("max_update", max_update), fmt::arg("streams", streams), fmt::arg("flush", flush),
       fmt::arg("finalize", finalize), fmt::arg("post", post), fmt::arg("saves", saves));
 }

@@ -240,7 +240,7 @@ std::string BlockLowering::chain_flush(const Chain& c) const {
       "        }}\n"
       "{row_sums}"
       "      }}\n"
-      "      YR_BAR();\n"
+      "      __syncthreads();\n"
       "    }}\n"
       "  }}\n",
       fmt::arg("id", c.second), fmt::arg("active", c.row_groups * c.splits),

@@ -117,7 +117,7 @@ std::string BlockLowering::mma_stage_a(int32_t id) const {
         "    const int bt = e / {mk}, r = (e / {k}) % {m}, col = e % {k};\n"
         "    sa{id}[(bt * {mp} + r) * {stride} + col] = {bits};\n"
         "  }}\n"
-        "  YR_BAR();\n",
+        "  __syncthreads();\n",
         fmt::arg("count", count), fmt::arg("threads", kBlockThreads), fmt::arg("mk", p.m * p.k),
         fmt::arg("k", p.k), fmt::arg("m", p.m), fmt::arg("id", id), fmt::arg("mp", p.mp),
         fmt::arg("stride", p.k + kStagedPad),
@@ -131,7 +131,7 @@ std::string BlockLowering::mma_stage_a(int32_t id) const {
       "    *reinterpret_cast<uint4*>(sa{id} + (bt * {mp} + r) * {stride} + col) = "
       "*reinterpret_cast<const uint4*>(v);\n"
       "  }}\n"
-      "  YR_BAR();\n",
+      "  __syncthreads();\n",
       fmt::arg("vectors", count / 8), fmt::arg("threads", kBlockThreads), fmt::arg("mk", p.m * p.k),
       fmt::arg("k", p.k), fmt::arg("m", p.m), fmt::arg("id", id), fmt::arg("mp", p.mp),
       fmt::arg("stride", p.k + kStagedPad),
@@ -246,13 +246,13 @@ std::string BlockLowering::mma_write_back(const MmaPlan& p, const std::string& o
       "          part[r0 * {n} + oc] = acc[0]; part[r0 * {n} + oc + 1] = acc[1];\n"
       "          part[r1 * {n} + oc] = acc[2]; part[r1 * {n} + oc + 1] = acc[3];\n"
       "        }}\n      }}\n"
-      "      YR_BAR();\n"
+      "      __syncthreads();\n"
       "      for (int e = threadIdx.x; e < {mn}; e += {threads}) {{\n"
       "        float sum = 0.0f;\n"
       "        for (int q = 0; q < {splits}; ++q) sum += red[q * {mpn} + e];\n"
       "        {out}[co + e] = sum;\n"
       "      }}\n"
-      "      YR_BAR();\n",
+      "      __syncthreads();\n",
       fmt::arg("mpn", p.mp * p.n), fmt::arg("n", p.n), fmt::arg("mn", p.m * p.n),
       fmt::arg("threads", kBlockThreads), fmt::arg("splits", p.splits), fmt::arg("out", out));
 }
@@ -352,7 +352,7 @@ std::string BlockLowering::matmul(int32_t id) const {
     s += fmt::format(
         "#pragma unroll\n"
         "          for (int i = 0; i < {mc}; ++i) red[(kp * {mc} + i) * {nt} + nl] = acc[i];\n"
-        "          YR_BAR();\n"
+        "          __syncthreads();\n"
         "          for (int e = threadIdx.x; e < {mc} * {nt}; e += {threads}) {{\n"
         "            const int i = e / {nt}, cc = n0 + e % {nt};\n"
         "            if (cc < {n}) {{\n"
@@ -362,7 +362,7 @@ std::string BlockLowering::matmul(int32_t id) const {
         "              {out}[co + (m0 + i) * {n} + cc] = sum;\n"
         "            }}\n"
         "          }}\n"
-        "          YR_BAR();\n",
+        "          __syncthreads();\n",
         fmt::arg("n", nn), fmt::arg("mc", mc), fmt::arg("nt", nt), fmt::arg("kp", kp),
         fmt::arg("threads", kBlockThreads), fmt::arg("out", out));
   }

@@ -22,15 +22,6 @@
 // weights' first units load before the for-loop starts, so the stream is under way during it.
 // A barrier per iteration was the cost before: eight warps in lockstep, each iteration waiting
 // on the slowest warp's loads.
-//
-// Where a kernel's only products are such streams, it runs with more warps than the block's 8
-// (CodegenOptions::stream_warps): the extra warps only stream. They issue their first loads,
-// wait at the barrier that closes the for-loop, stream their share, write their partial sums
-// and leave; the other code runs on the first 256 threads, which meet on a named barrier
-// (YR_BAR). Why: a warp consumes its units in order, so a late unit stalls the loads behind it,
-// and two warps per scheduler could not hide that. ncu showed the 8-warp stream at 53% of DRAM
-// bandwidth, waiting on its loads with 128 KB in flight, where a probe GEMV of 1024 threads
-// reached 61% with 64 KB (bench/gpu_notes.md, version 10).
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -49,8 +40,6 @@ constexpr int64_t kMaxRows = 16;
 // Registers for loads in flight, shared by a kernel's streamed matmuls.
 constexpr int64_t kPrefetchRegisters = 128;
 constexpr int64_t kMaxDepth = 8;
-// The most warps a kernel streams with: 512 threads leave each 128 registers.
-constexpr int kMaxStreamWarps = 16;
 // The staged copies of A (every iteration's) take at most this much shared memory, and leave the
 // for-loop's own tiles some.
 constexpr int64_t kMaxStagedBytes = 144 * 1024;
@@ -97,33 +86,14 @@ bool BlockLowering::streams_b(int32_t id) const {
 }
 
 // Whether streamed matmul `id` can take its B through registers: whole 32- or 64-column groups
-// that `warps` warps share evenly.
-bool BlockLowering::register_streamable(int32_t id, int warps) const {
+// that the 8 warps share evenly.
+bool BlockLowering::register_streamable(int32_t id) const {
   const Dims& tile = node(node(id).inputs[1]).tile.dims;
   const int64_t cols = tile[1], k = tile[0];
   if (cols % 32 != 0) return false;
   const int64_t group = cols % 64 == 0 ? 64 : 32, groups = cols / group;
-  if ((k / 16) * groups % warps != 0) return false;
-  return groups % warps == 0 || warps % groups == 0;
-}
-
-// More warps for the register streams where the kernel has no other products (resident, chained
-// or by TMA) and every stream's units divide among them.
-void BlockLowering::choose_stream_warps() {
-  stream_warps_ = kBlockWarps;
-  const int warps = std::min(options_.stream_warps, kMaxStreamWarps);
-  if (warps <= kBlockWarps || warps % kBlockWarps != 0 || !stream_warps_fit_ || any_tma() ||
-      !chains_.empty())
-    return;
-  bool any = false;
-  for (int32_t id = 0; id < int32_t(g_.nodes().size()); ++id) {
-    if (resident_[size_t(id)] && !streamed_[size_t(id)]) return;
-    if (streamed_[size_t(id)]) {
-      if (!register_streamable(id, warps)) return;
-      any = true;
-    }
-  }
-  if (any) stream_warps_ = warps;
+  if ((k / 16) * groups % kBlockWarps != 0) return false;
+  return groups % kBlockWarps == 0 || kBlockWarps % groups == 0;
 }
 
 BlockLowering::StreamPlan BlockLowering::stream_plan(int32_t id) const {
@@ -136,19 +106,16 @@ BlockLowering::StreamPlan BlockLowering::stream_plan(int32_t id) const {
   p.halves = (p.m + 7) / 8;
   p.vector = p.n % 64 == 0 ? 8 : 4;
   p.groups = std::max<int64_t>(1, p.n / (8 * p.vector));  // 1: not register_streamable()
-  const int64_t warps = stream_warps_;
-  p.per_warp = (p.k / 16) * p.groups / warps;
-  p.sets = p.groups >= warps ? p.groups / warps : 1;
-  p.splits = p.groups >= warps ? 1 : warps / p.groups;
+  p.per_warp = (p.k / 16) * p.groups / kBlockWarps;
+  p.sets = p.groups >= kBlockWarps ? p.groups / kBlockWarps : 1;
+  p.splits = p.groups >= kBlockWarps ? 1 : kBlockWarps / p.groups;
   p.units = r_ * p.per_warp;
   int64_t streams = 0;
   for (int32_t other = 0; other < int32_t(g_.nodes().size()); ++other)
     streams += streamed_[size_t(other)] ? 1 : 0;
   const int64_t per_unit = 4 * p.vector / 2;  // registers
-  // The registers shrink with the warps: a kernel of 2x the threads has half as many each.
-  const int64_t registers = kPrefetchRegisters * kBlockWarps / warps;
-  int64_t depth =
-      std::clamp<int64_t>(registers / std::max<int64_t>(streams, 1) / per_unit, 2, kMaxDepth);
+  int64_t depth = std::clamp<int64_t>(kPrefetchRegisters / std::max<int64_t>(streams, 1) / per_unit,
+                                      2, kMaxDepth);
   depth = std::max(depth / p.sets * p.sets, p.sets);  // whole sets: constant register indices
   p.depth = std::min(depth, p.units);
   return p;
@@ -171,7 +138,7 @@ void BlockLowering::find_streamed() {
   if (candidates.size() == 1 && streams_by_tma(candidates[0]))
     stream_tma_order_.push_back(candidates[0]);
   else
-    std::erase_if(candidates, [&](int32_t id) { return !register_streamable(id, kBlockWarps); });
+    std::erase_if(candidates, [&](int32_t id) { return !register_streamable(id); });
   int64_t staged_total = 0;
   for (int32_t id : candidates) {
     int32_t owner = id;
@@ -221,7 +188,7 @@ std::string BlockLowering::stream_load(int32_t id, const std::string& unit,
       "        for (int r = 0; r < 4; ++r) yr_ld_stream{bytes}(w{id}[{slot}][r], src + r * "
       "{stride}ll);\n"
       "      }}\n",
-      fmt::arg("unit", unit), fmt::arg("per_warp", p.per_warp), fmt::arg("warps", stream_warps_),
+      fmt::arg("unit", unit), fmt::arg("per_warp", p.per_warp), fmt::arg("warps", kBlockWarps),
       fmt::arg("base", tile_source(b, fmt::format("unit / {}", p.per_warp), "0")),
       fmt::arg("groups", p.groups), fmt::arg("stride", stride), fmt::arg("gc", 8 * p.vector),
       fmt::arg("vector", p.vector), fmt::arg("bytes", p.vector * 2), fmt::arg("id", id),
@@ -242,8 +209,9 @@ std::string BlockLowering::stream_declare(int32_t id) const {
         "    *reinterpret_cast<uint4*>(sx{id} + {m} * {stride} + e * 8) = uint4{{0u, 0u, 0u, "
         "0u}};\n",
         fmt::arg("id", id), fmt::arg("offset", storage_[size_t(id)].staged_a),
-        fmt::arg("vectors", padding * (r_ * p.k + kStagedPad) / 8), fmt::arg("threads", threads()),
-        fmt::arg("m", p.m), fmt::arg("stride", r_ * p.k + kStagedPad));
+        fmt::arg("vectors", padding * (r_ * p.k + kStagedPad) / 8),
+        fmt::arg("threads", kBlockThreads), fmt::arg("m", p.m),
+        fmt::arg("stride", r_ * p.k + kStagedPad));
   return s;
 }
 
@@ -324,7 +292,7 @@ std::string BlockLowering::stream_run(int32_t id) const {
       "  }}\n",
       fmt::arg("m", p.m), fmt::arg("k", p.k), fmt::arg("n", p.n), fmt::arg("range", r_),
       fmt::arg("depth", p.depth), fmt::arg("units", p.units), fmt::arg("per_warp", p.per_warp),
-      fmt::arg("warps", stream_warps_), fmt::arg("groups", p.groups), fmt::arg("id", id),
+      fmt::arg("warps", kBlockWarps), fmt::arg("groups", p.groups), fmt::arg("id", id),
       fmt::arg("owner", stream_owner_[size_t(id)]), fmt::arg("halves", p.halves),
       fmt::arg("sets", p.sets), fmt::arg("tiles", p.vector / 2),
       fmt::arg("load", stream_load(id, fmt::format("u + {}", p.depth), "d")),
@@ -358,10 +326,10 @@ std::string BlockLowering::stream_flush(int32_t id) const {
       "        }}\n"
       "    }}\n",
       fmt::arg("id", id), fmt::arg("out", out), fmt::arg("target", target),
-      fmt::arg("sets", p.sets), fmt::arg("warps", stream_warps_), fmt::arg("groups", p.groups),
+      fmt::arg("sets", p.sets), fmt::arg("warps", kBlockWarps), fmt::arg("groups", p.groups),
       fmt::arg("tiles", p.vector / 2), fmt::arg("halves", p.halves), fmt::arg("gc", 8 * p.vector),
       fmt::arg("vector", p.vector), fmt::arg("stores", fragment_stores("          ", p.m, p.n, 1)));
-  return s + stream_sum_partials(out, p.m * p.n, p.splits, threads()) + "  }\n";
+  return s + stream_sum_partials(out, p.m * p.n, p.splits) + "  }\n";
 }
 
 // A transposed mma fragment `c` into `part` ([m x n], f32): rows `row` and `row` + 1 of the
@@ -375,9 +343,8 @@ std::string fragment_stores(const std::string& indent, int64_t m, int64_t n, int
       fmt::arg("indent", indent), fmt::arg("m", m), fmt::arg("n", n), fmt::arg("next", next));
 }
 
-// Where `splits` warps wrote partial [m x n] tiles into `red`: their sum into `out`, by all of
-// the kernel's `threads`.
-std::string stream_sum_partials(const std::string& out, int64_t mn, int64_t splits, int threads) {
+// Where `splits` warps wrote partial [m x n] tiles into `red`: their sum into `out`.
+std::string stream_sum_partials(const std::string& out, int64_t mn, int64_t splits) {
   if (splits == 1) return "";
   return fmt::format(
       "    __syncthreads();\n"
@@ -388,7 +355,7 @@ std::string stream_sum_partials(const std::string& out, int64_t mn, int64_t spli
       "      {out}[e] = sum;\n"
       "    }}\n"
       "    __syncthreads();\n",
-      fmt::arg("mn", mn), fmt::arg("threads", threads), fmt::arg("splits", splits),
+      fmt::arg("mn", mn), fmt::arg("threads", kBlockThreads), fmt::arg("splits", splits),
       fmt::arg("out", out));
 }
 

@@ -177,7 +177,7 @@ std::string BlockLowering::tma_stream_run(int32_t id) const {
       "        yr_ldmatrix_x4_trans(a, tile + {address});\n"
       "{products}"
       "      }}\n"
-      "      YR_BAR();\n"
+      "      __syncthreads();\n"
       "      if (threadIdx.x == 0 && c + {stages} < {chunks}) {{\n{issue}      }}\n"
       "    }}\n"
       "  }}\n",
@@ -216,7 +216,7 @@ std::string BlockLowering::tma_stream_flush(int32_t id) const {
       fmt::arg("id", id), fmt::arg("out", out), fmt::arg("target", target),
       fmt::arg("sets", t.sets), fmt::arg("halves", p.halves), fmt::arg("lanes", t.lanes),
       fmt::arg("stores", fragment_stores("        ", p.m, p.n, 8)));
-  return s + stream_sum_partials(out, p.m * p.n, t.splits, threads()) + "  }\n";
+  return s + stream_sum_partials(out, p.m * p.n, t.splits) + "  }\n";
 }
 
 // The tensor map of a TMA-streamed weight: boxes of 64 columns by one chunk's rows.

@@ -411,9 +411,6 @@ class CudaBackend final : public Backend {
     // YIRAGE_CUDA_STREAM=0 keeps skinny products' weight tiles in shared memory, for comparing.
     const char* stream = std::getenv("YIRAGE_CUDA_STREAM");
     options.register_weights = !(stream && std::string_view(stream) == "0");
-    // YIRAGE_CUDA_STREAM_WARPS=8 streams with the block's 8 warps only, for comparing.
-    if (const char* warps = std::getenv("YIRAGE_CUDA_STREAM_WARPS"))
-      options.stream_warps = std::atoi(warps);
     if (options.library_matmul)
       std::call_once(blas_once_,
                      [&] { blas_handle_ = std::make_unique<BlasHandle>(ctx, stream_); });
