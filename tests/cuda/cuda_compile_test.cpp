@@ -216,6 +216,55 @@ TEST(CudaCompile, SkinnyProductsStreamWeights) {
   EXPECT_EQ(tma.tensor_maps.size(), 1u);
 }
 
+// With clusters (sm_90), a register stream whose doubled grid is still one wave runs each block
+// as a pair, each streaming half of the weight; the pair's halves meet in shared memory.
+TEST(CudaCompile, StreamsSplitOverBlockPairs) {
+  const CodegenOptions h200{.max_shared_bytes = 227 * 1024,
+                            .multiprocessors = 132,
+                            .tensor_maps = true,
+                            .clusters = true};
+  auto variant = [](const std::string& workload, int bs, const std::string& name) {
+    for (cuda_suite::Variant& v : cuda_suite::variants(workload, bs))
+      if (v.name == name) return std::move(v.graph);
+    ADD_FAILURE() << "no variant " << name;
+    return ir::KernelGraph{};
+  };
+  const std::string pair = "__cluster_dims__(2, 1, 1)";
+  std::set<std::string> seen;
+  for (int bs : {1, 8}) {
+    const std::string name = bs == 1 ? "n128_k2048" : "n128_k512";
+    const ir::KernelGraph g = variant("rmsnorm_linear", bs, name);
+    const KernelLaunch k = lower(g, h200).kernels.at(0);
+    EXPECT_NE(k.source.find(pair), std::string::npos) << k.source;
+    EXPECT_NE(k.source.find("B streamed through registers"), std::string::npos) << k.source;
+    EXPECT_NE(k.source.find("yr_peer_load(t"), std::string::npos) << k.source;
+    EXPECT_TRUE(k.tensor_maps.empty()) << "the pair streams through registers, not by TMA";
+    EXPECT_EQ(k.grid[0], 96u) << "48 blocks of 128 columns, two each";
+    EXPECT_GT(k.shared_bytes, 227u * 1024 / 2) << "one block of a pair per multiprocessor";
+    compile_all(g, "rmsnorm_linear " + name, seen, h200);
+  }
+  // 96 blocks of 64 columns would be two waves as pairs: the TMA streams them as before.
+  const KernelLaunch single = lower(variant("rmsnorm_linear", 1, "n64_k2048"), h200).kernels.at(0);
+  EXPECT_EQ(single.source.find(pair), std::string::npos);
+  EXPECT_NE(single.source.find("B streamed by TMA"), std::string::npos);
+  EXPECT_EQ(single.grid[0], 96u);
+  // Gate and up both split.
+  const ir::KernelGraph gated = variant("gated_mlp", 1, "n64_k1024");
+  const KernelLaunch g = lower(gated, h200).kernels.at(0);
+  EXPECT_NE(g.source.find(pair), std::string::npos) << g.source;
+  EXPECT_EQ(g.grid[0], 128u);
+  compile_all(gated, "gated_mlp n64_k1024", seen, h200);
+  for (int64_t m : {3, 16})
+    compile_all(cuda_suite::register_stream_graph(ir::DType::f16, m), fmt::format("pairs m{}", m),
+                seen, h200);
+  // Without clusters, no pairs.
+  CodegenOptions off = h200;
+  off.clusters = false;
+  const KernelLaunch unpaired = lower(gated, off).kernels.at(0);
+  EXPECT_EQ(unpaired.source.find(pair), std::string::npos);
+  EXPECT_EQ(unpaired.grid[0], 64u);
+}
+
 TEST(CudaCompile, UnfusedSuiteGraphs) {
   std::set<std::string> seen;
   for (const suite::WorkloadInfo& w : suite::workloads())

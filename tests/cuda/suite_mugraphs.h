@@ -180,9 +180,13 @@ inline std::vector<Variant> rmsnorm_linear(int bs) {
   // the for-loop, which only stages X·G and sums X², takes 2 to 8 iterations.
   // n48 makes 128 blocks, one on nearly every multiprocessor; its weight tiles take the TMA
   // unswizzled (96-byte rows).
+  // n128 makes 48 blocks: on sm_90 each runs as a cluster pair streaming half of K
+  // (codegen_block_cluster.cpp), 256 bytes of each weight row a block.
   if (bs == 1)
-    tilings.insert(tilings.end(), {{48, 512}, {64, 2048}, {64, 1024}, {64, 512}, {48, 2048}});
-  if (bs == 8) tilings.emplace_back(64, 512);
+    tilings.insert(
+        tilings.end(),
+        {{48, 512}, {64, 2048}, {64, 1024}, {64, 512}, {48, 2048}, {128, 2048}, {128, 1024}});
+  if (bs == 8) tilings.insert(tilings.end(), {{64, 512}, {128, 512}});
   for (auto [n, kc] : tilings) {
     KernelGraph g;
     TensorRef x = g.input("X", {2 * bs, kHidden}, DType::f16);
@@ -227,12 +231,11 @@ inline std::vector<Variant> gated_mlp(int bs) {
   std::vector<Variant> out;
   // Shared memory bounds the tiles: X's tile grows with bs. At bs1 the weights stream through
   // registers, and K tiles of 1024 leave the for-loop (which stages X) four iterations.
-  const auto tilings = bs == 1 ? std::vector<std::pair<int, int>>{{32, 256},
-                                                                  {16, 512},
-                                                                  {64, 128},
-                                                                  {32, 1024},
-                                                                  {64, 1024}}
-                               : std::vector<std::pair<int, int>>{{32, 128}, {16, 256}, {64, 64}};
+  // n64 makes 64 blocks, which sm_90 runs as 128 in cluster pairs.
+  const auto tilings = bs == 1
+                           ? std::vector<std::pair<int, int>>{{32, 256},  {16, 512},  {64, 128},
+                                                              {32, 1024}, {64, 1024}, {64, 2048}}
+                           : std::vector<std::pair<int, int>>{{32, 128}, {16, 256}, {64, 64}};
   for (auto [n, kc] : tilings) {
     KernelGraph g;
     TensorRef x = g.input("X", {8 * bs, kHidden}, DType::f16);

@@ -26,7 +26,8 @@
 // A product of at most 16 rows whose B is such a weight tile skips shared memory altogether
 // (CodegenOptions::register_weights): its warps load the tile into registers an iteration or two
 // ahead and build the mma fragments from them, the product computed transposed
-// (codegen_block_stream.cpp).
+// (codegen_block_stream.cpp). On sm_90 such a kernel may run each block as a cluster of two,
+// each streaming half of the weight (codegen_block_cluster.cpp).
 #pragma once
 
 #include <algorithm>
@@ -45,7 +46,6 @@ inline constexpr int kBlockWarps = kBlockThreads / 32;
 // A staged A operand's rows are padded by 8 16-bit elements (16 bytes), so the eight row
 // addresses of one ldmatrix fall in different banks.
 inline constexpr int64_t kStagedPad = 8;
-inline const char* const kBlockIdx[ir::kGridAxes] = {"blockIdx.x", "blockIdx.y", "blockIdx.z"};
 
 // The flat offset, in a tensor of `strides`, of element `var` of a tile of `dims` (a C
 // expression; codegen_block_copy.cpp).
@@ -53,6 +53,8 @@ std::string tile_offset(const ir::Dims& dims, const ir::Dims& strides, const std
 
 // The device functions of TMA copies, for kernels that make them (codegen_block_tma.cpp).
 const std::string& tma_prelude();
+// The device functions of a block pair's exchange (codegen_block_cluster.cpp).
+const std::string& cluster_prelude();
 
 // After a streamed product's warps wrote `splits` partial tiles of `mn` floats into `red`: the
 // block's sum of them into `out` (codegen_block_stream.cpp).
@@ -87,7 +89,8 @@ class BlockLowering {
   // column groups (8 x `vector` columns: a lane loads `vector` of them a row) by k / 16 steps,
   // `per_warp` (group, step) units a warp each iteration, `units` over the loop. A warp keeps
   // `sets` groups' accumulators of `halves` 8-row halves of A; `splits` warps share a group
-  // (splitting its K steps). `depth` units of loads are in registers at once.
+  // (splitting its K steps). `depth` units of loads are in registers at once. A block of a
+  // cluster pair streams `units` of the loop's 2 x `units`.
   struct StreamPlan {
     int64_t m = 0, n = 0, k = 0, halves = 0, vector = 0, groups = 0, per_warp = 0, sets = 0,
             splits = 0, units = 0, depth = 0;
@@ -186,6 +189,14 @@ class BlockLowering {
   std::string stream_run(int32_t id) const;
   std::string stream_flush(int32_t id) const;
 
+  // codegen_block_cluster.cpp
+  bool pairable(int32_t id) const;
+  void choose_stream_ranks();
+  bool paired() const { return stream_ranks_ > 1; }
+  std::string block_index(int axis) const;
+  std::string stream_first_unit(int32_t id) const;
+  std::string pair_sum() const;
+
   // codegen_block_stream_tma.cpp
   bool streams_by_tma(int32_t id) const;
   bool stream_tma(int32_t id) const {
@@ -222,6 +233,7 @@ class BlockLowering {
   std::vector<int32_t> stream_owner_;      // a streamed matmul -> the one that stages its A
   std::vector<int32_t> stream_tma_order_;  // streamed matmuls whose B the TMA copies (maps last)
   int64_t stream_stage_cap_ = 4;           // the most stages a TMA stream may take (plan())
+  int stream_ranks_ = 1;                   // 2: each block a cluster pair (choose_stream_ranks())
   std::vector<Chain> chains_;
   std::vector<int> chain_index_;    // every node a chain covers -> its index in chains_, or -1
   std::vector<int32_t> tma_order_;  // the tiles the TMA copies; tensor map k is tma_order_[k]'s

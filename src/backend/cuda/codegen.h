@@ -90,6 +90,10 @@ struct CodegenOptions {
   // Let products of at most 16 rows read their weight tiles from global memory straight into
   // tensor-core fragments, skipping shared memory (codegen_block_stream.cpp).
   bool register_weights = true;
+  // Thread-block clusters (sm_90): a kernel whose weight streams through registers may run each
+  // block as a pair of blocks on two multiprocessors, each streaming half of the weight, their
+  // sums met in distributed shared memory (codegen_block_cluster.cpp).
+  bool clusters = false;
 };
 
 // Throws yirage::Error naming the node and op it cannot lower.

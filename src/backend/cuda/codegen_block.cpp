@@ -39,7 +39,7 @@ KernelLaunch BlockLowering::run(const std::vector<int>& in, const std::vector<in
   k.what = fmt::format("fused node '{}'", name_);
   for (int s : in) k.args.push_back(s);
   for (int s : out) k.args.push_back(s);
-  k.grid = {unsigned(g_.grid().extent[0]), unsigned(g_.grid().extent[1]),
+  k.grid = {unsigned(g_.grid().extent[0] * stream_ranks_), unsigned(g_.grid().extent[1]),
             unsigned(g_.grid().extent[2])};
   k.threads = kBlockThreads;
   k.shared_bytes = size_t(shared_);
@@ -47,7 +47,8 @@ KernelLaunch BlockLowering::run(const std::vector<int>& in, const std::vector<in
     fail("cuda: fused node '{}' needs {} bytes of shared memory, more than the {} a block may have",
          name_, shared_, options_.max_shared_bytes);
   k.tensor_maps = tensor_map_args();
-  k.source = prelude() + (any_tma() ? tma_prelude() : std::string()) + kernel(k.name);
+  k.source = prelude() + (any_tma() ? tma_prelude() : std::string()) +
+             (paired() ? cluster_prelude() : std::string()) + kernel(k.name);
   return k;
 }
 
@@ -135,9 +136,13 @@ void BlockLowering::plan() {
       break;
     plan_loop();
   }
+  // A pair's blocks must run on two multiprocessors, not share one: each asks for more than
+  // half of a multiprocessor's shared memory.
+  if (paired()) shared_ = std::max(shared_, options_.max_shared_bytes / 2 + 1024);
 }
 
 void BlockLowering::plan_loop() {
+  choose_stream_ranks();
   stages_ = int(std::min<int64_t>(r_, 3));
   allocate_storage();
   const int64_t per_stage = pipelined_bytes();
@@ -470,7 +475,7 @@ std::string BlockLowering::save(int32_t id, int output) const {
   for (int a = 0; a < ir::kGridAxes; ++a) {
     if (saver.omap[size_t(a)] == ir::kReplicate) continue;
     const size_t j = size_t(saver.omap[size_t(a)]);
-    base += fmt::format(" + (long long){} * {}ll", kBlockIdx[a], tile[j] * strides[j]);
+    base += fmt::format(" + (long long){} * {}ll", block_index(a), tile[j] * strides[j]);
   }
   const int64_t vec = 16 / int64_t(ir::dtype_size(out.dtype));
   const std::string t = ctype(out.dtype);
@@ -655,7 +660,7 @@ std::string BlockLowering::kernel(const std::string& kname) const {
   // body ends with no barrier of its own, and a resident matmul's mma loop needs none.
   return fmt::format(
       R"(
-extern "C" __global__ void __launch_bounds__({threads}) {name}({params}) {{
+extern "C" __global__ void {cluster}__launch_bounds__({threads}) {name}({params}) {{
   extern __shared__ __align__({align}) unsigned char smem[];
   float* const red = reinterpret_cast<float*>(smem + {red});
 {decl}{init}{once}{prologue}  for (int it = 0; it < {range}; ++it) {{
@@ -664,15 +669,16 @@ extern "C" __global__ void __launch_bounds__({threads}) {name}({params}) {{
 {next}    yr_cp_commit();
 {stage}{body}{accumulate}{max_update}  }}
   __syncthreads();
-{streams}{flush}{finalize}  __syncthreads();
+{streams}{flush}{pair}{finalize}  __syncthreads();
 {post}{saves}}}
 )",
-      fmt::arg("threads", kBlockThreads), fmt::arg("name", kname), fmt::arg("params", params),
-      fmt::arg("align", any_tma() ? 1024 : 16), fmt::arg("wait_tma", wait_tma),
-      fmt::arg("red", reduction_offset_), fmt::arg("decl", decl), fmt::arg("init", init),
-      fmt::arg("once", once), fmt::arg("prologue", prologue), fmt::arg("range", r_),
-      fmt::arg("next", next), fmt::arg("pending", std::max(ahead - 1, 0)), fmt::arg("stage", stage),
-      fmt::arg("body", body), fmt::arg("accumulate", accumulate_code),
+      fmt::arg("cluster", paired() ? "__cluster_dims__(2, 1, 1) " : ""),
+      fmt::arg("pair", pair_sum()), fmt::arg("threads", kBlockThreads), fmt::arg("name", kname),
+      fmt::arg("params", params), fmt::arg("align", any_tma() ? 1024 : 16),
+      fmt::arg("wait_tma", wait_tma), fmt::arg("red", reduction_offset_), fmt::arg("decl", decl),
+      fmt::arg("init", init), fmt::arg("once", once), fmt::arg("prologue", prologue),
+      fmt::arg("range", r_), fmt::arg("next", next), fmt::arg("pending", std::max(ahead - 1, 0)),
+      fmt::arg("stage", stage), fmt::arg("body", body), fmt::arg("accumulate", accumulate_code),
       fmt::arg("max_update", max_update), fmt::arg("streams", streams), fmt::arg("flush", flush),
       fmt::arg("finalize", finalize), fmt::arg("post", post), fmt::arg("saves", saves));
 }

@@ -67,7 +67,7 @@ std::string BlockLowering::tile_source(int32_t id, const std::string& iteration,
   for (int a = 0; a < ir::kGridAxes; ++a) {
     if (it.imap[size_t(a)] == ir::kReplicate) continue;
     const size_t j = size_t(it.imap[size_t(a)]);
-    base += fmt::format(" + (long long){} * {}ll", kBlockIdx[a],
+    base += fmt::format(" + (long long){} * {}ll", block_index(a),
                         dims[j] / g_.grid().extent[size_t(a)] * strides[j]);
   }
   if (it.fmap != ir::kReplicate)

@@ -109,7 +109,7 @@ BlockLowering::StreamPlan BlockLowering::stream_plan(int32_t id) const {
   p.per_warp = (p.k / 16) * p.groups / kBlockWarps;
   p.sets = p.groups >= kBlockWarps ? p.groups / kBlockWarps : 1;
   p.splits = p.groups >= kBlockWarps ? 1 : kBlockWarps / p.groups;
-  p.units = r_ * p.per_warp;
+  p.units = r_ * p.per_warp / stream_ranks_;
   int64_t streams = 0;
   for (int32_t other = 0; other < int32_t(g_.nodes().size()); ++other)
     streams += streamed_[size_t(other)] ? 1 : 0;
@@ -135,7 +135,8 @@ void BlockLowering::find_streamed() {
   std::vector<int32_t> candidates;
   for (int32_t id = 0; id < int32_t(count); ++id)
     if (streams_b(id)) candidates.push_back(id);
-  if (candidates.size() == 1 && streams_by_tma(candidates[0]))
+  // A cluster pair of register streams reads the weight faster than one block's TMA stream.
+  if (candidates.size() == 1 && streams_by_tma(candidates[0]) && !pairable(candidates[0]))
     stream_tma_order_.push_back(candidates[0]);
   else
     std::erase_if(candidates, [&](int32_t id) { return !register_streamable(id); });
@@ -180,7 +181,7 @@ std::string BlockLowering::stream_load(int32_t id, const std::string& unit,
   const int64_t stride = g_.operands()[size_t(it.operand)].dims[1];
   return fmt::format(
       "      {{\n"
-      "        const int unit = {unit}, q = warp + (unit % {per_warp}) * {warps};\n"
+      "        const int loaded = {unit}, q = warp + (loaded % {per_warp}) * {warps};\n"
       "        const yr_half* const src = reinterpret_cast<const yr_half*>({base}) + "
       "(long long)((q / {groups}) * 16 + tq * 4) * {stride}ll + (q % {groups}) * {gc} + g * "
       "{vector};\n"
@@ -189,7 +190,7 @@ std::string BlockLowering::stream_load(int32_t id, const std::string& unit,
       "{stride}ll);\n"
       "      }}\n",
       fmt::arg("unit", unit), fmt::arg("per_warp", p.per_warp), fmt::arg("warps", kBlockWarps),
-      fmt::arg("base", tile_source(b, fmt::format("unit / {}", p.per_warp), "0")),
+      fmt::arg("base", tile_source(b, fmt::format("loaded / {}", p.per_warp), "0")),
       fmt::arg("groups", p.groups), fmt::arg("stride", stride), fmt::arg("gc", 8 * p.vector),
       fmt::arg("vector", p.vector), fmt::arg("bytes", p.vector * 2), fmt::arg("id", id),
       fmt::arg("slot", slot));
@@ -228,7 +229,9 @@ std::string BlockLowering::register_stream_declare(int32_t id) const {
       fmt::arg("id", id), fmt::arg("sets", p.sets), fmt::arg("tiles", p.vector / 2),
       fmt::arg("halves", p.halves), fmt::arg("floats", p.sets * (p.vector / 2) * p.halves * 4),
       fmt::arg("depth", p.depth), fmt::arg("words", p.vector / 2));
-  for (int64_t d = 0; d < p.depth; ++d) s += stream_load(id, std::to_string(d), std::to_string(d));
+  s += fmt::format("    const int first = {};\n", stream_first_unit(id));
+  for (int64_t d = 0; d < p.depth; ++d)
+    s += stream_load(id, fmt::format("first + {}", d), std::to_string(d));
   s += "  }\n";
   return s;
 }
@@ -259,15 +262,15 @@ std::string BlockLowering::stream_run(int32_t id) const {
       "through registers ({depth} units in flight), computed transposed\n"
       "    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tq = lane "
       "& 3;\n"
+      "    const int first = {first};\n"
       "    for (int u0 = 0; u0 < {units}; u0 += {depth}) {{\n"
       "#pragma unroll\n"
       "      for (int d = 0; d < {depth}; ++d) {{\n"
-      "        const int u = u0 + d;\n"
+      "        const int u = u0 + d, unit = first + u;\n"
       "        if (u < {units}) {{\n"
-      "          const int q = warp + (u % {per_warp}) * {warps}, ks = q / {groups};\n"
-      "          const unsigned short* const a_rows = sx{owner} + (u / {per_warp}) * {k} + ks * 16 "
-      "+ "
-      "tq * 4;\n"
+      "          const int q = warp + (unit % {per_warp}) * {warps}, ks = q / {groups};\n"
+      "          const unsigned short* const a_rows = sx{owner} + (unit / {per_warp}) * {k} + ks * "
+      "16 + tq * 4;\n"
       "          float (*const acc)[{halves}][4] = r{id}[d % {sets}];\n"
       "          unsigned f[{tiles}][4];\n"
       "#pragma unroll\n"
@@ -295,8 +298,9 @@ std::string BlockLowering::stream_run(int32_t id) const {
       fmt::arg("warps", kBlockWarps), fmt::arg("groups", p.groups), fmt::arg("id", id),
       fmt::arg("owner", stream_owner_[size_t(id)]), fmt::arg("halves", p.halves),
       fmt::arg("sets", p.sets), fmt::arg("tiles", p.vector / 2),
-      fmt::arg("load", stream_load(id, fmt::format("u + {}", p.depth), "d")),
-      fmt::arg("stride", r_ * p.k + kStagedPad), fmt::arg("t", ctype(n.tile.dtype)));
+      fmt::arg("load", stream_load(id, fmt::format("unit + {}", p.depth), "d")),
+      fmt::arg("first", stream_first_unit(id)), fmt::arg("stride", r_ * p.k + kStagedPad),
+      fmt::arg("t", ctype(n.tile.dtype)));
   return s;
 }
 

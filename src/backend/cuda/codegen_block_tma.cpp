@@ -137,7 +137,7 @@ std::string BlockLowering::tma_coordinate(int32_t id, size_t dim,
   std::string c = "0";
   for (int a = 0; a < ir::kGridAxes; ++a)
     if (it.imap[size_t(a)] == int(dim))
-      c += fmt::format(" + (int){} * {}", kBlockIdx[a], dims[dim] / g_.grid().extent[size_t(a)]);
+      c += fmt::format(" + (int){} * {}", block_index(a), dims[dim] / g_.grid().extent[size_t(a)]);
   if (it.fmap == int(dim)) c += fmt::format(" + ({}) * {}", iteration, node(id).tile.dims[dim]);
   return c;
 }

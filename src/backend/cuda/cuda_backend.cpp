@@ -411,6 +411,7 @@ class CudaBackend final : public Backend {
     // YIRAGE_CUDA_STREAM=0 keeps skinny products' weight tiles in shared memory, for comparing.
     const char* stream = std::getenv("YIRAGE_CUDA_STREAM");
     options.register_weights = !(stream && std::string_view(stream) == "0");
+    options.clusters = clusters_usable();
     if (options.library_matmul)
       std::call_once(blas_once_,
                      [&] { blas_handle_ = std::make_unique<BlasHandle>(ctx, stream_); });
@@ -432,6 +433,14 @@ class CudaBackend final : public Backend {
     if (off && std::string_view(off) == "0") return false;
     const std::string cc = probe_.device.capabilities.value("compute_capability", "0.0");
     return driver().api.tensor_map_encode_tiled && std::stoi(cc) >= 9;
+  }
+
+  // Thread-block clusters need sm_90; YIRAGE_CUDA_CLUSTER=0 turns them off, for comparing.
+  bool clusters_usable() const {
+    const char* off = std::getenv("YIRAGE_CUDA_CLUSTER");
+    if (off && std::string_view(off) == "0") return false;
+    const std::string cc = probe_.device.capabilities.value("compute_capability", "0.0");
+    return std::stoi(cc) >= 9;
   }
 
  private:

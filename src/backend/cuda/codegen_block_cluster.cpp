@@ -1,0 +1,95 @@
+// Block pairs (sm_90 thread-block clusters): a kernel whose weights stream through registers
+// (codegen_block_stream.cpp) may run each block of its grid as a cluster of two blocks on two
+// multiprocessors. Both run the whole for-loop (staging A is cheap next to the weight), then
+// each streams half of the weight's units; block 1 hands its partial products to block 0 through
+// distributed shared memory, block 0 adds them and runs the rest of the kernel, block 1 leaves.
+//
+// Why: the stream's speed is set by the access pattern. bench/cluster_gemv_probe.cu read
+// rmsnorm_linear's weight in 14.4 us with 128-column blocks whose K is split over a pair (256
+// bytes of each row a block, every multiprocessor of a wave busy) against 15.5 us for 64-column
+// blocks without a split (bench/gpu_notes.md, version 10). A pair doubles the bandwidth behind
+// each block's columns without a second kernel to add the halves.
+#include <fmt/format.h>
+
+#include "backend/cuda/block_lowering.h"
+
+namespace yirage::backend::cuda::detail {
+
+const std::string& cluster_prelude() {
+  static const std::string text = R"(
+// Every thread of both blocks of the pair arrives; writes before it are seen after it.
+__device__ __forceinline__ void yr_pair_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n"
+               "barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+// `p` in the other block's shared memory: the same offset in block `rank` of the cluster.
+__device__ __forceinline__ float yr_peer_load(const float* p, unsigned rank) {
+  const unsigned local = (unsigned)__cvta_generic_to_shared(p);
+  unsigned remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(rank));
+  float v;
+  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote) : "memory");
+  return v;
+}
+)";
+  return text;
+}
+
+// Whether the register stream of matmul `id` can split over a pair: clusters available, the
+// doubled grid still one wave, and its units dividing in two.
+bool BlockLowering::pairable(int32_t id) const {
+  if (!options_.clusters || options_.multiprocessors <= 0 || !register_streamable(id)) return false;
+  const auto& grid = g_.grid().extent;
+  if (2 * grid[0] * grid[1] * grid[2] > options_.multiprocessors) return false;
+  const ir::Dims& tile = node(node(id).inputs[1]).tile.dims;
+  const int64_t groups = tile[1] % 64 == 0 ? tile[1] / 64 : tile[1] / 32;
+  return r_ * (tile[0] / 16) * groups / kBlockWarps % 2 == 0;
+}
+
+// Pairs where every streamed product goes through registers and can split.
+void BlockLowering::choose_stream_ranks() {
+  stream_ranks_ = 1;
+  if (!stream_tma_order_.empty()) return;
+  bool any = false;
+  for (int32_t id = 0; id < int32_t(g_.nodes().size()); ++id) {
+    if (!streamed_[size_t(id)]) continue;
+    if (!pairable(id)) return;
+    any = true;
+  }
+  if (any) stream_ranks_ = 2;
+}
+
+// The grid index of `axis` as the block graph sees it: a pair shares one index.
+std::string BlockLowering::block_index(int axis) const {
+  static const char* const names[] = {"blockIdx.x", "blockIdx.y", "blockIdx.z"};
+  if (axis == 0 && paired()) return "(int)(blockIdx.x >> 1)";
+  return names[axis];
+}
+
+// The first unit of matmul `id`'s stream this block takes.
+std::string BlockLowering::stream_first_unit(int32_t id) const {
+  if (!paired()) return "0";
+  return fmt::format("(int)(blockIdx.x & 1) * {}", stream_plan(id).units);
+}
+
+// After the streams' flush: block 0 of the pair adds block 1's partial products into its own,
+// and block 1 leaves.
+std::string BlockLowering::pair_sum() const {
+  if (!paired()) return "";
+  std::string adds;
+  for (int32_t id = 0; id < int32_t(g_.nodes().size()); ++id)
+    if (streamed_[size_t(id)])
+      adds += fmt::format(
+          "    for (int e = threadIdx.x; e < {n}; e += {threads}) {t}[e] += yr_peer_load({t} + e, "
+          "1);\n",
+          fmt::arg("n", elements(reader_[size_t(id)])), fmt::arg("threads", kBlockThreads),
+          fmt::arg("t", tile_var(reader_[size_t(id)])));
+  return fmt::format(
+      "  yr_pair_sync();\n"
+      "  if ((blockIdx.x & 1) == 0) {{\n{}  }}\n"
+      "  yr_pair_sync();  // block 1's shared memory stays until block 0 has read it\n"
+      "  if (blockIdx.x & 1) return;\n",
+      adds);
+}
+
+}  // namespace yirage::backend::cuda::detail
