@@ -194,6 +194,7 @@ class BlockLowering {
   void choose_stream_ranks();
   bool paired() const { return stream_ranks_ > 1; }
   std::string block_index(int axis) const;
+  std::string pair_offset(int64_t per_block) const;
   std::string stream_first_unit(int32_t id) const;
   std::string pair_sum() const;
 

@@ -1,8 +1,9 @@
-// Block pairs (sm_90 thread-block clusters): a kernel whose weights stream through registers
-// (codegen_block_stream.cpp) may run each block of its grid as a cluster of two blocks on two
-// multiprocessors. Both run the whole for-loop (staging A is cheap next to the weight), then
-// each streams half of the weight's units; block 1 hands its partial products to block 0 through
-// distributed shared memory, block 0 adds them and runs the rest of the kernel, block 1 leaves.
+// Block pairs (sm_90 thread-block clusters): a kernel whose weights stream after its for-loop,
+// through registers or by TMA (codegen_block_stream.cpp, codegen_block_stream_tma.cpp), may run
+// each block of its grid as a cluster of two blocks on two multiprocessors. Both run the whole
+// for-loop (staging A is cheap next to the weight), then each streams half of the weight's units;
+// block 1 hands its partial products to block 0 through distributed shared memory, block 0 adds
+// them and runs the rest of the kernel, block 1 leaves.
 //
 // Why: the stream's speed is set by the access pattern. bench/cluster_gemv_probe.cu read
 // rmsnorm_linear's weight in 14.4 us with 128-column blocks whose K is split over a pair (256
@@ -35,21 +36,20 @@ __device__ __forceinline__ float yr_peer_load(const float* p, unsigned rank) {
   return text;
 }
 
-// Whether the register stream of matmul `id` can split over a pair: clusters available, the
-// doubled grid still one wave, and its units dividing in two.
+// Whether streamed matmul `id` can split over a pair: clusters available, the doubled grid
+// still one wave, and its units (through registers) or chunks (by TMA) dividing in two.
+// Called with stream_ranks_ = 1, so that the plans count the whole loop's.
 bool BlockLowering::pairable(int32_t id) const {
-  if (!options_.clusters || options_.multiprocessors <= 0 || !register_streamable(id)) return false;
+  if (!options_.clusters || options_.multiprocessors <= 0) return false;
   const auto& grid = g_.grid().extent;
   if (2 * grid[0] * grid[1] * grid[2] > options_.multiprocessors) return false;
-  const ir::Dims& tile = node(node(id).inputs[1]).tile.dims;
-  const int64_t groups = tile[1] % 64 == 0 ? tile[1] / 64 : tile[1] / 32;
-  return r_ * (tile[0] / 16) * groups / kBlockWarps % 2 == 0;
+  if (stream_tma(id)) return tma_stream_plan(id).chunks % 2 == 0;
+  return stream_plan(id).units % 2 == 0;
 }
 
-// Pairs where every streamed product goes through registers and can split.
+// Pairs where every streamed product can split.
 void BlockLowering::choose_stream_ranks() {
   stream_ranks_ = 1;
-  if (!stream_tma_order_.empty()) return;
   bool any = false;
   for (int32_t id = 0; id < int32_t(g_.nodes().size()); ++id) {
     if (!streamed_[size_t(id)]) continue;
@@ -66,10 +66,15 @@ std::string BlockLowering::block_index(int axis) const {
   return names[axis];
 }
 
-// The first unit of matmul `id`'s stream this block takes.
-std::string BlockLowering::stream_first_unit(int32_t id) const {
+// Where this block's share of a stream starts, given `per_block` units or chunks a block.
+std::string BlockLowering::pair_offset(int64_t per_block) const {
   if (!paired()) return "0";
-  return fmt::format("(int)(blockIdx.x & 1) * {}", stream_plan(id).units);
+  return fmt::format("(int)(blockIdx.x & 1) * {}", per_block);
+}
+
+// The first unit of matmul `id`'s register stream this block takes.
+std::string BlockLowering::stream_first_unit(int32_t id) const {
+  return pair_offset(stream_plan(id).units);
 }
 
 // After the streams' flush: block 0 of the pair adds block 1's partial products into its own,

@@ -135,8 +135,7 @@ void BlockLowering::find_streamed() {
   std::vector<int32_t> candidates;
   for (int32_t id = 0; id < int32_t(count); ++id)
     if (streams_b(id)) candidates.push_back(id);
-  // A cluster pair of register streams reads the weight faster than one block's TMA stream.
-  if (candidates.size() == 1 && streams_by_tma(candidates[0]) && !pairable(candidates[0]))
+  if (candidates.size() == 1 && streams_by_tma(candidates[0]))
     stream_tma_order_.push_back(candidates[0]);
   else
     std::erase_if(candidates, [&](int32_t id) { return !register_streamable(id); });

@@ -61,7 +61,7 @@ BlockLowering::TmaStreamPlan BlockLowering::tma_stream_plan(int32_t id) const {
   const int64_t room = kMaxStreamShared - staged_bytes(p.m, p.k);
   t.chunk = std::min({kMaxChunkRows, kChunkBytes / (p.n * 2), r_ * p.k});
   while (t.chunk > 64 && room / (t.chunk * p.n * 2) < 2) t.chunk /= 2;
-  t.chunks = t.chunk > 0 ? r_ * p.k / t.chunk : 0;
+  t.chunks = t.chunk > 0 ? r_ * p.k / t.chunk / stream_ranks_ : 0;  // a pair's block: half
   t.stages = t.chunk > 0
                  ? std::min({kMaxStages, stream_stage_cap_, t.chunks, room / (t.chunk * p.n * 2)})
                  : 0;
@@ -100,9 +100,9 @@ std::string BlockLowering::tma_stream_declare(int32_t id) const {
   const StreamPlan p = stream_plan(id);
   const TmaStreamPlan t = tma_stream_plan(id);
   const Storage& s = storage_[size_t(id)];
-  std::string issue;
+  std::string issue = fmt::format("    const int first = {};\n", pair_offset(t.chunks));
   for (int64_t c = 0; c < t.stages; ++c)
-    issue += tma_stream_issue(id, std::to_string(c), std::to_string(c));
+    issue += tma_stream_issue(id, fmt::format("first + {}", c), std::to_string(c));
   return fmt::format(
       "  {type}* const ws{id} = reinterpret_cast<{type}*>(smem + {stages_at});\n"
       "  unsigned long long* const sbar{id} = reinterpret_cast<unsigned long long*>(smem + "
@@ -158,6 +158,7 @@ std::string BlockLowering::tma_stream_run(int32_t id) const {
       "    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tq = lane "
       "& 3;\n"
       "    const int lrow = (lane & 7) + ((lane >> 4) & 1) * 8, lcol = ((lane >> 3) & 1) * 8;\n"
+      "    const int first = {first};\n"
       "    for (int c = 0; c < {chunks}; ++c) {{\n"
       "      const int slot = c % {stages};\n"
       "      yr_mbar_wait(sbar{id} + slot, (c / {stages}) & 1);\n"
@@ -165,7 +166,9 @@ std::string BlockLowering::tma_stream_run(int32_t id) const {
       "#pragma unroll\n"
       "      for (int j = 0; j < {steps}; ++j) {{\n"
       "        const int u = warp + j * {warps}, ks = u / {tiles}, nt = u % {tiles};\n"
-      "        const unsigned short* const a_rows = sx{owner} + c * {rows} + ks * 16 + tq * 2;\n"
+      "        const unsigned short* const a_rows = sx{owner} + (first + c) * {rows} + ks * 16 + "
+      "tq "
+      "* 2;\n"
       "        unsigned x[{halves}][2];\n"
       "#pragma unroll\n"
       "        for (int h = 0; h < {halves}; ++h) {{\n"
@@ -188,7 +191,8 @@ std::string BlockLowering::tma_stream_run(int32_t id) const {
       fmt::arg("tiles", t.tiles), fmt::arg("owner", stream_owner_[size_t(id)]),
       fmt::arg("halves", p.halves), fmt::arg("stride", r_ * p.k + kStagedPad),
       fmt::arg("address", address), fmt::arg("products", products),
-      fmt::arg("issue", tma_stream_issue(id, fmt::format("c + {}", t.stages), "slot")));
+      fmt::arg("first", pair_offset(t.chunks)),
+      fmt::arg("issue", tma_stream_issue(id, fmt::format("first + c + {}", t.stages), "slot")));
 }
 
 // Then the transposed fragments into the accumulator's [m x n] tile: set q of warp w is tile
