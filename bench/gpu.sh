@@ -39,7 +39,7 @@ YIRAGE_CUDA_TMA=0 YIRAGE_REQUIRE_CUDA=1 "$BUILD/tests/cuda/yirage_cuda_tests" \
   tests_rc=$?
 YIRAGE_CUDA_STREAM=0 YIRAGE_REQUIRE_CUDA=1 "$BUILD/tests/cuda/yirage_cuda_tests" \
   --gtest_filter='CudaGpu.*Streams*' >> "$RESULTS/gpu_tests.log" 2>&1 || tests_rc=$?
-# The register streams again as single blocks, without sm_90's cluster pairs.
+# The weight streams again as single blocks, without sm_90's cluster pairs.
 YIRAGE_CUDA_CLUSTER=0 YIRAGE_REQUIRE_CUDA=1 "$BUILD/tests/cuda/yirage_cuda_tests" \
   --gtest_filter='CudaGpu.*Streams*' >> "$RESULTS/gpu_tests.log" 2>&1 || tests_rc=$?
 grep -E "^\[|Failure|error|expected|Which is" "$RESULTS/gpu_tests.log" | tail -40 || true

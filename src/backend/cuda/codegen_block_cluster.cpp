@@ -5,11 +5,12 @@
 // block 1 hands its partial products to block 0 through distributed shared memory, block 0 adds
 // them and runs the rest of the kernel, block 1 leaves.
 //
-// Why: the stream's speed is set by the access pattern. bench/cluster_gemv_probe.cu read
-// rmsnorm_linear's weight in 14.4 us with 128-column blocks whose K is split over a pair (256
-// bytes of each row a block, every multiprocessor of a wave busy) against 15.5 us for 64-column
-// blocks without a split (bench/gpu_notes.md, version 10). A pair doubles the bandwidth behind
-// each block's columns without a second kernel to add the halves.
+// Why: a grid of wide tiles leaves multiprocessors idle, and a grid of narrow ones reads few
+// bytes of each weight row per block. A pair puts two multiprocessors behind each block's
+// columns without a second kernel to add the halves. bench/cluster_gemv_probe.cu read
+// rmsnorm_linear's weight in 14.4 us with 128-column blocks split over pairs, against 15.5 us
+// for 64-column blocks alone. In the lowering, pairs took gated_mlp's n64 tiles from 31.1 to
+// 26.8 us and rmsnorm_linear's n128 from 19.6 to 17.7 us (bench/gpu_notes.md, version 11).
 #include <fmt/format.h>
 
 #include "backend/cuda/block_lowering.h"
