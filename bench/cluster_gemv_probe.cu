@@ -20,24 +20,12 @@
 #include <cooperative_groups.h>
 #include <cuda_fp16.h>
 
-#include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-#include <random>
-#include <vector>
+
+#include "probe_util.cuh"
 
 namespace cg = cooperative_groups;
-
-#define CK(x)                                                                         \
-  do {                                                                                \
-    cudaError_t e_ = (x);                                                             \
-    if (e_ != cudaSuccess) {                                                          \
-      std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                   \
-    }                                                                                 \
-  } while (0)
 
 constexpr int kK = 4096, kN = 6144, kCopies = 4;
 
@@ -92,14 +80,8 @@ __global__ void __launch_bounds__(NT / 8 * RL)
     if (it + 1 < iters) load(it + 1, next);
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const __half2* h = reinterpret_cast<const __half2*>(&cur[u]);
       float wf[8];
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        const float2 f = __half22float2(h[q]);
-        wf[2 * q] = f.x;
-        wf[2 * q + 1] = f.y;
-      }
+      widen8(cur[u], wf);
       const float* xr = xs + ((it * U + u) * RL + rl) * M;
 #pragma unroll
       for (int m = 0; m < M; ++m)
@@ -135,25 +117,10 @@ struct Buffers {
   __half* y;
 };
 
+// Rotating over `copies` weight copies.
 template <typename Launch>
 double time_us(Launch launch, int copies) {
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  std::vector<float> ts;
-  for (int rep = 0; rep < 60; ++rep) {
-    CK(cudaEventRecord(e0));
-    for (int q = 0; q < 4; ++q) launch(q % copies);
-    CK(cudaEventRecord(e1));
-    CK(cudaEventSynchronize(e1));
-    float ms;
-    CK(cudaEventElapsedTime(&ms, e0, e1));
-    if (rep >= 10) ts.push_back(ms * 1000.f / 4);
-  }
-  std::sort(ts.begin(), ts.end());
-  CK(cudaEventDestroy(e0));
-  CK(cudaEventDestroy(e1));
-  return ts[ts.size() / 2];
+  return median_us([&](int q) { launch(q % copies); });
 }
 
 constexpr double kWeightBytes = double(kK) * kN * 2;
@@ -205,23 +172,13 @@ void gemv(const Buffers& b, int C, const std::vector<float>& xh, const std::vect
 }
 
 int main() {
-  std::mt19937 rng(7);
-  std::normal_distribution<float> nd(0.f, 1.f);
   constexpr int kMaxM = 2;
   std::vector<float> xh(size_t(kMaxM) * kK);
-  std::vector<__half> xhh(xh.size()), wh(size_t(kK) * kN);
-  for (size_t i = 0; i < xh.size(); ++i) {
-    xhh[i] = __float2half(nd(rng));
-    xh[i] = __half2float(xhh[i]);
-  }
-  for (auto& v : wh) v = __float2half(nd(rng) * 0.02f);
+  std::vector<__half> xhh, wh(size_t(kK) * kN);
+  random_inputs(xh, xhh, wh);
   Buffers b{};
-  CK(cudaMalloc(&b.x, xhh.size() * 2));
-  CK(cudaMemcpy(b.x, xhh.data(), xhh.size() * 2, cudaMemcpyHostToDevice));
-  for (auto& p : b.w) {
-    CK(cudaMalloc(&p, wh.size() * 2));
-    CK(cudaMemcpy(p, wh.data(), wh.size() * 2, cudaMemcpyHostToDevice));
-  }
+  b.x = upload(xhh);
+  for (auto& p : b.w) p = upload(wh);
   CK(cudaMalloc(&b.y, size_t(kMaxM) * kN * 2));
   int sms = 0;
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));

@@ -14,26 +14,16 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
-#include <random>
 #include <vector>
 
-#define CK(x)                                                                   \
-  do {                                                                          \
-    cudaError_t e_ = (x);                                                       \
-    if (e_ != cudaSuccess) {                                                    \
-      std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); \
-      std::exit(1);                                                             \
-    }                                                                           \
-  } while (0)
+#include "probe_util.cuh"
 
 constexpr int kThreads = 256;
 
 template <int M, int NCOL, int R>
-__global__ void __launch_bounds__(kThreads) gemv(const __half* __restrict__ x,
-                                                 const __half* __restrict__ w,
-                                                 float* __restrict__ y, int K, int N, int splits) {
+__global__ void __launch_bounds__(kThreads)
+    gemv(const __half* __restrict__ x, const __half* __restrict__ w, float* __restrict__ y, int K,
+         int N, int splits) {
   constexpr int tpr = NCOL / 8, klanes = kThreads / tpr, kt = klanes * R;
   extern __shared__ float xs[];  // [K / splits][M] as float
   const int kslice = K / splits, k0 = blockIdx.y * kslice;
@@ -68,14 +58,8 @@ __global__ void __launch_bounds__(kThreads) gemv(const __half* __restrict__ x,
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       const int kk = it * kt + r * klanes + kl;
-      const __half2* h = reinterpret_cast<const __half2*>(&cur[r]);
       float wf[8];
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        const float2 f = __half22float2(h[q]);
-        wf[2 * q] = f.x;
-        wf[2 * q + 1] = f.y;
-      }
+      widen8(cur[r], wf);
 #pragma unroll
       for (int m = 0; m < M; ++m) {
         const float a = xs[kk * M + m];
@@ -130,7 +114,8 @@ void run(const Bufs& b, int splits, const std::vector<float>& xh, const std::vec
   const int kslice = b.K / splits;
   constexpr int tpr = NCOL / 8, kt = kThreads / tpr * R;
   if (kslice % kt != 0) return;
-  const size_t smem = std::max<size_t>(size_t(kslice) * M * 4, size_t(kThreads / 32) * M * NCOL * 4);
+  const size_t smem =
+      std::max<size_t>(size_t(kslice) * M * 4, size_t(kThreads / 32) * M * NCOL * 4);
   auto k = gemv<M, NCOL, R>;
   CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   dim3 grid(b.N / NCOL, splits);
@@ -152,21 +137,8 @@ void run(const Bufs& b, int splits, const std::vector<float>& xh, const std::vec
       ref2 += r * r;
     }
   const double rel = std::sqrt(err / ref2);
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  std::vector<float> ts;
-  for (int rep = 0; rep < 60; ++rep) {
-    CK(cudaEventRecord(e0));
-    for (int q = 0; q < 4; ++q) k<<<grid, kThreads, smem>>>(b.x, b.w[q], b.y, b.K, b.N, splits);
-    CK(cudaEventRecord(e1));
-    CK(cudaEventSynchronize(e1));
-    float ms;
-    CK(cudaEventElapsedTime(&ms, e0, e1));
-    if (rep >= 10) ts.push_back(ms * 1000.f / 4);
-  }
-  std::sort(ts.begin(), ts.end());
-  const double us = ts[ts.size() / 2];
+  const double us =
+      median_us([&](int q) { k<<<grid, kThreads, smem>>>(b.x, b.w[q], b.y, b.K, b.N, splits); });
   const double bytes = double(b.K) * b.N * 2;
   std::printf("M=%d ncol=%3d R=%d splits=%d blocks=%5d  %7.2f us  %6.0f GB/s  relerr %.1e\n", M,
               NCOL, R, splits, grid.x * grid.y, us, bytes / us * 1e-3, rel);
@@ -174,22 +146,12 @@ void run(const Bufs& b, int splits, const std::vector<float>& xh, const std::vec
 
 int main() {
   const int K = 4096, N = 6144;
-  std::mt19937 rng(7);
-  std::normal_distribution<float> nd(0.f, 1.f);
   Bufs b{K, N, 8, nullptr, {}, nullptr};
   std::vector<float> xh(size_t(8) * K);
-  std::vector<__half> xhh(xh.size()), wh(size_t(K) * N);
-  for (size_t i = 0; i < xh.size(); ++i) {
-    xhh[i] = __float2half(nd(rng));
-    xh[i] = __half2float(xhh[i]);
-  }
-  for (auto& v : wh) v = __float2half(nd(rng) * 0.02f);
-  CK(cudaMalloc(&b.x, xhh.size() * 2));
-  CK(cudaMemcpy(b.x, xhh.data(), xhh.size() * 2, cudaMemcpyHostToDevice));
-  for (auto& p : b.w) {
-    CK(cudaMalloc(&p, wh.size() * 2));
-    CK(cudaMemcpy(p, wh.data(), wh.size() * 2, cudaMemcpyHostToDevice));
-  }
+  std::vector<__half> xhh, wh(size_t(K) * N);
+  random_inputs(xh, xhh, wh);
+  b.x = upload(xhh);
+  for (auto& p : b.w) p = upload(wh);
   CK(cudaMalloc(&b.y, size_t(8) * N * 4));
   {  // device-to-device copy of 1 GB, read + write counted
     const long long n = (1ll << 30) / 16;
@@ -197,21 +159,8 @@ int main() {
     CK(cudaMalloc(&a, n * 16));
     CK(cudaMalloc(&c, n * 16));
     CK(cudaMemset(a, 1, n * 16));
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
-    std::vector<float> ts;
-    for (int rep = 0; rep < 12; ++rep) {
-      CK(cudaEventRecord(e0));
-      copy16<<<132 * 8, 256>>>(a, c, n);
-      CK(cudaEventRecord(e1));
-      CK(cudaEventSynchronize(e1));
-      float ms;
-      CK(cudaEventElapsedTime(&ms, e0, e1));
-      ts.push_back(ms);
-    }
-    std::sort(ts.begin(), ts.end());
-    std::printf("copy: %.0f GB/s (read + write)\n", 2.0 * n * 16 / (ts[6] * 1e-3) * 1e-9);
+    const double us = median_us([&](int) { copy16<<<132 * 8, 256>>>(a, c, n); });
+    std::printf("copy: %.0f GB/s (read + write)\n", 2.0 * n * 16 / us * 1e-3);
     CK(cudaFree(a));
     CK(cudaFree(c));
   }
