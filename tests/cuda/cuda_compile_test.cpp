@@ -23,8 +23,8 @@ namespace {
 // Compiles every kernel of `graph` not compiled before for both architectures.
 void compile_all(const ir::KernelGraph& graph, const std::string& what, std::set<std::string>& seen,
                  const CodegenOptions& options = {}) {
-  // TMA copies exist on sm_90 only.
-  const std::vector<const char*> archs = options.tensor_maps
+  // TMA copies and block clusters exist on sm_90 only.
+  const std::vector<const char*> archs = options.tensor_maps || options.clusters
                                              ? std::vector<const char*>{"sm_90"}
                                              : std::vector<const char*>{"sm_80", "sm_90"};
   std::string reason;
@@ -160,10 +160,11 @@ TEST(CudaCompile, WeightTilesTakeTheTma) {
 
 // Which products stream their weights (codegen_block_stream.cpp): the skinny ones of
 // rmsnorm_linear (2 and 16 rows) and gated_mlp at bs1 (8 rows), with no shared-memory stage in the
-// for-loop for the weight. On sm_90 a kernel's only streamed weight comes by TMA after the loop
-// (codegen_block_stream_tma.cpp), in boxes of 64 columns by a 32 KB chunk's rows; elsewhere, and
-// where two weights stream (gate and up, which share one staged X), through registers. Not
-// gated_mlp at bs8 (64 rows), not grids of more than one wave, and not where the option is off.
+// for-loop for the weight. On sm_90 the streamed weights come by TMA after the loop
+// (codegen_block_stream_tma.cpp), in boxes of 64 columns by a 32 KB chunk's rows, or for gate and
+// up (which share one staged X) in one loop that takes their chunks in turn; elsewhere through
+// registers. Not gated_mlp at bs8 (64 rows), not grids of more than one wave, and not where the
+// option is off.
 TEST(CudaCompile, SkinnyProductsStreamWeights) {
   const CodegenOptions h200{
       .max_shared_bytes = 227 * 1024, .multiprocessors = 132, .tensor_maps = true};
@@ -188,10 +189,20 @@ TEST(CudaCompile, SkinnyProductsStreamWeights) {
   EXPECT_NE(older.source.find(by_registers), std::string::npos) << older.source;
   EXPECT_NE(older.source.find("yr_ld_stream16(w"), std::string::npos);
   const KernelLaunch gated = kernel_of("gated_mlp", 1, "n32_k256", h200);
-  EXPECT_NE(gated.source.find(by_registers), std::string::npos) << gated.source;
-  EXPECT_NE(gated.source.find("yr_ld_stream8(w"), std::string::npos);
+  EXPECT_NE(gated.source.find("B streamed by TMA for 2 matmul(s)"), std::string::npos)
+      << gated.source;
+  ASSERT_EQ(gated.tensor_maps.size(), 2u) << "gate's weight and up's";
+  EXPECT_EQ(gated.tensor_maps[0].arg, 1);  // X, W1, W2
+  EXPECT_EQ(gated.tensor_maps[1].arg, 2);
+  EXPECT_NE(gated.source.find("&tm0,"), std::string::npos) << gated.source;
+  EXPECT_NE(gated.source.find("&tm1,"), std::string::npos) << gated.source;
   EXPECT_EQ(gated.source.find("unsigned short* const sx5"), std::string::npos)
       << "gate and up share the staged X";
+  CodegenOptions no_maps = h200;
+  no_maps.tensor_maps = false;
+  const KernelLaunch gated_older = kernel_of("gated_mlp", 1, "n32_k256", no_maps);
+  EXPECT_NE(gated_older.source.find(by_registers), std::string::npos) << gated_older.source;
+  EXPECT_NE(gated_older.source.find("yr_ld_stream8(w"), std::string::npos);
   const KernelLaunch wide = kernel_of("gated_mlp", 8, "n32_k128", h200);
   EXPECT_EQ(wide.source.find("B streamed"), std::string::npos) << "64 rows stay in shared memory";
   // 448 blocks of the Llama MLP's gate_up: more than one wave keeps the weight in the loop.
@@ -252,18 +263,27 @@ TEST(CudaCompile, StreamsSplitOverBlockPairs) {
   EXPECT_EQ(single.source.find(pair), std::string::npos);
   EXPECT_NE(single.source.find("B streamed by TMA"), std::string::npos);
   EXPECT_EQ(single.grid[0], 96u);
-  // Gate and up both split, through registers.
+  // Gate and up by TMA in one loop stay single blocks (they were slower as pairs)...
   const ir::KernelGraph gated = variant("gated_mlp", 1, "n64_k1024");
   const KernelLaunch g = lower(gated, h200).kernels.at(0);
-  EXPECT_NE(g.source.find(pair), std::string::npos) << g.source;
-  EXPECT_NE(g.source.find("B streamed through registers"), std::string::npos) << g.source;
-  EXPECT_EQ(g.grid[0], 128u);
+  EXPECT_EQ(g.source.find(pair), std::string::npos) << g.source;
+  EXPECT_NE(g.source.find("B streamed by TMA for 2 matmul(s)"), std::string::npos) << g.source;
+  EXPECT_EQ(g.tensor_maps.size(), 2u);
+  EXPECT_EQ(g.grid[0], 64u);
+  // ...and through registers, where there are no tensor maps, both split over pairs.
+  CodegenOptions no_maps = h200;
+  no_maps.tensor_maps = false;
+  const KernelLaunch r = lower(gated, no_maps).kernels.at(0);
+  EXPECT_NE(r.source.find(pair), std::string::npos) << r.source;
+  EXPECT_NE(r.source.find("B streamed through registers"), std::string::npos) << r.source;
+  EXPECT_EQ(r.grid[0], 128u);
+  compile_all(gated, "gated_mlp n64_k1024 registers", seen, no_maps);
   compile_all(gated, "gated_mlp n64_k1024", seen, h200);
   for (int64_t m : {3, 16})
     compile_all(cuda_suite::register_stream_graph(ir::DType::f16, m), fmt::format("pairs m{}", m),
                 seen, h200);
   // Without clusters, no pairs.
-  CodegenOptions off = h200;
+  CodegenOptions off = no_maps;
   off.clusters = false;
   const KernelLaunch unpaired = lower(gated, off).kernels.at(0);
   EXPECT_EQ(unpaired.source.find(pair), std::string::npos);

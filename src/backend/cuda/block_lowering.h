@@ -200,6 +200,8 @@ class BlockLowering {
 
   // codegen_block_stream_tma.cpp
   bool streams_by_tma(int32_t id) const;
+  bool stream_by_tma_together(const std::vector<int32_t>& ids);
+  int64_t stream_tma_index(int32_t id) const;
   bool stream_tma(int32_t id) const {
     return std::find(stream_tma_order_.begin(), stream_tma_order_.end(), id) !=
            stream_tma_order_.end();
@@ -208,6 +210,7 @@ class BlockLowering {
   std::string tma_stream_issue(int32_t id, const std::string& chunk, const std::string& slot) const;
   std::string tma_stream_declare(int32_t id) const;
   std::string tma_stream_run(int32_t id) const;
+  std::string tma_stream_chunk(int32_t id) const;
   std::string tma_stream_flush(int32_t id) const;
   TensorMapArg tma_stream_map(int32_t id) const;
 
@@ -234,6 +237,7 @@ class BlockLowering {
   std::vector<int32_t> stream_owner_;      // a streamed matmul -> the one that stages its A
   std::vector<int32_t> stream_tma_order_;  // streamed matmuls whose B the TMA copies (maps last)
   int64_t stream_stage_cap_ = 4;           // the most stages a TMA stream may take (plan())
+  int64_t tma_streams_ = 1;                // TMA streams sharing the stages' room
   int stream_ranks_ = 1;                   // 2: each block a cluster pair (choose_stream_ranks())
   std::vector<Chain> chains_;
   std::vector<int> chain_index_;    // every node a chain covers -> its index in chains_, or -1

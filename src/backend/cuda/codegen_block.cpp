@@ -130,7 +130,8 @@ void BlockLowering::plan() {
   while (shared_ > options_.max_shared_bytes && !stream_tma_order_.empty()) {
     if (stream_stage_cap_ > 2)
       --stream_stage_cap_;
-    else if (register_streamable(stream_tma_order_[0]))
+    else if (std::all_of(stream_tma_order_.begin(), stream_tma_order_.end(),
+                         [&](int32_t id) { return register_streamable(id); }))
       stream_tma_order_.clear();
     else
       break;
@@ -479,18 +480,37 @@ std::string BlockLowering::save(int32_t id, int output) const {
   }
   const int64_t vec = 16 / int64_t(ir::dtype_size(out.dtype));
   const std::string t = ctype(out.dtype);
-  if (tile.back() % vec == 0 && out.dims.back() % vec == 0)
+  if (tile.back() % vec == 0 && out.dims.back() % vec == 0) {
+    // A stored f32 tile is read 16 bytes at a time: a thread's `vec` consecutive floats read one
+    // by one put a warp's lanes `vec` banks apart (8-way conflicts for a 16-bit output).
+    const int32_t in = n.inputs[0];
+    const bool stored_floats = !std::holds_alternative<ir::InputIteratorOp>(node(in).op) &&
+                               !inlined_[size_t(in)] && storage_[size_t(in)].offset >= 0;
+    const std::string gather =
+        stored_floats ? fmt::format(
+                            "    float f[{0}];\n"
+                            "#pragma unroll\n"
+                            "    for (int u = 0; u < {0}; u += 4)\n"
+                            "      *reinterpret_cast<float4*>(f + u) = *reinterpret_cast<const "
+                            "float4*>({1} + e + u);\n"
+                            "#pragma unroll\n"
+                            "    for (int u = 0; u < {0}; ++u) yr_store(v + u, f[u]);\n",
+                            vec, tile_var(in))
+                      : fmt::format(
+                            "#pragma unroll\n"
+                            "    for (int u = 0; u < {}; ++u) yr_store(v + u, {});\n",
+                            vec, read(in, "e + u"));
     return fmt::format(
         "  for (int q = threadIdx.x; q < {0}; q += {1}) {{\n"
         "    const int e = q * {2};\n"
         "    __align__(16) {3} v[{2}];\n"
-        "#pragma unroll\n"
-        "    for (int u = 0; u < {2}; ++u) yr_store(v + u, {4});\n"
+        "{4}"
         "    *reinterpret_cast<uint4*>(out{5} + (0ll{6} + {7})) = *reinterpret_cast<const "
         "uint4*>(v);\n"
         "  }}\n",
-        elements(n.inputs[0]) / vec, kBlockThreads, vec, t, read(n.inputs[0], "e + u"), output,
-        base, tile_offset(tile, strides, "e"));
+        elements(in) / vec, kBlockThreads, vec, t, gather, output, base,
+        tile_offset(tile, strides, "e"));
+  }
   return fmt::format(
       "  for (int e = threadIdx.x; e < {}; e += {}) yr_store(out{} + (0ll{} + {}), {});\n",
       elements(n.inputs[0]), kBlockThreads, output, base, tile_offset(tile, strides, "e"),

@@ -121,12 +121,10 @@ BlockLowering::StreamPlan BlockLowering::stream_plan(int32_t id) const {
   return p;
 }
 
-// Streamed matmuls that share their A (a gated MLP's gate and up) share its staged copy, which
-// the first of them stages; the shared memory for those copies is bounded.
-// A kernel's only candidate streams by TMA where it can (one stage layout, one set of barriers);
-// otherwise the candidates that can stream through registers do. Streamed matmuls that share
-// their A (a gated MLP's gate and up) share its staged copy, which the first of them stages; the
-// shared memory for those copies is bounded.
+// A kernel's candidates (one, or two that share A, like a gated MLP's gate and up) stream by TMA
+// where they all can; otherwise the candidates that can stream through registers do. Streamed
+// matmuls that share their A share its staged copy, which the first of them stages; the shared
+// memory for those copies is bounded.
 void BlockLowering::find_streamed() {
   const size_t count = g_.nodes().size();
   streamed_.assign(count, false);
@@ -135,8 +133,9 @@ void BlockLowering::find_streamed() {
   std::vector<int32_t> candidates;
   for (int32_t id = 0; id < int32_t(count); ++id)
     if (streams_b(id)) candidates.push_back(id);
-  if (candidates.size() == 1 && streams_by_tma(candidates[0]))
-    stream_tma_order_.push_back(candidates[0]);
+  tma_streams_ = 1;
+  if (stream_by_tma_together(candidates))
+    stream_tma_order_ = candidates;
   else
     std::erase_if(candidates, [&](int32_t id) { return !register_streamable(id); });
   int64_t staged_total = 0;

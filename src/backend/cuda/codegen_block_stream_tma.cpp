@@ -13,6 +13,10 @@
 // the staged copy: warp w takes the 16-column tile w % T (T = min(tiles, 8)) and every
 // (8 / T)-th k-step from w / T, or with 8 tiles or more, tiles w, w + 8, ... A barrier after
 // each chunk frees its stage for the copy `stages` chunks on.
+//
+// Two streams that share A (a gated MLP's gate and up) split the room, each with its own stages
+// and mbarriers, and one loop takes their chunks in turn. Through registers instead, gated_mlp's
+// n64_k1024 took 26.9 us; by TMA, 25.2 us (bench/gpu_notes.md, version 12).
 #include <algorithm>
 #include <numeric>
 
@@ -32,14 +36,14 @@ constexpr int64_t kMaxChunkRows = 256;  // a tensor map box's limit, in each dim
 constexpr int64_t kMaxBoxColumns = 256;
 constexpr int64_t kPanel = 64;  // columns: 128 bytes, the swizzle's span
 constexpr int64_t kMaxStages = 4;
+constexpr size_t kMaxTmaStreams = 2;
 // The staged A and the stages together; the rest is for the for-loop's own tiles.
 constexpr int64_t kMaxStreamShared = 176 * 1024;
 
 }  // namespace
 
-// Whether streamed matmul `id` (the kernel's only one) can take its B by TMA: whole 64-column
-// panels of a weight whose rows are whole 16 bytes, chunks that divide the loop's K range, and
-// room in shared memory.
+// Whether streamed matmul `id` can take its B by TMA: whole 64-column panels of a weight whose
+// rows are whole 16 bytes, chunks that divide the loop's K range, and room in shared memory.
 bool BlockLowering::streams_by_tma(int32_t id) const {
   if (!options_.tensor_maps) return false;
   const int32_t b = node(id).inputs[1];
@@ -53,12 +57,34 @@ bool BlockLowering::streams_by_tma(int32_t id) const {
   return (t.chunk / 16) * t.tiles % kBlockWarps == 0 && t.stages >= 2;
 }
 
+// Whether every one of `ids` can take its B by TMA in one shared loop: they share A (one staged
+// copy), their plans agree on chunks and stages, and each fits its share of the room.
+bool BlockLowering::stream_by_tma_together(const std::vector<int32_t>& ids) {
+  if (ids.empty() || ids.size() > kMaxTmaStreams) return false;
+  tma_streams_ = int64_t(ids.size());
+  const TmaStreamPlan first = tma_stream_plan(ids[0]);
+  const bool together = std::all_of(ids.begin(), ids.end(), [&](int32_t id) {
+    const TmaStreamPlan t = tma_stream_plan(id);
+    return streams_by_tma(id) && node(id).inputs[0] == node(ids[0]).inputs[0] &&
+           t.chunk == first.chunk && t.chunks == first.chunks && t.stages == first.stages;
+  });
+  if (!together) tma_streams_ = 1;
+  return together;
+}
+
+// Where matmul `id` is in the TMA streams' order: its tensor map follows the for-loop's maps.
+int64_t BlockLowering::stream_tma_index(int32_t id) const {
+  return std::find(stream_tma_order_.begin(), stream_tma_order_.end(), id) -
+         stream_tma_order_.begin();
+}
+
 BlockLowering::TmaStreamPlan BlockLowering::tma_stream_plan(int32_t id) const {
   const StreamPlan p = stream_plan(id);
   TmaStreamPlan t;
-  // Chunks of 32 KB, four stages at most, as many as fit beside the staged A; halved (to 64 rows
-  // at least) while fewer than two fit.
-  const int64_t room = kMaxStreamShared - staged_bytes(p.m, p.k);
+  // Chunks of 32 KB, four stages at most, as many as fit beside the staged A (each of the
+  // kernel's TMA streams taking an equal share of the room); halved (to 64 rows at least) while
+  // fewer than two fit.
+  const int64_t room = (kMaxStreamShared - staged_bytes(p.m, p.k)) / tma_streams_;
   t.chunk = std::min({kMaxChunkRows, kChunkBytes / (p.n * 2), r_ * p.k});
   while (t.chunk > 64 && room / (t.chunk * p.n * 2) < 2) t.chunk /= 2;
   t.chunks = t.chunk > 0 ? r_ * p.k / t.chunk / stream_ranks_ : 0;  // a pair's block: half
@@ -89,9 +115,9 @@ std::string BlockLowering::tma_stream_issue(int32_t id, const std::string& chunk
       fmt::arg("id", id), fmt::arg("slot", slot), fmt::arg("bytes", t.chunk * p.n * 2),
       fmt::arg("panels", t.swizzled ? p.n / kPanel : 1), fmt::arg("stage", t.chunk * p.n),
       fmt::arg("panel", t.chunk * kPanel), fmt::arg("box", t.swizzled ? kPanel : p.n),
-      fmt::arg("map", tma_order_.size()), fmt::arg("col", tma_coordinate(b, 1, "0")),
-      fmt::arg("row", tma_coordinate(b, 0, "0")), fmt::arg("chunk", chunk),
-      fmt::arg("rows", t.chunk));
+      fmt::arg("map", tma_order_.size() + stream_tma_index(id)),
+      fmt::arg("col", tma_coordinate(b, 1, "0")), fmt::arg("row", tma_coordinate(b, 0, "0")),
+      fmt::arg("chunk", chunk), fmt::arg("rows", t.chunk));
 }
 
 // Before the for-loop: the stages, their mbarriers, the accumulators, and the first `stages`
@@ -125,8 +151,38 @@ std::string BlockLowering::tma_stream_declare(int32_t id) const {
 
 // After the for-loop: every chunk in turn, waited for on its mbarrier. Warp w takes the units
 // u = w, w + 8, ... of a chunk, unit u the 16x16 block (k-step u / tiles, tile u % tiles); the
-// tiles a warp meets are those congruent to w modulo `lanes`, its accumulator sets.
+// tiles a warp meets are those congruent to w modulo `lanes`, its accumulator sets. The kernel's
+// TMA streams (a gated MLP's gate and up) take their chunks in turn within one loop, so that all
+// of their stages are in flight at once, and one barrier per chunk frees the stages of all.
 std::string BlockLowering::tma_stream_run(int32_t id) const {
+  if (id != stream_tma_order_.front()) return "";  // the first stream's loop runs them all
+  const TmaStreamPlan t = tma_stream_plan(id);
+  std::string work, refill;
+  for (int32_t s : stream_tma_order_) {
+    work += tma_stream_chunk(s);
+    refill += tma_stream_issue(s, fmt::format("first + c + {}", t.stages), "slot");
+  }
+  return fmt::format(
+      "  {{  // B streamed by TMA for {count} matmul(s), {stages} chunks of {rows} rows each in "
+      "flight\n"
+      "    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tq = lane "
+      "& 3;\n"
+      "    const int lrow = (lane & 7) + ((lane >> 4) & 1) * 8, lcol = ((lane >> 3) & 1) * 8;\n"
+      "    const int first = {first};\n"
+      "    for (int c = 0; c < {chunks}; ++c) {{\n"
+      "      const int slot = c % {stages};\n"
+      "{work}"
+      "      __syncthreads();\n"
+      "      if (threadIdx.x == 0 && c + {stages} < {chunks}) {{\n{refill}      }}\n"
+      "    }}\n"
+      "  }}\n",
+      fmt::arg("count", stream_tma_order_.size()), fmt::arg("stages", t.stages),
+      fmt::arg("rows", t.chunk), fmt::arg("chunks", t.chunks),
+      fmt::arg("first", pair_offset(t.chunks)), fmt::arg("work", work), fmt::arg("refill", refill));
+}
+
+// One chunk of matmul `id`'s stream: wait for it, then the warp's units of it.
+std::string BlockLowering::tma_stream_chunk(int32_t id) const {
   const StreamPlan p = stream_plan(id);
   const TmaStreamPlan t = tma_stream_plan(id);
   const std::string address =
@@ -153,22 +209,15 @@ std::string BlockLowering::tma_stream_run(int32_t id) const {
         "          if (s == nt / {}) {{\n{}          }}\n",
         t.sets, t.lanes, mma("s"));
   return fmt::format(
-      "  {{  // tensor-core matmul [{m}x{k}] x [{k}x{n}] over {range} iterations, B streamed by "
-      "TMA ({stages} chunks of {rows} rows in flight), computed transposed\n"
-      "    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tq = lane "
-      "& 3;\n"
-      "    const int lrow = (lane & 7) + ((lane >> 4) & 1) * 8, lcol = ((lane >> 3) & 1) * 8;\n"
-      "    const int first = {first};\n"
-      "    for (int c = 0; c < {chunks}; ++c) {{\n"
-      "      const int slot = c % {stages};\n"
+      "      {{  // tensor-core matmul [{m}x{k}] x [{k}x{n}] over {range} iterations, computed "
+      "transposed\n"
       "      yr_mbar_wait(sbar{id} + slot, (c / {stages}) & 1);\n"
       "      const {type}* const tile = ws{id} + slot * {stage};\n"
       "#pragma unroll\n"
       "      for (int j = 0; j < {steps}; ++j) {{\n"
       "        const int u = warp + j * {warps}, ks = u / {tiles}, nt = u % {tiles};\n"
       "        const unsigned short* const a_rows = sx{owner} + (first + c) * {rows} + ks * 16 + "
-      "tq "
-      "* 2;\n"
+      "tq * 2;\n"
       "        unsigned x[{halves}][2];\n"
       "#pragma unroll\n"
       "        for (int h = 0; h < {halves}; ++h) {{\n"
@@ -180,19 +229,14 @@ std::string BlockLowering::tma_stream_run(int32_t id) const {
       "        yr_ldmatrix_x4_trans(a, tile + {address});\n"
       "{products}"
       "      }}\n"
-      "      __syncthreads();\n"
-      "      if (threadIdx.x == 0 && c + {stages} < {chunks}) {{\n{issue}      }}\n"
-      "    }}\n"
-      "  }}\n",
+      "      }}\n",
       fmt::arg("m", p.m), fmt::arg("k", p.k), fmt::arg("n", p.n), fmt::arg("range", r_),
-      fmt::arg("stages", t.stages), fmt::arg("rows", t.chunk), fmt::arg("chunks", t.chunks),
-      fmt::arg("id", id), fmt::arg("type", ctype(node(id).tile.dtype)),
-      fmt::arg("stage", t.chunk * p.n), fmt::arg("steps", t.steps), fmt::arg("warps", kBlockWarps),
-      fmt::arg("tiles", t.tiles), fmt::arg("owner", stream_owner_[size_t(id)]),
-      fmt::arg("halves", p.halves), fmt::arg("stride", r_ * p.k + kStagedPad),
-      fmt::arg("address", address), fmt::arg("products", products),
-      fmt::arg("first", pair_offset(t.chunks)),
-      fmt::arg("issue", tma_stream_issue(id, fmt::format("first + c + {}", t.stages), "slot")));
+      fmt::arg("stages", t.stages), fmt::arg("rows", t.chunk), fmt::arg("id", id),
+      fmt::arg("type", ctype(node(id).tile.dtype)), fmt::arg("stage", t.chunk * p.n),
+      fmt::arg("steps", t.steps), fmt::arg("warps", kBlockWarps), fmt::arg("tiles", t.tiles),
+      fmt::arg("owner", stream_owner_[size_t(id)]), fmt::arg("halves", p.halves),
+      fmt::arg("stride", r_ * p.k + kStagedPad), fmt::arg("address", address),
+      fmt::arg("products", products));
 }
 
 // Then the transposed fragments into the accumulator's [m x n] tile: set q of warp w is tile
