@@ -59,6 +59,9 @@ const std::string& cluster_prelude();
 // After a streamed product's warps wrote `splits` partial tiles of `mn` floats into `red`: the
 // block's sum of them into `out` (codegen_block_stream.cpp).
 std::string stream_sum_partials(const std::string& out, int64_t mn, int64_t splits);
+// A lane's fragment of a staged A, read at `rows` as a `type`, or zeros past row m
+// (codegen_block_stream.cpp).
+std::string a_fragment(const std::string& type, const std::string& rows, int64_t m);
 // The stores of one transposed mma fragment into a partial tile (codegen_block_stream.cpp).
 std::string fragment_stores(const std::string& indent, int64_t m, int64_t n, int next);
 
@@ -236,7 +239,7 @@ class BlockLowering {
   std::vector<bool> streamed_;             // resident matmuls whose B streams through registers
   std::vector<int32_t> stream_owner_;      // a streamed matmul -> the one that stages its A
   std::vector<int32_t> stream_tma_order_;  // streamed matmuls whose B the TMA copies (maps last)
-  int64_t stream_stage_cap_ = 4;           // the most stages a TMA stream may take (plan())
+  int64_t stream_stage_cap_ = 6;           // the most stages a TMA stream may take (plan())
   int64_t tma_streams_ = 1;                // TMA streams sharing the stages' room
   int stream_ranks_ = 1;                   // 2: each block a cluster pair (choose_stream_ranks())
   std::vector<Chain> chains_;

@@ -47,10 +47,19 @@ constexpr int64_t kLoopReserve = 48 * 1024;
 
 }  // namespace
 
-// The staged copy of A for every iteration: [rows][iterations x k + pad] 16-bit elements, the rows
-// rounded up to whole 8-row halves (the padding rows stay zero), the pad against bank conflicts.
+// The staged copy of A for every iteration: [m][iterations x k + pad] 16-bit elements, the pad
+// against bank conflicts. The mmas take 8-row halves of A; the rows past m are not stored (their
+// fragments are zeros, a_fragment()), which leaves a 2-row A a quarter of the shared memory that
+// whole halves took, for the TMA's stages.
 int64_t BlockLowering::staged_bytes(int64_t m, int64_t k) const {
-  return ((m + 7) / 8 * 8) * (r_ * k + kStagedPad) * 2;
+  return m * (r_ * k + kStagedPad) * 2;
+}
+
+// A lane's `type` fragment word(s) of staged A at `rows` (its row h * 8 + g): zeros past row m.
+std::string a_fragment(const std::string& type, const std::string& rows, int64_t m) {
+  const std::string load = fmt::format("*reinterpret_cast<const {}*>({})", type, rows);
+  if (m % 8 == 0) return load;
+  return fmt::format("(h * 8 + g < {} ? {} : {}{{}})", m, load, type);
 }
 
 int64_t BlockLowering::staged_budget() const {
@@ -194,23 +203,14 @@ std::string BlockLowering::stream_load(int32_t id, const std::string& unit,
       fmt::arg("slot", slot));
 }
 
-// Before the for-loop: the staged A's buffer (its padding zeroed), the accumulators (zeroed), and
-// the first `depth` units' loads.
+// Before the for-loop: the staged A's buffer, the accumulators (zeroed), and the first `depth`
+// units' loads.
 std::string BlockLowering::stream_declare(int32_t id) const {
-  const StreamPlan p = stream_plan(id);
   std::string s = stream_tma(id) ? tma_stream_declare(id) : register_stream_declare(id);
-  // After the loads are under way: the padding rows of the staged copy zeroed, 16 bytes a store.
-  const int64_t padding = p.halves * 8 - p.m;
   if (stream_owner_[size_t(id)] == id)
     s += fmt::format(
-        "  unsigned short* const sx{id} = reinterpret_cast<unsigned short*>(smem + {offset});\n"
-        "  for (int e = threadIdx.x; e < {vectors}; e += {threads})\n"
-        "    *reinterpret_cast<uint4*>(sx{id} + {m} * {stride} + e * 8) = uint4{{0u, 0u, 0u, "
-        "0u}};\n",
-        fmt::arg("id", id), fmt::arg("offset", storage_[size_t(id)].staged_a),
-        fmt::arg("vectors", padding * (r_ * p.k + kStagedPad) / 8),
-        fmt::arg("threads", kBlockThreads), fmt::arg("m", p.m),
-        fmt::arg("stride", r_ * p.k + kStagedPad));
+        "  unsigned short* const sx{} = reinterpret_cast<unsigned short*>(smem + {});\n", id,
+        storage_[size_t(id)].staged_a);
   return s;
 }
 
@@ -281,8 +281,7 @@ std::string BlockLowering::stream_run(int32_t id) const {
       "          if (u + {depth} < {units}) {{\n{load}          }}\n"
       "#pragma unroll\n"
       "          for (int h = 0; h < {halves}; ++h) {{\n"
-      "            const uint2 x = *reinterpret_cast<const uint2*>(a_rows + (h * 8 + g) * "
-      "{stride});\n"
+      "            const uint2 x = {x};\n"
       "#pragma unroll\n"
       "            for (int t = 0; t < {tiles}; ++t)\n"
       "              yr_mma({t}{{}}, acc[t][h], f[t][0], f[t][1], f[t][2], f[t][3], x.x, x.y);\n"
@@ -298,7 +297,10 @@ std::string BlockLowering::stream_run(int32_t id) const {
       fmt::arg("sets", p.sets), fmt::arg("tiles", p.vector / 2),
       fmt::arg("load", stream_load(id, fmt::format("unit + {}", p.depth), "d")),
       fmt::arg("first", stream_first_unit(id)), fmt::arg("stride", r_ * p.k + kStagedPad),
-      fmt::arg("t", ctype(n.tile.dtype)));
+      fmt::arg("t", ctype(n.tile.dtype)),
+      fmt::arg("x",
+               a_fragment("uint2", fmt::format("a_rows + (h * 8 + g) * {}", r_ * p.k + kStagedPad),
+                          p.m)));
   return s;
 }
 

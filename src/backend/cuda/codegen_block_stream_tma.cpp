@@ -35,7 +35,7 @@ constexpr int64_t kChunkBytes = 32 * 1024;
 constexpr int64_t kMaxChunkRows = 256;  // a tensor map box's limit, in each dimension
 constexpr int64_t kMaxBoxColumns = 256;
 constexpr int64_t kPanel = 64;  // columns: 128 bytes, the swizzle's span
-constexpr int64_t kMaxStages = 4;
+constexpr int64_t kMaxStages = 6;
 constexpr size_t kMaxTmaStreams = 2;
 // The staged A and the stages together; the rest is for the for-loop's own tiles.
 constexpr int64_t kMaxStreamShared = 176 * 1024;
@@ -185,6 +185,7 @@ std::string BlockLowering::tma_stream_run(int32_t id) const {
 std::string BlockLowering::tma_stream_chunk(int32_t id) const {
   const StreamPlan p = stream_plan(id);
   const TmaStreamPlan t = tma_stream_plan(id);
+  const int64_t stride = r_ * p.k + kStagedPad;
   const std::string address =
       t.swizzled ? fmt::format("yr_swizzle128(ks * 16 + lrow, nt * 16 + lcol, {})", t.chunk)
                  : fmt::format("(ks * 16 + lrow) * {} + nt * 16 + lcol", p.n);
@@ -221,9 +222,8 @@ std::string BlockLowering::tma_stream_chunk(int32_t id) const {
       "        unsigned x[{halves}][2];\n"
       "#pragma unroll\n"
       "        for (int h = 0; h < {halves}; ++h) {{\n"
-      "          x[h][0] = *reinterpret_cast<const unsigned*>(a_rows + (h * 8 + g) * {stride});\n"
-      "          x[h][1] = *reinterpret_cast<const unsigned*>(a_rows + (h * 8 + g) * {stride} + "
-      "8);\n"
+      "          x[h][0] = {x0};\n"
+      "          x[h][1] = {x1};\n"
       "        }}\n"
       "        unsigned a[4];\n"
       "        yr_ldmatrix_x4_trans(a, tile + {address});\n"
@@ -235,8 +235,10 @@ std::string BlockLowering::tma_stream_chunk(int32_t id) const {
       fmt::arg("type", ctype(node(id).tile.dtype)), fmt::arg("stage", t.chunk * p.n),
       fmt::arg("steps", t.steps), fmt::arg("warps", kBlockWarps), fmt::arg("tiles", t.tiles),
       fmt::arg("owner", stream_owner_[size_t(id)]), fmt::arg("halves", p.halves),
-      fmt::arg("stride", r_ * p.k + kStagedPad), fmt::arg("address", address),
-      fmt::arg("products", products));
+      fmt::arg("x0", a_fragment("unsigned", fmt::format("a_rows + (h * 8 + g) * {}", stride), p.m)),
+      fmt::arg("x1",
+               a_fragment("unsigned", fmt::format("a_rows + (h * 8 + g) * {} + 8", stride), p.m)),
+      fmt::arg("address", address), fmt::arg("products", products));
 }
 
 // Then the transposed fragments into the accumulator's [m x n] tile: set q of warp w is tile
