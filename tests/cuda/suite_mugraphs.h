@@ -182,10 +182,17 @@ inline std::vector<Variant> rmsnorm_linear(int bs) {
   // unswizzled (96-byte rows).
   // n128 makes 48 blocks: on sm_90 each runs as a cluster pair streaming half of K
   // (codegen_block_cluster.cpp), 256 bytes of each weight row a block.
+  // K tiles of 4096 make a for-loop of one iteration, whose loads all go out before the weight's.
   if (bs == 1)
-    tilings.insert(
-        tilings.end(),
-        {{48, 512}, {64, 2048}, {64, 1024}, {64, 512}, {48, 2048}, {128, 2048}, {128, 1024}});
+    tilings.insert(tilings.end(), {{48, 512},
+                                   {64, 2048},
+                                   {64, 1024},
+                                   {64, 512},
+                                   {48, 2048},
+                                   {128, 2048},
+                                   {128, 1024},
+                                   {64, 4096},
+                                   {128, 4096}});
   if (bs == 8) tilings.insert(tilings.end(), {{64, 512}, {128, 512}});
   for (auto [n, kc] : tilings) {
     KernelGraph g;

@@ -187,6 +187,7 @@ class BlockLowering {
   int64_t stream_staged_elements(int32_t id) const;
   std::string stream_load(int32_t id, const std::string& unit, const std::string& slot) const;
   std::string stream_declare(int32_t id) const;
+  std::string stream_first(int32_t id) const;
   std::string register_stream_declare(int32_t id) const;
   std::string stream_stage(int32_t id) const;
   std::string stream_run(int32_t id) const;
@@ -212,6 +213,7 @@ class BlockLowering {
   TmaStreamPlan tma_stream_plan(int32_t id) const;
   std::string tma_stream_issue(int32_t id, const std::string& chunk, const std::string& slot) const;
   std::string tma_stream_declare(int32_t id) const;
+  std::string tma_stream_first(int32_t id) const;
   std::string tma_stream_run(int32_t id) const;
   std::string tma_stream_chunk(int32_t id) const;
   std::string tma_stream_flush(int32_t id) const;

@@ -527,7 +527,7 @@ std::string BlockLowering::kernel(const std::string& kname) const {
     params += fmt::format(", {}* __restrict__ out{}", ctype(outputs[i].dtype), i);
 
   std::string decl, init, once, first, next, stage, body, accumulate_code, streams, flush, finalize,
-      post, saves;
+      post, saves, stream_first_loads;
   // The prologue's loads for iterations 1 .. stages - 2.
   std::vector<std::string> more_first(static_cast<size_t>(pipeline_stages()));
   std::vector<int32_t> rescaled;
@@ -581,6 +581,7 @@ std::string BlockLowering::kernel(const std::string& kname) const {
     }
     if (streamed_[size_t(id)]) {
       decl += stream_declare(id);
+      stream_first_loads += stream_first(id);
       body += stream_stage(id);
       streams += stream_run(id);
       continue;
@@ -683,7 +684,7 @@ std::string BlockLowering::kernel(const std::string& kname) const {
 extern "C" __global__ void {cluster}__launch_bounds__({threads}) {name}({params}) {{
   extern __shared__ __align__({align}) unsigned char smem[];
   float* const red = reinterpret_cast<float*>(smem + {red});
-{decl}{init}{once}{prologue}  for (int it = 0; it < {range}; ++it) {{
+{decl}{init}{once}{prologue}{stream_first}  for (int it = 0; it < {range}; ++it) {{
     asm volatile("cp.async.wait_group {pending};" ::: "memory");
 {wait_tma}    __syncthreads();
 {next}    yr_cp_commit();
@@ -697,10 +698,11 @@ extern "C" __global__ void {cluster}__launch_bounds__({threads}) {name}({params}
       fmt::arg("params", params), fmt::arg("align", any_tma() ? 1024 : 16),
       fmt::arg("wait_tma", wait_tma), fmt::arg("red", reduction_offset_), fmt::arg("decl", decl),
       fmt::arg("init", init), fmt::arg("once", once), fmt::arg("prologue", prologue),
-      fmt::arg("range", r_), fmt::arg("next", next), fmt::arg("pending", std::max(ahead - 1, 0)),
-      fmt::arg("stage", stage), fmt::arg("body", body), fmt::arg("accumulate", accumulate_code),
-      fmt::arg("max_update", max_update), fmt::arg("streams", streams), fmt::arg("flush", flush),
-      fmt::arg("finalize", finalize), fmt::arg("post", post), fmt::arg("saves", saves));
+      fmt::arg("stream_first", stream_first_loads), fmt::arg("range", r_), fmt::arg("next", next),
+      fmt::arg("pending", std::max(ahead - 1, 0)), fmt::arg("stage", stage), fmt::arg("body", body),
+      fmt::arg("accumulate", accumulate_code), fmt::arg("max_update", max_update),
+      fmt::arg("streams", streams), fmt::arg("flush", flush), fmt::arg("finalize", finalize),
+      fmt::arg("post", post), fmt::arg("saves", saves));
 }
 
 KernelLaunch lower_fused(const ir::BlockGraph& body, const std::string& name,

@@ -120,15 +120,11 @@ std::string BlockLowering::tma_stream_issue(int32_t id, const std::string& chunk
       fmt::arg("chunk", chunk), fmt::arg("rows", t.chunk));
 }
 
-// Before the for-loop: the stages, their mbarriers, the accumulators, and the first `stages`
-// chunks' copies.
+// Before the for-loop: the stages, their mbarriers and the accumulators.
 std::string BlockLowering::tma_stream_declare(int32_t id) const {
   const StreamPlan p = stream_plan(id);
   const TmaStreamPlan t = tma_stream_plan(id);
   const Storage& s = storage_[size_t(id)];
-  std::string issue = fmt::format("    const int first = {};\n", pair_offset(t.chunks));
-  for (int64_t c = 0; c < t.stages; ++c)
-    issue += tma_stream_issue(id, fmt::format("first + {}", c), std::to_string(c));
   return fmt::format(
       "  {type}* const ws{id} = reinterpret_cast<{type}*>(smem + {stages_at});\n"
       "  unsigned long long* const sbar{id} = reinterpret_cast<unsigned long long*>(smem + "
@@ -140,13 +136,20 @@ std::string BlockLowering::tma_stream_declare(int32_t id) const {
       "    if (yr_smem_address(smem) % 1024 != 0) __trap();\n"
       "    for (int s = 0; s < {count}; ++s) yr_mbar_init(sbar{id} + s, 1);\n"
       "    yr_mbar_init_fence();\n"
-      "{issue}"
       "  }}\n",
       fmt::arg("type", ctype(node(id).tile.dtype)), fmt::arg("id", id),
       fmt::arg("stages_at", s.stream_stages), fmt::arg("bars_at", s.stream_barriers),
       fmt::arg("sets", t.sets), fmt::arg("halves", p.halves),
-      fmt::arg("floats", t.sets * p.halves * 4), fmt::arg("count", t.stages),
-      fmt::arg("issue", issue));
+      fmt::arg("floats", t.sets * p.halves * 4), fmt::arg("count", t.stages));
+}
+
+// After the for-loop's first loads are issued: the first `stages` chunks' copies.
+std::string BlockLowering::tma_stream_first(int32_t id) const {
+  const TmaStreamPlan t = tma_stream_plan(id);
+  std::string issue = fmt::format("    const int first = {};\n", pair_offset(t.chunks));
+  for (int64_t c = 0; c < t.stages; ++c)
+    issue += tma_stream_issue(id, fmt::format("first + {}", c), std::to_string(c));
+  return "  if (threadIdx.x == 0) {\n" + issue + "  }\n";
 }
 
 // After the for-loop: every chunk in turn, waited for on its mbarrier. Warp w takes the units
