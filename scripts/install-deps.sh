@@ -27,9 +27,21 @@ fi
 
 # llama.cpp through its Python binding: the LLM tests compare tokens and logits with it, and the
 # LLM benchmark measures against it. pip builds llama.cpp from source once (CPU only, native ISA,
-# no tests or tools) and keeps the wheel in ~/.cache/pip for later runs.
-if ! python3 -c "import llama_cpp" 2>/dev/null; then
+# no tests or tools). Not with its AMX kernels, which -march=native turns on where the CPU has
+# AMX: on Sapphire Rapids they crash in the first matrix product (ggml-org/llama.cpp#20824), and
+# the tests compare with llama.cpp's AVX-512 kernels anyway. A build that has them (an earlier
+# one from the pip cache) is rebuilt, bypassing the cache, whose key ignores the flags.
+llama_cpp_ok='import llama_cpp, sys; sys.exit(b"AMX_INT8 = 1" in llama_cpp.llama_print_system_info())'
+if ! python3 -c "$llama_cpp_ok" 2>/dev/null; then
   export CMAKE_ARGS="-DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_CURL=OFF"
-  python3 -m pip install -q llama-cpp-python==0.3.36 2>/dev/null ||
-    python3 -m pip install -q --break-system-packages llama-cpp-python==0.3.36
+  export CFLAGS="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16" CXXFLAGS="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+  pip=(python3 -m pip install)
+  # Debian's own python3 refuses plain pip installs (PEP 668); a pyenv or venv python does not.
+  [[ $("${pip[@]}" --help 2>/dev/null) == *break-system-packages* ]] &&
+    pip+=(--break-system-packages)
+  # An AMX build is replaced as it stands (its dependencies are in place); otherwise a plain install.
+  python3 -c "import llama_cpp" 2>/dev/null && pip+=(--force-reinstall --no-deps)
+  "${pip[@]}" -q --no-cache-dir llama-cpp-python==0.3.36
+  unset CFLAGS CXXFLAGS
+  python3 -c "$llama_cpp_ok" || { echo "install-deps: llama-cpp-python still has AMX kernels" >&2; exit 1; }
 fi
