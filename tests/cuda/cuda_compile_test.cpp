@@ -20,18 +20,6 @@
 namespace yirage::backend::cuda {
 namespace {
 
-// Whether a kernel's body opens with yr_after_prior_grid(): a kernel launched as a programmatic
-// dependent (cuda_backend.cpp) that touched memory before it would race the kernel before it.
-bool waits_for_prior_grid_first(const std::string& source) {
-  size_t at = source.find("__global__");
-  if (at == std::string::npos || (at = source.find("{\n", at)) == std::string::npos) return false;
-  at += 2;
-  const std::string shared = "  extern __shared__";
-  if (source.compare(at, shared.size(), shared) == 0) at = source.find('\n', at) + 1;
-  const std::string wait = "  yr_after_prior_grid();\n";
-  return source.compare(at, wait.size(), wait) == 0;
-}
-
 // Compiles every kernel of `graph` not compiled before for both architectures.
 void compile_all(const ir::KernelGraph& graph, const std::string& what, std::set<std::string>& seen,
                  const CodegenOptions& options = {}) {
@@ -46,9 +34,6 @@ void compile_all(const ir::KernelGraph& graph, const std::string& what, std::set
   ASSERT_FALSE(program.kernels.empty()) << what;
   for (const KernelLaunch& k : program.kernels) {
     if (!seen.insert(k.source).second) continue;
-    EXPECT_TRUE(waits_for_prior_grid_first(k.source))
-        << what << ": " << k.what << " touches memory before yr_after_prior_grid()\n"
-        << k.source;
     // YIRAGE_CUDA_DUMP=DIR keeps the sources, for nvcc -Xptxas -v or reading.
     if (const char* dump = std::getenv("YIRAGE_CUDA_DUMP"); dump && *dump)
       std::ofstream(fmt::format("{}/{}-{}.cu", dump, k.name, seen.size())) << k.source;

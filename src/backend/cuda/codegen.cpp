@@ -42,16 +42,6 @@ __device__ __forceinline__ float yr_to_f(yr_half v) {
 __device__ __forceinline__ float yr_to_f(yr_bfloat v) {
   return __uint_as_float(((unsigned)v.x) << 16);
 }
-// Every kernel opens with this. Launched as a programmatic dependent of the kernel before it
-// (sm_90), a kernel's blocks may start while that one still runs: this waits until it has
-// finished and its writes are visible, then lets the next kernel start launching likewise.
-// Launched plainly, it returns at once.
-__device__ __forceinline__ void yr_after_prior_grid() {
-#if __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
 __device__ __forceinline__ void yr_store(float* p, float v) { *p = v; }
 __device__ __forceinline__ void yr_store(yr_half* p, float v) {
   unsigned short h;
@@ -219,7 +209,6 @@ KernelLaunch copy_kernel(size_t bytes, int from, int to, const std::string& what
   k.source = prelude() + fmt::format(R"(
 extern "C" __global__ void __launch_bounds__(256) yr_copy(const unsigned char* __restrict__ in,
                                                           unsigned char* __restrict__ out) {{
-  yr_after_prior_grid();
   for (long long i = blockIdx.x * 256ll + threadIdx.x; i < {0}ll; i += gridDim.x * 256ll)
     out[i] = in[i];
 }}

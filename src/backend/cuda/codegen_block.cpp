@@ -683,7 +683,6 @@ std::string BlockLowering::kernel(const std::string& kname) const {
       R"(
 extern "C" __global__ void {cluster}__launch_bounds__({threads}) {name}({params}) {{
   extern __shared__ __align__({align}) unsigned char smem[];
-  yr_after_prior_grid();
   float* const red = reinterpret_cast<float*>(smem + {red});
 {decl}{init}{once}{prologue}{stream_first}  for (int it = 0; it < {range}; ++it) {{
     asm volatile("cp.async.wait_group {pending};" ::: "memory");

@@ -43,10 +43,9 @@ Emit start(const ir::KernelGraph& graph, const ir::Node& node, const std::vector
 }
 
 void finish(Emit& e, const std::string& body) {
-  e.k.source = prelude() + fmt::format(
-                               "\nextern \"C\" __global__ void __launch_bounds__({}) {}({}) {{\n"
-                               "  yr_after_prior_grid();\n{}}}\n",
-                               e.k.threads, e.k.name, e.params, body);
+  e.k.source = prelude() +
+               fmt::format("\nextern \"C\" __global__ void __launch_bounds__({}) {}({}) {{\n{}}}\n",
+                           e.k.threads, e.k.name, e.params, body);
 }
 
 KernelLaunch elementwise(const ir::KernelGraph& graph, const ir::Node& node,

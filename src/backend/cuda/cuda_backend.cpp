@@ -19,7 +19,6 @@
 #include <map>
 #include <mutex>
 #include <string_view>
-#include <utility>
 
 #include <fmt/format.h>
 
@@ -220,12 +219,8 @@ class BlasHandle {
 class CudaModule final : public Module {
  public:
   CudaModule(CUcontext context, CUstream stream, Program program, const std::string& arch,
-             int max_shared, const BlasHandle* blas, bool dependent_launch)
-      : context_(context),
-        stream_(stream),
-        program_(std::move(program)),
-        blas_(blas),
-        dependent_launch_(dependent_launch) {
+             int max_shared, const BlasHandle* blas)
+      : context_(context), stream_(stream), program_(std::move(program)), blas_(blas) {
     const DriverApi& api = driver().api;
     check(api.ctx_set_current(context_), "cuCtxSetCurrent");
     std::map<std::string, CUmodule> by_source;
@@ -312,10 +307,7 @@ class CudaModule final : public Module {
 
   void enqueue(const std::vector<CUdeviceptr>& addresses) {
     const DriverApi& api = driver().api;
-    bool follows_generated = false;  // only our kernels open with yr_after_prior_grid()
     for (const LoadedKernel& k : kernels_) {
-      const bool dependent =
-          dependent_launch_ && std::exchange(follows_generated, !k.launch->gemm.has_value());
       if (const std::optional<LibraryGemm>& g = k.launch->gemm) {
         const std::vector<int>& slots = k.launch->args;
         blas_->gemm(*g, addresses[size_t(slots[0])], addresses[size_t(slots[1])],
@@ -332,19 +324,6 @@ class CudaModule final : public Module {
         maps.push_back(encode(m, values.at(size_t(m.arg)), k.launch->what));
       for (EncodedTensorMap& m : maps) params.push_back(&m);
       const auto& grid = k.launch->grid;
-      if (dependent) {
-        // A programmatic dependent of the previous kernel: its launch overlaps that kernel's
-        // tail, and yr_after_prior_grid() holds its blocks until that kernel's writes land.
-        CUlaunchAttribute overlap{};
-        overlap.id = kLaunchAttrProgrammaticStreamSerialization;
-        overlap.value = 1;
-        const CUlaunchConfig config{
-            grid[0], grid[1],  grid[2], k.launch->threads, 1, 1, unsigned(k.launch->shared_bytes),
-            stream_, &overlap, 1};
-        check(api.launch_kernel_ex(&config, k.function, params.data(), nullptr),
-              fmt::format("cuLaunchKernelEx for {}", k.launch->what));
-        continue;
-      }
       check(api.launch_kernel(k.function, grid[0], grid[1], grid[2], k.launch->threads, 1, 1,
                               unsigned(k.launch->shared_bytes), stream_, params.data(), nullptr),
             fmt::format("cuLaunchKernel for {}", k.launch->what));
@@ -402,7 +381,6 @@ class CudaModule final : public Module {
   CUstream stream_;
   Program program_;
   const BlasHandle* blas_;  // null without cuBLAS
-  const bool dependent_launch_;
   std::vector<CUmodule> modules_;
   std::vector<LoadedKernel> kernels_;
   std::vector<std::unique_ptr<CudaBuffer>> scratch_;
@@ -438,8 +416,7 @@ class CudaBackend final : public Backend {
       std::call_once(blas_once_,
                      [&] { blas_handle_ = std::make_unique<BlasHandle>(ctx, stream_); });
     return std::make_unique<CudaModule>(ctx, stream_, lower(graph, options), arch(),
-                                        probe_.max_shared, blas_handle_.get(),
-                                        dependent_launch_usable());
+                                        probe_.max_shared, blas_handle_.get());
   }
 
   void synchronize() override {
@@ -456,15 +433,6 @@ class CudaBackend final : public Backend {
     if (off && std::string_view(off) == "0") return false;
     const std::string cc = probe_.device.capabilities.value("compute_capability", "0.0");
     return driver().api.tensor_map_encode_tiled && std::stoi(cc) >= 9;
-  }
-
-  // A module's kernels after its first launch as programmatic dependents of the kernel before
-  // (sm_90 and cuLaunchKernelEx); YIRAGE_CUDA_OVERLAP=0 launches them plainly, for comparing.
-  bool dependent_launch_usable() const {
-    const char* off = std::getenv("YIRAGE_CUDA_OVERLAP");
-    if (off && std::string_view(off) == "0") return false;
-    const std::string cc = probe_.device.capabilities.value("compute_capability", "0.0");
-    return driver().api.launch_kernel_ex && std::stoi(cc) >= 9;
   }
 
   // Thread-block clusters need sm_90; YIRAGE_CUDA_CLUSTER=0 turns them off, for comparing.

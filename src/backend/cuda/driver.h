@@ -26,24 +26,6 @@ using CUevent = struct CUevent_st*;
 using CUgraph = struct CUgraph_st*;
 using CUgraphExec = struct CUgraphExec_st*;
 
-// cuLaunchKernelEx's configuration, laid out as cuda.h's CUlaunchConfig and CUlaunchAttribute
-// (an attribute's value is a 64-byte union; this backend sets only integer-valued ones).
-struct CUlaunchAttribute {
-  int id;
-  char pad[4];
-  union {
-    char bytes[64];
-    int value;
-  };
-};
-struct CUlaunchConfig {
-  unsigned grid_x, grid_y, grid_z, block_x, block_y, block_z, shared_bytes;
-  CUstream stream;
-  CUlaunchAttribute* attrs;
-  unsigned attr_count;
-};
-static_assert(sizeof(CUlaunchAttribute) == 72 && sizeof(CUlaunchConfig) == 56);
-
 struct DriverApi {
   CUresult (*init)(unsigned int);
   CUresult (*driver_get_version)(int*);
@@ -65,8 +47,6 @@ struct DriverApi {
   CUresult (*func_set_attribute)(CUfunction, int, int);
   CUresult (*launch_kernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                             unsigned, CUstream, void**, void**);
-  // cuLaunchKernelEx (CUDA 11.8+): may be null, and kernels then launch without attributes.
-  CUresult (*launch_kernel_ex)(const CUlaunchConfig*, CUfunction, void**, void**);
   CUresult (*stream_create)(CUstream*, unsigned int);
   CUresult (*stream_synchronize)(CUstream);
   CUresult (*stream_begin_capture)(CUstream, int);
@@ -96,7 +76,6 @@ inline constexpr int kAttrComputeCapabilityMajor = 75;
 inline constexpr int kAttrComputeCapabilityMinor = 76;
 inline constexpr int kAttrMaxSharedMemoryPerBlockOptin = 97;
 inline constexpr int kFuncAttrMaxDynamicSharedBytes = 8;
-inline constexpr int kLaunchAttrProgrammaticStreamSerialization = 6;
 inline constexpr int kStreamNonBlocking = 1;
 inline constexpr int kCaptureModeThreadLocal = 1;
 inline constexpr int kTensorMapFloat16 = 6;
