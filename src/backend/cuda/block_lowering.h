@@ -46,6 +46,8 @@ inline constexpr int kBlockWarps = kBlockThreads / 32;
 // A staged A operand's rows are padded by 8 16-bit elements (16 bytes), so the eight row
 // addresses of one ldmatrix fall in different banks.
 inline constexpr int64_t kStagedPad = 8;
+// A TMA weight stream's stages, at most (plan() may lower a kernel's cap to fit its blocks).
+inline constexpr int64_t kMaxTmaStages = 6;
 
 // The flat offset, in a tensor of `strides`, of element `var` of a tile of `dims` (a C
 // expression; codegen_block_copy.cpp).
@@ -203,14 +205,18 @@ class BlockLowering {
   std::string pair_sum() const;
 
   // codegen_block_stream_tma.cpp
-  bool streams_by_tma(int32_t id) const;
-  bool stream_by_tma_together(const std::vector<int32_t>& ids);
+  bool streams_by_tma(int32_t id, int64_t streams) const;
+  bool stream_by_tma_together(const std::vector<int32_t>& ids) const;
   int64_t stream_tma_index(int32_t id) const;
   bool stream_tma(int32_t id) const {
     return std::find(stream_tma_order_.begin(), stream_tma_order_.end(), id) !=
            stream_tma_order_.end();
   }
-  TmaStreamPlan tma_stream_plan(int32_t id) const;
+  // `streams`: how many TMA streams share the stages' room; by default the kernel's.
+  TmaStreamPlan tma_stream_plan(int32_t id, int64_t streams) const;
+  TmaStreamPlan tma_stream_plan(int32_t id) const {
+    return tma_stream_plan(id, std::max<int64_t>(1, int64_t(stream_tma_order_.size())));
+  }
   std::string tma_stream_issue(int32_t id, const std::string& chunk, const std::string& slot) const;
   std::string tma_stream_declare(int32_t id) const;
   std::string tma_stream_first(int32_t id) const;
@@ -232,18 +238,17 @@ class BlockLowering {
   CodegenOptions options_;
   int64_t r_;
   std::vector<Storage> storage_;
-  std::vector<int> readers_;               // how many node inputs name each node
-  std::vector<int32_t> reader_;            // the reader, where there is exactly one
-  std::vector<bool> inlined_;              // elementwise ops computed where they are read
-  std::vector<bool> resident_;             // tensor-core matmuls accumulated in registers
-  std::vector<bool> reduced_into_;         // reductions added straight into their accumulator
-  std::vector<int32_t> resident_of_;       // accumulator -> its resident matmul, or -1
-  std::vector<bool> streamed_;             // resident matmuls whose B streams through registers
-  std::vector<int32_t> stream_owner_;      // a streamed matmul -> the one that stages its A
-  std::vector<int32_t> stream_tma_order_;  // streamed matmuls whose B the TMA copies (maps last)
-  int64_t stream_stage_cap_ = 6;           // the most stages a TMA stream may take (plan())
-  int64_t tma_streams_ = 1;                // TMA streams sharing the stages' room
-  int stream_ranks_ = 1;                   // 2: each block a cluster pair (choose_stream_ranks())
+  std::vector<int> readers_;                  // how many node inputs name each node
+  std::vector<int32_t> reader_;               // the reader, where there is exactly one
+  std::vector<bool> inlined_;                 // elementwise ops computed where they are read
+  std::vector<bool> resident_;                // tensor-core matmuls accumulated in registers
+  std::vector<bool> reduced_into_;            // reductions added straight into their accumulator
+  std::vector<int32_t> resident_of_;          // accumulator -> its resident matmul, or -1
+  std::vector<bool> streamed_;                // resident matmuls whose B streams through registers
+  std::vector<int32_t> stream_owner_;         // a streamed matmul -> the one that stages its A
+  std::vector<int32_t> stream_tma_order_;     // streamed matmuls whose B the TMA copies (maps last)
+  int64_t stream_stage_cap_ = kMaxTmaStages;  // the most stages a TMA stream may take (plan())
+  int stream_ranks_ = 1;  // 2: each block a cluster pair (choose_stream_ranks())
   std::vector<Chain> chains_;
   std::vector<int> chain_index_;    // every node a chain covers -> its index in chains_, or -1
   std::vector<int32_t> tma_order_;  // the tiles the TMA copies; tensor map k is tma_order_[k]'s

@@ -142,7 +142,6 @@ void BlockLowering::find_streamed() {
   std::vector<int32_t> candidates;
   for (int32_t id = 0; id < int32_t(count); ++id)
     if (streams_b(id)) candidates.push_back(id);
-  tma_streams_ = 1;
   if (stream_by_tma_together(candidates))
     stream_tma_order_ = candidates;
   else

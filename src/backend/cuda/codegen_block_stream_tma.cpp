@@ -35,7 +35,6 @@ constexpr int64_t kChunkBytes = 32 * 1024;
 constexpr int64_t kMaxChunkRows = 256;  // a tensor map box's limit, in each dimension
 constexpr int64_t kMaxBoxColumns = 256;
 constexpr int64_t kPanel = 64;  // columns: 128 bytes, the swizzle's span
-constexpr int64_t kMaxStages = 6;
 constexpr size_t kMaxTmaStreams = 2;
 // The staged A and the stages together; the rest is for the for-loop's own tiles.
 constexpr int64_t kMaxStreamShared = 176 * 1024;
@@ -44,7 +43,7 @@ constexpr int64_t kMaxStreamShared = 176 * 1024;
 
 // Whether streamed matmul `id` can take its B by TMA: whole 64-column panels of a weight whose
 // rows are whole 16 bytes, chunks that divide the loop's K range, and room in shared memory.
-bool BlockLowering::streams_by_tma(int32_t id) const {
+bool BlockLowering::streams_by_tma(int32_t id, int64_t streams) const {
   if (!options_.tensor_maps) return false;
   const int32_t b = node(id).inputs[1];
   const auto& it = std::get<ir::InputIteratorOp>(node(b).op);
@@ -52,24 +51,22 @@ bool BlockLowering::streams_by_tma(int32_t id) const {
   const StreamPlan p = stream_plan(id);
   if (ir::dtype_size(operand.dtype) != 2 || p.n % 16 != 0 || operand.dims[1] % 8 != 0) return false;
   if (p.n % 64 != 0 && p.n > kMaxBoxColumns) return false;
-  const TmaStreamPlan t = tma_stream_plan(id);
+  const TmaStreamPlan t = tma_stream_plan(id, streams);
   if (t.chunk < 16 || (r_ * p.k) % t.chunk != 0) return false;
   return (t.chunk / 16) * t.tiles % kBlockWarps == 0 && t.stages >= 2;
 }
 
 // Whether every one of `ids` can take its B by TMA in one shared loop: they share A (one staged
 // copy), their plans agree on chunks and stages, and each fits its share of the room.
-bool BlockLowering::stream_by_tma_together(const std::vector<int32_t>& ids) {
+bool BlockLowering::stream_by_tma_together(const std::vector<int32_t>& ids) const {
   if (ids.empty() || ids.size() > kMaxTmaStreams) return false;
-  tma_streams_ = int64_t(ids.size());
-  const TmaStreamPlan first = tma_stream_plan(ids[0]);
-  const bool together = std::all_of(ids.begin(), ids.end(), [&](int32_t id) {
-    const TmaStreamPlan t = tma_stream_plan(id);
-    return streams_by_tma(id) && node(id).inputs[0] == node(ids[0]).inputs[0] &&
+  const int64_t streams = int64_t(ids.size());
+  const TmaStreamPlan first = tma_stream_plan(ids[0], streams);
+  return std::all_of(ids.begin(), ids.end(), [&](int32_t id) {
+    const TmaStreamPlan t = tma_stream_plan(id, streams);
+    return streams_by_tma(id, streams) && node(id).inputs[0] == node(ids[0]).inputs[0] &&
            t.chunk == first.chunk && t.chunks == first.chunks && t.stages == first.stages;
   });
-  if (!together) tma_streams_ = 1;
-  return together;
 }
 
 // Where matmul `id` is in the TMA streams' order: its tensor map follows the for-loop's maps.
@@ -78,19 +75,17 @@ int64_t BlockLowering::stream_tma_index(int32_t id) const {
          stream_tma_order_.begin();
 }
 
-BlockLowering::TmaStreamPlan BlockLowering::tma_stream_plan(int32_t id) const {
+BlockLowering::TmaStreamPlan BlockLowering::tma_stream_plan(int32_t id, int64_t streams) const {
   const StreamPlan p = stream_plan(id);
   TmaStreamPlan t;
-  // Chunks of 32 KB, four stages at most, as many as fit beside the staged A (each of the
-  // kernel's TMA streams taking an equal share of the room); halved (to 64 rows at least) while
+  // Chunks of 32 KB, stream_stage_cap_ stages at most, as many as fit beside the staged A (each of
+  // the kernel's TMA streams taking an equal share of the room); halved (to 64 rows at least) while
   // fewer than two fit.
-  const int64_t room = (kMaxStreamShared - staged_bytes(p.m, p.k)) / tma_streams_;
+  const int64_t room = (kMaxStreamShared - staged_bytes(p.m, p.k)) / streams;
   t.chunk = std::min({kMaxChunkRows, kChunkBytes / (p.n * 2), r_ * p.k});
   while (t.chunk > 64 && room / (t.chunk * p.n * 2) < 2) t.chunk /= 2;
   t.chunks = t.chunk > 0 ? r_ * p.k / t.chunk / stream_ranks_ : 0;  // a pair's block: half
-  t.stages = t.chunk > 0
-                 ? std::min({kMaxStages, stream_stage_cap_, t.chunks, room / (t.chunk * p.n * 2)})
-                 : 0;
+  t.stages = t.chunk > 0 ? std::min({stream_stage_cap_, t.chunks, room / (t.chunk * p.n * 2)}) : 0;
   t.tiles = p.n / 16;
   t.lanes = std::gcd(kBlockWarps, t.tiles);
   t.sets = t.tiles / t.lanes;
