@@ -29,22 +29,6 @@ namespace cg = cooperative_groups;
 
 constexpr int kK = 4096, kN = 6144, kCopies = 4;
 
-template <int U>
-__global__ void read_all(const uint4* __restrict__ p, long long n, unsigned* out) {
-  unsigned acc = 0;
-  const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
-  long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
-  for (; i + (U - 1) * stride < n; i += U * stride) {
-    uint4 v[U];
-#pragma unroll
-    for (int u = 0; u < U; ++u) v[u] = __ldg(p + i + u * stride);
-#pragma unroll
-    for (int u = 0; u < U; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
-  }
-  for (; i < n; i += stride) acc ^= __ldg(p + i).x;
-  if (acc == 0x9e3779b9u) out[blockIdx.x] = acc;  // keeps the loads live
-}
-
 // Threads: NT / 8 column vectors x RL row lanes. Each thread owns one 16-byte vector of the
 // rows rl, rl + RL, ... of its block's K slice and keeps U of them in flight in registers.
 template <int M, int NT, int RL, int U>
@@ -116,12 +100,6 @@ struct Buffers {
   __half* w[kCopies];
   __half* y;
 };
-
-// Rotating over `copies` weight copies.
-template <typename Launch>
-double time_us(Launch launch, int copies) {
-  return median_us([&](int q) { launch(q % copies); });
-}
 
 constexpr double kWeightBytes = double(kK) * kN * 2;
 

@@ -22,28 +22,6 @@ constexpr int kK = 4096, kN = 4096, kCopies = 4;
 constexpr size_t kWeightElems = size_t(kK) * kN;
 constexpr double kBytes = 2.0 * kWeightElems * 2;  // both weights
 
-template <typename Launch>
-double time_us(Launch launch, int copies) {
-  return median_us([&](int q) { launch(q % copies); });
-}
-
-// The ceiling: 16-byte loads striding the whole grid over both weights, U in flight a thread.
-template <int U>
-__global__ void read_all(const uint4* __restrict__ p, long long n, unsigned* out) {
-  unsigned acc = 0;
-  const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
-  long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
-  for (; i + (U - 1) * stride < n; i += U * stride) {
-    uint4 v[U];
-#pragma unroll
-    for (int u = 0; u < U; ++u) v[u] = __ldg(p + i + u * stride);
-#pragma unroll
-    for (int u = 0; u < U; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
-  }
-  for (; i < n; i += stride) acc ^= __ldg(p + i).x;
-  if (acc == 0x9e3779b9u) out[blockIdx.x] = acc;  // keeps the loads live
-}
-
 // Block (bx, by) reads columns [bx * cols, +cols) of rows [by * K / gridDim.y, +K / gridDim.y)
 // of both weights. A thread owns one 16-byte column vector and every `lanes`-th row of the
 // slice, with U rows of each weight in flight.

@@ -1,5 +1,5 @@
-// What the CUDA probes in bench/ share (gemv_probe.cu, cluster_gemv_probe.cu): an error check,
-// fp16 weight vectors widened to floats, random inputs, and a median timing by CUDA events.
+// What the CUDA probes in bench/ share: an error check, fp16 weight vectors widened to floats,
+// random inputs, a median timing by CUDA events, and the grid-striding read that bounds them.
 #pragma once
 
 #include <cuda_fp16.h>
@@ -72,4 +72,28 @@ double median_us(Launch launch) {
   CK(cudaEventDestroy(e0));
   CK(cudaEventDestroy(e1));
   return ts[ts.size() / 2];
+}
+
+// Microseconds a call, rotating over `copies` weight copies (launch(q) takes copy q).
+template <typename Launch>
+double time_us(Launch launch, int copies) {
+  return median_us([&](int q) { launch(q % copies); });
+}
+
+// The ceiling for reading `n` 16-byte vectors once: loads striding the whole grid, U in flight a
+// thread.
+template <int U>
+__global__ void read_all(const uint4* __restrict__ p, long long n, unsigned* out) {
+  unsigned acc = 0;
+  const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
+  long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
+  for (; i + (U - 1) * stride < n; i += U * stride) {
+    uint4 v[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) v[u] = __ldg(p + i + u * stride);
+#pragma unroll
+    for (int u = 0; u < U; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+  }
+  for (; i < n; i += stride) acc ^= __ldg(p + i).x;
+  if (acc == 0x9e3779b9u) out[blockIdx.x] = acc;  // keeps the loads live
 }
