@@ -162,16 +162,9 @@ int main() {
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
 
   for (const size_t bytes : {size_t(1) << 30, size_t(kWeightBytes / 2)}) {
-    void *a, *c;
-    CK(cudaMalloc(&a, bytes));
-    CK(cudaMalloc(&c, bytes));
-    CK(cudaMemset(a, 1, bytes));
-    const double us =
-        time_us([&](int) { CK(cudaMemcpyAsync(c, a, bytes, cudaMemcpyDeviceToDevice)); }, 1);
+    const double us = copy_us(bytes);
     std::printf("copy %5.0f MB: %7.2f us  %4.0f GB/s (read + write)\n", bytes / 1e6, us,
                 2 * bytes / us * 1e-3);
-    CK(cudaFree(a));
-    CK(cudaFree(c));
   }
   unsigned* sink;
   CK(cudaMalloc(&sink, 1 << 20));

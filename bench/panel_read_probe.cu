@@ -68,15 +68,8 @@ int main() {
 
   {
     const size_t bytes = size_t(1) << 30;
-    void *a, *c;
-    CK(cudaMalloc(&a, bytes));
-    CK(cudaMalloc(&c, bytes));
-    CK(cudaMemset(a, 1, bytes));
-    const double us =
-        time_us([&](int) { CK(cudaMemcpyAsync(c, a, bytes, cudaMemcpyDeviceToDevice)); }, 1);
+    const double us = copy_us(bytes);
     std::printf("copy 1 GiB: %.1f us, %.0f GB/s (read + write)\n", us, 2 * bytes / us * 1e-3);
-    CK(cudaFree(a));
-    CK(cudaFree(c));
   }
 
   const long long n16 = static_cast<long long>(kBytes / 16);

@@ -97,3 +97,16 @@ __global__ void read_all(const uint4* __restrict__ p, long long n, unsigned* out
   for (; i < n; i += stride) acc ^= __ldg(p + i).x;
   if (acc == 0x9e3779b9u) out[blockIdx.x] = acc;  // keeps the loads live
 }
+
+// Microseconds for a device-to-device copy of `bytes` (it moves twice that: read + write).
+inline double copy_us(size_t bytes) {
+  void *from, *to;
+  CK(cudaMalloc(&from, bytes));
+  CK(cudaMalloc(&to, bytes));
+  CK(cudaMemset(from, 1, bytes));
+  const double us =
+      time_us([&](int) { CK(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToDevice)); }, 1);
+  CK(cudaFree(from));
+  CK(cudaFree(to));
+  return us;
+}
