@@ -202,6 +202,15 @@ TEST(CudaCompile, SkinnyProductsStreamWeights) {
   EXPECT_NE(gated.source.find("&tm1,"), std::string::npos) << gated.source;
   EXPECT_EQ(gated.source.find("unsigned short* const sx5"), std::string::npos)
       << "gate and up share the staged X";
+  // X, which only the streams read, goes straight into their staged copy: the for-loop walks no
+  // tile, and the weights take its room in chunks of 256 rows (16 KB at 32 columns).
+  EXPECT_NE(gated.source.find("yr_cp_async16(sx"), std::string::npos) << gated.source;
+  EXPECT_EQ(gated.source.find("_base"), std::string::npos) << gated.source;
+  EXPECT_EQ(gated.tensor_maps[0].box, (std::array<uint32_t, 2>{32, 256}));
+  // rmsnorm_linear's X also feeds the norm, so it keeps the loop's stages.
+  const KernelLaunch normed = kernel_of("rmsnorm_linear", 1, "n64_k256", h200);
+  EXPECT_NE(normed.source.find("t0_base"), std::string::npos) << normed.source;
+  EXPECT_EQ(normed.source.find("yr_cp_async16(sx"), std::string::npos) << normed.source;
   CodegenOptions no_maps = h200;
   no_maps.tensor_maps = false;
   const KernelLaunch gated_older = kernel_of("gated_mlp", 1, "n32_k256", no_maps);

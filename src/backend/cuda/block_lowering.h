@@ -149,6 +149,7 @@ class BlockLowering {
   std::string tile_source(int32_t id, const std::string& iteration, const std::string& e) const;
   bool vector_rows(int32_t id) const;
   std::string load(int32_t id, const std::string& iteration, const std::string& dst) const;
+  std::string load_staged(int32_t id) const;
 
   // codegen_block_matmul.cpp
   bool tensor_core(int32_t id) const;
@@ -184,6 +185,8 @@ class BlockLowering {
   StreamPlan stream_plan(int32_t id) const;
   void find_streamed();
   bool streamed_tile(int32_t id) const;
+  void find_staged_directly();
+  bool staged_directly(int32_t id) const { return staged_directly_[size_t(id)]; }
   int64_t staged_bytes(int64_t m, int64_t k) const;
   int64_t staged_budget() const;
   int64_t stream_staged_elements(int32_t id) const;
@@ -248,7 +251,9 @@ class BlockLowering {
   std::vector<int32_t> stream_owner_;         // a streamed matmul -> the one that stages its A
   std::vector<int32_t> stream_tma_order_;     // streamed matmuls whose B the TMA copies (maps last)
   int64_t stream_stage_cap_ = kMaxTmaStages;  // the most stages a TMA stream may take (plan())
-  int stream_ranks_ = 1;  // 2: each block a cluster pair (choose_stream_ranks())
+  std::vector<bool> staged_directly_;  // A iterators copied straight into a stream's staged A
+  bool loop_free_room_ = false;        // the loop walks no tiles: its room goes to the TMA stages
+  int stream_ranks_ = 1;               // 2: each block a cluster pair (choose_stream_ranks())
   std::vector<Chain> chains_;
   std::vector<int> chain_index_;    // every node a chain covers -> its index in chains_, or -1
   std::vector<int32_t> tma_order_;  // the tiles the TMA copies; tensor map k is tma_order_[k]'s

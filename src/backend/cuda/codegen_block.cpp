@@ -167,7 +167,7 @@ int64_t BlockLowering::pipelined_bytes() const {
   int64_t bytes = 0;
   for (int32_t id = 0; id < int32_t(g_.nodes().size()); ++id)
     if (const auto* it = std::get_if<ir::InputIteratorOp>(&node(id).op);
-        it && it->fmap != ir::kReplicate && !streamed_tile(id))
+        it && it->fmap != ir::kReplicate && !streamed_tile(id) && !staged_directly(id))
       bytes +=
           stored_elements(id) * int64_t(ir::dtype_size(g_.operands()[size_t(it->operand)].dtype));
   return bytes;
@@ -179,8 +179,8 @@ void BlockLowering::allocate_storage() {
   for (int32_t id = 0; id < int32_t(g_.nodes().size()); ++id) {
     const BlockNode& n = node(id);
     Storage s;
-    if (streamed_tile(id)) {
-      storage_.push_back(s);  // in registers
+    if (streamed_tile(id) || staged_directly(id)) {
+      storage_.push_back(s);  // in registers, or in a stream's staged A
       continue;
     }
     if (const auto* it = std::get_if<ir::InputIteratorOp>(&n.op)) {
@@ -536,6 +536,10 @@ std::string BlockLowering::kernel(const std::string& kname) const {
     const BlockNode& n = node(id);
     const Storage& s = storage_[size_t(id)];
     if (streamed_tile(id)) continue;  // stream_declare() and stream_run() load it
+    if (staged_directly(id)) {
+      first += load_staged(id);
+      continue;
+    }
     if (const auto* it = std::get_if<ir::InputIteratorOp>(&n.op)) {
       const std::string t = ctype(g_.operands()[size_t(it->operand)].dtype);
       decl += fmt::format("  {0}* const {1}_base = reinterpret_cast<{0}*>(smem + {2});\n", t,

@@ -109,4 +109,26 @@ std::string BlockLowering::load(int32_t id, const std::string& iteration,
                      kBlockThreads, dst, tile_source(id, iteration, "e"));
 }
 
+// Every iteration's tile of iterator `id` straight into the staged A of the streamed matmuls
+// that read it (find_staged_directly()), by cp.async in the prologue: [m][r_ * k + pad] 16-bit
+// elements, iteration it's tile at columns it * k.
+std::string BlockLowering::load_staged(int32_t id) const {
+  const int32_t owner = stream_owner_[size_t(reader_[size_t(id)])];
+  const Dims& tile = node(id).tile.dims;
+  const int64_t k = tile[1], copies = tile[0] * k / 8;
+  const int64_t per_thread = (copies + kBlockThreads - 1) / kBlockThreads;
+  return fmt::format(
+      "  for (int it = 0; it < {range}; ++it) {{\n"
+      "#pragma unroll\n"
+      "    for (int j = 0; j < {per_thread}; ++j) {{\n"
+      "      const int q = threadIdx.x + j * {threads}, e = q * 8;\n"
+      "      {guard}yr_cp_async16(sx{owner} + (e / {k}) * {stride} + it * {k} + e % {k}, {src});\n"
+      "    }}\n"
+      "  }}\n",
+      fmt::arg("range", r_), fmt::arg("per_thread", per_thread), fmt::arg("threads", kBlockThreads),
+      fmt::arg("guard", copies % kBlockThreads == 0 ? "" : fmt::format("if (q < {}) ", copies)),
+      fmt::arg("owner", owner), fmt::arg("k", k), fmt::arg("stride", r_ * k + kStagedPad),
+      fmt::arg("src", tile_source(id, "it", "e")));
+}
+
 }  // namespace yirage::backend::cuda::detail

@@ -163,6 +163,39 @@ void BlockLowering::find_streamed() {
     resident_[size_t(id)] = true;
     resident_of_[size_t(reader_[size_t(id)])] = id;
   }
+  find_staged_directly();
+}
+
+// An iterator that only streamed matmuls read, as their A and in their own 16-bit type, needs no
+// pipeline stages: the prologue copies every iteration's tile straight into the staged A
+// (load_staged()), where the for-loop would have copied it out of its stages. A gated MLP's X
+// took 3 stages of 16.5 KB that way. Where the loop then walks no tile at all, the TMA streams
+// take that room for larger chunks: each chunk costs a wait, a barrier and a refill, ~115 ns
+// (bench/gpu_notes.md, version 15).
+void BlockLowering::find_staged_directly() {
+  const size_t count = g_.nodes().size();
+  staged_directly_.assign(count, false);
+  loop_free_room_ = false;
+  bool loop_walks_tiles = false;
+  for (int32_t id = 0; id < int32_t(count); ++id) {
+    const auto* it = std::get_if<ir::InputIteratorOp>(&node(id).op);
+    if (!it || it->fmap == ir::kReplicate || streamed_tile(id)) continue;
+    const ir::DType dtype = g_.operands()[size_t(it->operand)].dtype;
+    bool direct = it->fmap == 1 && node(id).tile.dims.size() == 2 && readers_[size_t(id)] > 0 &&
+                  ir::dtype_size(dtype) == 2 && vector_rows(id);
+    for (int32_t r = 0; direct && r < int32_t(count); ++r) {
+      const BlockNode& n = node(r);
+      if (std::find(n.inputs.begin(), n.inputs.end(), id) == n.inputs.end()) continue;
+      direct =
+          streamed_[size_t(r)] && n.inputs[0] == id && n.inputs[1] != id && n.tile.dtype == dtype;
+    }
+    staged_directly_[size_t(id)] = direct;
+    loop_walks_tiles = loop_walks_tiles || !direct;
+  }
+  if (loop_walks_tiles || stream_tma_order_.empty()) return;
+  loop_free_room_ = true;
+  // The larger room must keep the streams' plans valid and in step; where not, they keep theirs.
+  loop_free_room_ = stream_by_tma_together(stream_tma_order_);
 }
 
 bool BlockLowering::streamed_tile(int32_t id) const {
@@ -244,7 +277,7 @@ std::string BlockLowering::register_stream_declare(int32_t id) const {
 // In the for-loop: iteration `it`'s A, rounded to the matmul's 16-bit type, into its slot of the
 // staged buffer. Nothing reads it before the stream, after the loop's closing barrier.
 std::string BlockLowering::stream_stage(int32_t id) const {
-  if (stream_owner_[size_t(id)] != id) return "";
+  if (stream_owner_[size_t(id)] != id || staged_directly(node(id).inputs[0])) return "";
   const BlockNode& n = node(id);
   const StreamPlan p = stream_plan(id);
   return fmt::format(

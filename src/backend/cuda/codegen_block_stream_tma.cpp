@@ -38,6 +38,9 @@ constexpr int64_t kPanel = 64;  // columns: 128 bytes, the swizzle's span
 constexpr size_t kMaxTmaStreams = 2;
 // The staged A and the stages together; the rest is for the for-loop's own tiles.
 constexpr int64_t kMaxStreamShared = 176 * 1024;
+// Where the loop walks no tiles (find_staged_directly()), all but this much of the block's shared
+// memory: the accumulators, the reduction scratch and the barriers.
+constexpr int64_t kLoopFreeReserve = 16 * 1024;
 
 }  // namespace
 
@@ -81,7 +84,9 @@ BlockLowering::TmaStreamPlan BlockLowering::tma_stream_plan(int32_t id, int64_t 
   // Chunks of 32 KB, stream_stage_cap_ stages at most, as many as fit beside the staged A (each of
   // the kernel's TMA streams taking an equal share of the room); halved (to 64 rows at least) while
   // fewer than two fit.
-  const int64_t room = (kMaxStreamShared - staged_bytes(p.m, p.k)) / streams;
+  const int64_t shared =
+      loop_free_room_ ? options_.max_shared_bytes - kLoopFreeReserve : kMaxStreamShared;
+  const int64_t room = (shared - staged_bytes(p.m, p.k)) / streams;
   t.chunk = std::min({kMaxChunkRows, kChunkBytes / (p.n * 2), r_ * p.k});
   while (t.chunk > 64 && room / (t.chunk * p.n * 2) < 2) t.chunk /= 2;
   t.chunks = t.chunk > 0 ? r_ * p.k / t.chunk / stream_ranks_ : 0;  // a pair's block: half
