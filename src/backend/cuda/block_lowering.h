@@ -148,6 +148,8 @@ class BlockLowering {
   std::string stored_index(int32_t id, const std::string& index) const;
   std::string tile_source(int32_t id, const std::string& iteration, const std::string& e) const;
   bool vector_rows(int32_t id) const;
+  std::string vector_copies(int32_t id, const std::string& iteration,
+                            const std::string& dst_of_e) const;
   std::string load(int32_t id, const std::string& iteration, const std::string& dst) const;
   std::string load_staged(int32_t id) const;
 

@@ -84,29 +84,36 @@ bool BlockLowering::vector_rows(int32_t id) const {
   return node(id).tile.dims.back() % vec == 0 && operand.dims.back() % vec == 0;
 }
 
+// The 16-byte cp.async copies of one iterator's tile (its rows whole vectors, vector_rows()) for
+// loop iteration `iteration`, element e (row-major in the tile) to the shared-memory address
+// `dst_of_e` (a pointer expression in e). A fixed count of copies per thread, unrolled: every
+// address but the iteration's term is then loop-invariant, and the compiler keeps it in
+// registers across the for-loop instead of recomputing the tile offset's divisions and 64-bit
+// products for each 16-byte copy.
+std::string BlockLowering::vector_copies(int32_t id, const std::string& iteration,
+                                         const std::string& dst_of_e) const {
+  const auto& it = std::get<ir::InputIteratorOp>(node(id).op);
+  const int64_t vec = 16 / int64_t(ir::dtype_size(g_.operands()[size_t(it.operand)].dtype));
+  const int64_t copies = ir::num_elements(node(id).tile.dims) / vec;
+  const int64_t per_thread = (copies + kBlockThreads - 1) / kBlockThreads;
+  return fmt::format(
+      "#pragma unroll\n"
+      "    for (int j = 0; j < {0}; ++j) {{\n"
+      "      const int q = threadIdx.x + j * {1}, e = q * {2};\n"
+      "      {4}yr_cp_async16({3}, {5});\n    }}\n",
+      per_thread, kBlockThreads, vec, dst_of_e,
+      copies % kBlockThreads == 0 ? "" : fmt::format("if (q < {}) ", copies),
+      tile_source(id, iteration, "e"));
+}
+
 // The loads of one iterator's tile for loop iteration `iteration` (an expression) into the
 // shared-memory address `dst` (a pointer expression), by cp.async.
 std::string BlockLowering::load(int32_t id, const std::string& iteration,
                                 const std::string& dst) const {
-  const auto& it = std::get<ir::InputIteratorOp>(node(id).op);
-  const int64_t vec = 16 / int64_t(ir::dtype_size(g_.operands()[size_t(it.operand)].dtype));
-  const int64_t n = ir::num_elements(node(id).tile.dims);
-  if (vector_rows(id)) {
-    // A fixed count of copies per thread, unrolled: every address but the iteration's term is
-    // then loop-invariant, and the compiler keeps it in registers across the for-loop instead of
-    // recomputing the tile offset's divisions and 64-bit products for each 16-byte copy.
-    const int64_t copies = n / vec, per_thread = (copies + kBlockThreads - 1) / kBlockThreads;
-    return fmt::format(
-        "#pragma unroll\n"
-        "    for (int j = 0; j < {0}; ++j) {{\n"
-        "      const int q = threadIdx.x + j * {1}, e = q * {2};\n"
-        "      {5}yr_cp_async16({3} + {4}, {6});\n    }}\n",
-        per_thread, kBlockThreads, vec, dst, stored_index(id, "e"),
-        copies % kBlockThreads == 0 ? "" : fmt::format("if (q < {}) ", copies),
-        tile_source(id, iteration, "e"));
-  }
-  return fmt::format("    for (int e = threadIdx.x; e < {0}; e += {1}) {2}[e] = *({3});\n", n,
-                     kBlockThreads, dst, tile_source(id, iteration, "e"));
+  if (vector_rows(id)) return vector_copies(id, iteration, dst + " + " + stored_index(id, "e"));
+  return fmt::format("    for (int e = threadIdx.x; e < {0}; e += {1}) {2}[e] = *({3});\n",
+                     ir::num_elements(node(id).tile.dims), kBlockThreads, dst,
+                     tile_source(id, iteration, "e"));
 }
 
 // Every iteration's tile of iterator `id` straight into the staged A of the streamed matmuls
@@ -114,21 +121,11 @@ std::string BlockLowering::load(int32_t id, const std::string& iteration,
 // elements, iteration it's tile at columns it * k.
 std::string BlockLowering::load_staged(int32_t id) const {
   const int32_t owner = stream_owner_[size_t(reader_[size_t(id)])];
-  const Dims& tile = node(id).tile.dims;
-  const int64_t k = tile[1], copies = tile[0] * k / 8;
-  const int64_t per_thread = (copies + kBlockThreads - 1) / kBlockThreads;
-  return fmt::format(
-      "  for (int it = 0; it < {range}; ++it) {{\n"
-      "#pragma unroll\n"
-      "    for (int j = 0; j < {per_thread}; ++j) {{\n"
-      "      const int q = threadIdx.x + j * {threads}, e = q * 8;\n"
-      "      {guard}yr_cp_async16(sx{owner} + (e / {k}) * {stride} + it * {k} + e % {k}, {src});\n"
-      "    }}\n"
-      "  }}\n",
-      fmt::arg("range", r_), fmt::arg("per_thread", per_thread), fmt::arg("threads", kBlockThreads),
-      fmt::arg("guard", copies % kBlockThreads == 0 ? "" : fmt::format("if (q < {}) ", copies)),
-      fmt::arg("owner", owner), fmt::arg("k", k), fmt::arg("stride", r_ * k + kStagedPad),
-      fmt::arg("src", tile_source(id, "it", "e")));
+  const int64_t k = node(id).tile.dims[1];
+  return fmt::format("  for (int it = 0; it < {}; ++it) {{\n{}  }}\n", r_,
+                     vector_copies(id, "it",
+                                   fmt::format("sx{0} + (e / {1}) * {2} + it * {1} + e % {1}",
+                                               owner, k, r_ * k + kStagedPad)));
 }
 
 }  // namespace yirage::backend::cuda::detail
