@@ -168,10 +168,11 @@ void BlockLowering::find_streamed() {
 
 // An iterator that only streamed matmuls read, as their A and in their own 16-bit type, needs no
 // pipeline stages: the prologue copies every iteration's tile straight into the staged A
-// (load_staged()), where the for-loop would have copied it out of its stages. A gated MLP's X
-// took 3 stages of 16.5 KB that way. Where the loop then walks no tile at all, the TMA streams
-// take that room for larger chunks: each chunk costs a wait, a barrier and a refill, ~115 ns
-// (bench/gpu_notes.md, version 15).
+// (load_staged()), where the for-loop would have copied it out of its stages. All of it then goes
+// out before the weights' first copies; the loop's later tiles likely queued behind those (not
+// measured). Where the loop then walks no tile at all, the TMA streams take the room its stages
+// had (a gated MLP's X: 3 stages of 16.5 KB). gated_mlp bs1 went from 25.1 to 21.9 us
+// (bench/gpu_notes.md, version 16).
 void BlockLowering::find_staged_directly() {
   const size_t count = g_.nodes().size();
   staged_directly_.assign(count, false);
