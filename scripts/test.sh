@@ -15,11 +15,17 @@ export YIRAGE_MODEL_PATH YIRAGE_REQUIRE_MODEL=1
 export YIRAGE_REQUIRE_LLAMACPP=1
 export YIRAGE_WERROR=ON
 jobs=$(nproc)
+# CI's limit is on the whole script, so each stage reports its time.
+stage_start=0
+stage_done() { echo "== $1: $((SECONDS - stage_start)) s (total $SECONDS s) =="; stage_start=$SECONDS; }
+stage_done "dependencies and model"
 for preset in release asan-ubsan; do
   echo "== $preset =="
   cmake --preset "$preset" >/dev/null
   cmake --build --preset "$preset" -j "$jobs"
+  stage_done "$preset build"
   ctest --preset "$preset" -j "$jobs"
+  stage_done "$preset tests"
 done
 
 # The Python package, as a user installs it: pip install . into a fresh venv (one more build of
@@ -29,7 +35,9 @@ venv="$(mktemp -d)/venv"
 python3 -m venv --system-site-packages "$venv"
 CMAKE_BUILD_PARALLEL_LEVEL="$jobs" "$venv/bin/pip" install -q . --config-settings=cmake.define.YIRAGE_WERROR=ON
 "$venv/bin/python" -m pytest -q tests/python_pkg
+stage_done "python package"
 
 if [[ "${FUZZ_SECONDS:-30}" != 0 ]]; then
   bash scripts/fuzz.sh "${FUZZ_SECONDS:-30}"
+  stage_done "fuzzing"
 fi
