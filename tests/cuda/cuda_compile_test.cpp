@@ -325,6 +325,45 @@ TEST(CudaCompile, BlockTestGraphs) {
   }
 }
 
+// A row-wise chain of one loop iteration keeps its tiles in registers (codegen_block_rows.cpp):
+// no shared-memory tiles, no cp.async, no barrier but the norms' reductions. Products do not.
+TEST(CudaCompile, RowChainsStayInRegisters) {
+  const std::string marker = "Register rows";
+  std::set<std::string> seen;
+  // The kernel itself, past the prelude's device functions.
+  auto body = [](const KernelLaunch& k) { return k.source.substr(k.source.find("extern \"C\"")); };
+  const KernelLaunch ntrans = lower(cuda_suite::variants("ntrans", 1).at(0).graph).kernels.at(0);
+  EXPECT_NE(ntrans.source.find(marker), std::string::npos) << ntrans.source;
+  EXPECT_EQ(body(ntrans).find("yr_cp_async16("), std::string::npos) << ntrans.source;
+  EXPECT_EQ(body(ntrans).find("__syncthreads"), std::string::npos) << ntrans.source;
+  EXPECT_LE(ntrans.shared_bytes, 64u) << "the block reductions' scratch only";
+  // Two rms_norms, a block reduction each.
+  size_t reductions = 0;
+  for (size_t at = ntrans.source.find("yr_block_reduce(a, red"); at != std::string::npos;
+       at = ntrans.source.find("yr_block_reduce(a, red", at + 1))
+    ++reductions;
+  EXPECT_EQ(reductions, 2u) << ntrans.source;
+  CodegenOptions off;
+  off.register_rows = false;
+  const KernelLaunch staged =
+      lower(cuda_suite::variants("ntrans", 1).at(0).graph, off).kernels.at(0);
+  EXPECT_EQ(staged.source.find(marker), std::string::npos);
+  EXPECT_NE(body(staged).find("yr_cp_async16("), std::string::npos);
+  const KernelLaunch product =
+      lower(cuda_suite::variants("rmsnorm_linear", 1).at(0).graph).kernels.at(0);
+  EXPECT_EQ(product.source.find(marker), std::string::npos);
+  for (ir::DType t : {ir::DType::f32, ir::DType::f16, ir::DType::bf16}) {
+    const ir::KernelGraph rows = cuda_suite::row_chain_graph(t, 3, 4096);
+    EXPECT_NE(lower(rows).kernels.at(0).source.find(marker), std::string::npos);
+    compile_all(rows, fmt::format("row chain {}", ir::dtype_name(t)), seen);
+    compile_all(rows, fmt::format("row chain {}, shared memory", ir::dtype_name(t)), seen, off);
+  }
+  // A width that leaves a thread no whole 16-byte vectors goes through shared memory.
+  EXPECT_EQ(
+      lower(cuda_suite::row_chain_graph(ir::DType::f16, 3, 1000)).kernels.at(0).source.find(marker),
+      std::string::npos);
+}
+
 // Attention's block graph at 16-bit types takes the register chain (codegen_block_chain.cpp):
 // no f32 score tile, no staged copy of the exponentials, no barrier inside the key loop's body.
 TEST(CudaCompile, AttentionTakesTheRegisterChain) {

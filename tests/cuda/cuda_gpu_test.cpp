@@ -161,6 +161,23 @@ TEST(CudaGpu, KernelLevelOpsMatchReference) {
   }
 }
 
+// Row-wise chains in registers (codegen_block_rows.cpp; bench/gpu.sh runs this file again with
+// YIRAGE_CUDA_ROWS=0 for the shared-memory path): ntrans's at bs1 and a layer_norm chain with a
+// weight, a bias and two outputs, in every float dtype.
+TEST(CudaGpu, RegisterRowsMatchReference) {
+  CUDA_OR_SKIP(cuda);
+  for (ir::DType t : {ir::DType::f32, ir::DType::f16, ir::DType::bf16}) {
+    const std::string d(ir::dtype_name(t));
+    ir::KernelGraph g;
+    auto h = g.input("H", {8, 4096}, t);
+    auto x = g.input("X", {8, 4096}, t);
+    auto alpha = g.input("alpha", {8, 4096}, t);
+    g.mark_output(cuda_suite::ntrans_node(g, h, x, alpha, "ntrans"), "out");
+    expect_matches(g, *cuda, fresh_seed(), "ntrans " + d);
+    expect_matches(cuda_suite::row_chain_graph(t, 5, 2048), *cuda, fresh_seed(), "row chain " + d);
+  }
+}
+
 // Row ops (norms, softmax) at the lengths where their kernel changes shape: 1024 threads from
 // 2048 elements, a tail row (3000), and rows too long for registers (40000) read per pass.
 TEST(CudaGpu, LongRowOpsMatchReference) {

@@ -403,14 +403,11 @@ inline std::vector<Variant> lora(int) {
 }
 
 // rms(X + α ⊙ (rms(H) + X)) in one kernel, a block per row.
-inline std::vector<Variant> ntrans(int bs) {
-  KernelGraph g;
-  const ir::Dims dims{8 * bs, kHidden};
-  TensorRef h = g.input("H", dims, DType::f16);
-  TensorRef x = g.input("X", dims, DType::f16);
-  TensorRef alpha = g.input("alpha", dims, DType::f16);
-  BlockGraph b({{8 * bs, 1, 1}}, 1, {g.type(h), g.type(x), g.type(alpha)});
-  const ir::RmsNormOp rms{.normalized_shape = {kHidden}};
+inline TensorRef ntrans_node(KernelGraph& g, TensorRef h, TensorRef x, TensorRef alpha,
+                             const std::string& name) {
+  const ir::TensorType t = g.type(h);
+  BlockGraph b({{t.dims[0], 1, 1}}, 1, {t, g.type(x), g.type(alpha)});
+  const ir::RmsNormOp rms{.normalized_shape = {t.dims[1]}};
   int32_t hi = b.iterator(0, kOnX0, kReplicate);
   int32_t xi = b.iterator(1, kOnX0, kReplicate);
   int32_t ai = b.iterator(2, kOnX0, kReplicate);
@@ -420,10 +417,41 @@ inline std::vector<Variant> ntrans(int bs) {
   int32_t residual = b.add(ir::BinaryOp{ir::BinaryFn::add}, {xi, scaled});
   int32_t acc = b.accumulate(AccumFn::sum, residual);
   b.save(b.add(rms, {acc}), kOnX0);
-  g.mark_output(fused(g, std::move(b), {h, x, alpha}, "fused_ntrans"), "out");
+  return fused(g, std::move(b), {h, x, alpha}, name);
+}
+
+inline std::vector<Variant> ntrans(int bs) {
+  KernelGraph g;
+  const ir::Dims dims{8 * bs, kHidden};
+  TensorRef h = g.input("H", dims, DType::f16);
+  TensorRef x = g.input("X", dims, DType::f16);
+  TensorRef alpha = g.input("alpha", dims, DType::f16);
+  g.mark_output(ntrans_node(g, h, x, alpha, "fused_ntrans"), "out");
   std::vector<Variant> out;
   out.push_back({"row", std::move(g)});
   return out;
+}
+
+// Row chains besides ntrans's for the register rows (codegen_block_rows.cpp), a block per row:
+// layer_norm with a [width] weight and bias, silu, saved through a sum accumulator; and the
+// product with X through a max accumulator, saved too.
+inline KernelGraph row_chain_graph(DType t, int64_t rows, int64_t width) {
+  KernelGraph g;
+  TensorRef x = g.input("X", {rows, width}, t);
+  TensorRef w = g.input("W", {width}, t);
+  TensorRef bias = g.input("B", {width}, t);
+  BlockGraph b({{rows, 1, 1}}, 1, {g.type(x), g.type(w), g.type(bias)});
+  int32_t xi = b.iterator(0, kOnX0, kReplicate);
+  int32_t wi = b.iterator(1, kAll, kReplicate);
+  int32_t bi = b.iterator(2, kAll, kReplicate);
+  const ir::LayerNormOp norm{.normalized_shape = {width}, .has_weight = true, .has_bias = true};
+  int32_t act = b.add(ir::UnaryOp{ir::UnaryFn::silu}, {b.add(norm, {xi, wi, bi})});
+  b.save(b.accumulate(AccumFn::sum, act), kOnX0);
+  b.save(b.accumulate(AccumFn::max, b.add(ir::BinaryOp{ir::BinaryFn::mul}, {act, xi})), kOnX0);
+  std::vector<TensorRef> outs = fused_outputs(g, std::move(b), {x, w, bias}, "row_chain");
+  g.mark_output(outs[0], "silu");
+  g.mark_output(outs[1], "product");
+  return g;
 }
 
 // A fused linear, then the kernel-level softmax.

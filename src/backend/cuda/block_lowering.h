@@ -28,6 +28,9 @@
 // ahead and build the mma fragments from them, the product computed transposed
 // (codegen_block_stream.cpp). On sm_90 such a kernel may run each block as a cluster of two,
 // each streaming half of the weight (codegen_block_cluster.cpp).
+// A block graph that is one row-wise chain of elementwise ops and norms over a single iteration
+// keeps its tiles in registers instead, each thread the same elements of every tile
+// (CodegenOptions::register_rows, codegen_block_rows.cpp).
 #pragma once
 
 #include <algorithm>
@@ -230,6 +233,15 @@ class BlockLowering {
   std::string tma_stream_flush(int32_t id) const;
   TensorMapArg tma_stream_map(int32_t id) const;
 
+  // codegen_block_rows.cpp
+  bool register_rows() const;
+  int64_t rows_per_thread() const;
+  std::string rows_load(int32_t id) const;
+  std::string rows_elementwise(int32_t id, const std::string& expr) const;
+  std::string rows_norm(int32_t id, double eps, bool layer, bool has_weight, bool has_bias) const;
+  std::string rows_save(int32_t id, int output) const;
+  std::string rows_kernel(const std::string& kname) const;
+
   // codegen_block_chain.cpp
   void find_chains();
   const Chain* chain_of(int32_t id) const;
@@ -263,6 +275,7 @@ class BlockLowering {
   int64_t reduction_offset_ = 0;
   int64_t barrier_offset_ = -1;  // the stages' mbarriers, where the TMA copies tiles
   int stages_ = 1;               // pipeline depth of the tiles the loop walks (plan())
+  bool rows_ = false;            // a register-row chain (register_rows()): no tiles, no plan
 };
 
 }  // namespace yirage::backend::cuda::detail

@@ -94,6 +94,9 @@ struct CodegenOptions {
   // block as a pair of blocks on two multiprocessors, each streaming half of the weight, their
   // sums met in distributed shared memory (codegen_block_cluster.cpp).
   bool clusters = false;
+  // Keep a block graph that is one row-wise chain (elementwise ops and norms over a single loop
+  // iteration) in registers, with no shared-memory tiles (codegen_block_rows.cpp).
+  bool register_rows = true;
 };
 
 // Throws yirage::Error naming the node and op it cannot lower.

@@ -33,7 +33,11 @@ BlockLowering::BlockLowering(const BlockGraph& g, const std::string& name,
 
 KernelLaunch BlockLowering::run(const std::vector<int>& in, const std::vector<int>& out) {
   analyse_readers();
-  plan();
+  rows_ = register_rows();
+  if (rows_)
+    reduction_offset_ = allocate(kBlockWarps * 4);  // yr_block_reduce()'s scratch
+  else
+    plan();
   KernelLaunch k;
   k.name = "yr_fused_" + identifier(name_);
   k.what = fmt::format("fused node '{}'", name_);
@@ -48,7 +52,8 @@ KernelLaunch BlockLowering::run(const std::vector<int>& in, const std::vector<in
          name_, shared_, options_.max_shared_bytes);
   k.tensor_maps = tensor_map_args();
   k.source = prelude() + (any_tma() ? tma_prelude() : std::string()) +
-             (paired() ? cluster_prelude() : std::string()) + kernel(k.name);
+             (paired() ? cluster_prelude() : std::string()) +
+             (rows_ ? rows_kernel(k.name) : kernel(k.name));
   return k;
 }
 

@@ -412,6 +412,9 @@ class CudaBackend final : public Backend {
     const char* stream = std::getenv("YIRAGE_CUDA_STREAM");
     options.register_weights = !(stream && std::string_view(stream) == "0");
     options.clusters = clusters_usable();
+    // YIRAGE_CUDA_ROWS=0 passes row-wise chains through shared memory, for comparing.
+    const char* rows = std::getenv("YIRAGE_CUDA_ROWS");
+    options.register_rows = !(rows && std::string_view(rows) == "0");
     if (options.library_matmul)
       std::call_once(blas_once_,
                      [&] { blas_handle_ = std::make_unique<BlasHandle>(ctx, stream_); });
