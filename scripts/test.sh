@@ -19,14 +19,9 @@ jobs=$(nproc)
 stage_start=0
 stage_done() { echo "== $1: $((SECONDS - stage_start)) s (total $SECONDS s) =="; stage_start=$SECONDS; }
 stage_done "dependencies and model"
-# The release build's objects go through ccache, in build/ccache so that a clean checkout starts
-# cold: the Python package's build of the core below, with the same flags, takes them from there.
-export CCACHE_DIR="$PWD/build/ccache"
 for preset in release asan-ubsan; do
   echo "== $preset =="
-  launcher=()
-  [[ $preset == release ]] && launcher=(CMAKE_CXX_COMPILER_LAUNCHER=ccache)
-  env "${launcher[@]}" cmake --preset "$preset" >/dev/null
+  cmake --preset "$preset" >/dev/null
   cmake --build --preset "$preset" -j "$jobs"
   stage_done "$preset build"
   ctest --preset "$preset" -j "$jobs"
@@ -38,9 +33,7 @@ done
 echo "== python package =="
 venv="$(mktemp -d)/venv"
 python3 -m venv --system-site-packages "$venv"
-CMAKE_CXX_COMPILER_LAUNCHER=ccache CMAKE_BUILD_PARALLEL_LEVEL="$jobs" \
-  "$venv/bin/pip" install -q . --config-settings=cmake.define.YIRAGE_WERROR=ON
-ccache --show-stats | grep -iE "hits|misses" || true
+CMAKE_BUILD_PARALLEL_LEVEL="$jobs" "$venv/bin/pip" install -q . --config-settings=cmake.define.YIRAGE_WERROR=ON
 "$venv/bin/python" -m pytest -q tests/python_pkg
 stage_done "python package"
 

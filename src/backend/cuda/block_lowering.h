@@ -142,6 +142,8 @@ class BlockLowering {
   std::string concat(int32_t id, int dim) const;
   std::string op(int32_t id) const;
   std::string accumulate(int32_t id) const;
+  std::string kernel_params() const;
+  std::string saver_base(int32_t id, int output) const;
   std::string save(int32_t id, int output) const;
   std::string kernel(const std::string& kname) const;
 

@@ -471,18 +471,38 @@ std::string BlockLowering::accumulate(int32_t id) const {
                              : fmt::format("{}[e] + {}", tile_var(id), read(n.inputs[0], "e")));
 }
 
-std::string BlockLowering::save(int32_t id, int output) const {
+// The kernel's parameters: the operands in<k>, then the outputs out<k>.
+std::string BlockLowering::kernel_params() const {
+  std::string params;
+  for (size_t i = 0; i < g_.operands().size(); ++i)
+    params += fmt::format("{}const {}* __restrict__ in{}", i ? ", " : "",
+                          ctype(g_.operands()[i].dtype), i);
+  const std::vector<ir::TensorType> outputs = g_.output_types();
+  for (size_t i = 0; i < outputs.size(); ++i)
+    params += fmt::format(", {}* __restrict__ out{}", ctype(outputs[i].dtype), i);
+  return params;
+}
+
+// The offset of this block's tile in output `output` of saver `id`: " + (long long)... " terms.
+std::string BlockLowering::saver_base(int32_t id, int output) const {
   const BlockNode& n = node(id);
   const auto& saver = std::get<ir::OutputSaverOp>(n.op);
-  const ir::TensorType out = g_.output_types()[size_t(output)];
-  const Dims& tile = n.tile.dims;
-  const Dims strides = ir::row_major_strides(out.dims);
+  const Dims strides = ir::row_major_strides(g_.output_types()[size_t(output)].dims);
   std::string base;
   for (int a = 0; a < ir::kGridAxes; ++a) {
     if (saver.omap[size_t(a)] == ir::kReplicate) continue;
     const size_t j = size_t(saver.omap[size_t(a)]);
-    base += fmt::format(" + (long long){} * {}ll", block_index(a), tile[j] * strides[j]);
+    base += fmt::format(" + (long long){} * {}ll", block_index(a), n.tile.dims[j] * strides[j]);
   }
+  return base;
+}
+
+std::string BlockLowering::save(int32_t id, int output) const {
+  const BlockNode& n = node(id);
+  const ir::TensorType out = g_.output_types()[size_t(output)];
+  const Dims& tile = n.tile.dims;
+  const Dims strides = ir::row_major_strides(out.dims);
+  const std::string base = saver_base(id, output);
   const int64_t vec = 16 / int64_t(ir::dtype_size(out.dtype));
   const std::string t = ctype(out.dtype);
   if (tile.back() % vec == 0 && out.dims.back() % vec == 0) {
@@ -523,13 +543,7 @@ std::string BlockLowering::save(int32_t id, int output) const {
 }
 
 std::string BlockLowering::kernel(const std::string& kname) const {
-  std::string params;
-  for (size_t i = 0; i < g_.operands().size(); ++i)
-    params += fmt::format("{}const {}* __restrict__ in{}", i ? ", " : "",
-                          ctype(g_.operands()[i].dtype), i);
-  const std::vector<ir::TensorType> outputs = g_.output_types();
-  for (size_t i = 0; i < outputs.size(); ++i)
-    params += fmt::format(", {}* __restrict__ out{}", ctype(outputs[i].dtype), i);
+  std::string params = kernel_params();
 
   std::string decl, init, once, first, next, stage, body, accumulate_code, streams, flush, finalize,
       post, saves, stream_first_loads;

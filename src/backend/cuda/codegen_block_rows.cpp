@@ -156,16 +156,10 @@ std::string BlockLowering::rows_norm(int32_t id, double eps, bool layer, bool ha
 // output's rows are whole vectors.
 std::string BlockLowering::rows_save(int32_t id, int output) const {
   const BlockNode& n = node(id);
-  const auto& saver = std::get<ir::OutputSaverOp>(n.op);
   const ir::TensorType out = g_.output_types()[size_t(output)];
   const Dims& tile = n.tile.dims;
   const Dims strides = ir::row_major_strides(out.dims);
-  std::string base;
-  for (int a = 0; a < ir::kGridAxes; ++a) {
-    if (saver.omap[size_t(a)] == ir::kReplicate) continue;
-    const size_t j = size_t(saver.omap[size_t(a)]);
-    base += fmt::format(" + (long long){} * {}ll", block_index(a), tile[j] * strides[j]);
-  }
+  const std::string base = saver_base(id, output);
   const int32_t in = n.inputs[0];
   const int64_t vec = 16 / int64_t(ir::dtype_size(out.dtype));
   const std::string t = ctype(out.dtype);
@@ -199,13 +193,6 @@ std::string BlockLowering::rows_save(int32_t id, int output) const {
 }
 
 std::string BlockLowering::rows_kernel(const std::string& kname) const {
-  std::string params;
-  for (size_t i = 0; i < g_.operands().size(); ++i)
-    params += fmt::format("{}const {}* __restrict__ in{}", i ? ", " : "",
-                          ctype(g_.operands()[i].dtype), i);
-  const std::vector<ir::TensorType> outputs = g_.output_types();
-  for (size_t i = 0; i < outputs.size(); ++i)
-    params += fmt::format(", {}* __restrict__ out{}", ctype(outputs[i].dtype), i);
   // Every iterator's loads go out first, all in flight at once.
   std::string loads, body;
   int saver_count = 0;
@@ -248,8 +235,9 @@ extern "C" __global__ void __launch_bounds__({threads}) {name}({params}) {{
   float* const red = reinterpret_cast<float*>(smem);
 {loads}{body}}}
 )",
-      fmt::arg("threads", kBlockThreads), fmt::arg("name", kname), fmt::arg("params", params),
-      fmt::arg("per", kVector), fmt::arg("loads", loads), fmt::arg("body", body));
+      fmt::arg("threads", kBlockThreads), fmt::arg("name", kname),
+      fmt::arg("params", kernel_params()), fmt::arg("per", kVector), fmt::arg("loads", loads),
+      fmt::arg("body", body));
 }
 
 }  // namespace yirage::backend::cuda::detail
