@@ -238,6 +238,7 @@ class BlockLowering {
   // codegen_block_rows.cpp
   bool register_rows() const;
   int64_t rows_per_thread() const;
+  std::string rows_vectors(const std::string& each) const;
   std::string rows_load(int32_t id) const;
   std::string rows_elementwise(int32_t id, const std::string& expr) const;
   std::string rows_norm(int32_t id, double eps, bool layer, bool has_weight, bool has_bias) const;

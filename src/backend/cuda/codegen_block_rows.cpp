@@ -96,14 +96,17 @@ std::string BlockLowering::rows_load(int32_t id) const {
         "      for (int u = 0; u < {}; ++u) v{}[p * {} + u] = yr_to_f(*({}));\n",
         kVector, id, kVector, tile_source(id, "0", "(e + u)"));
   }
+  return fmt::format("  float v{}[{}];\n", id, rows_per_thread()) + rows_vectors(each);
+}
+
+// `each` (code in e, the vector's first element) for each of this thread's vectors.
+std::string BlockLowering::rows_vectors(const std::string& each) const {
   return fmt::format(
-      "  float v{id}[{count}];\n"
       "#pragma unroll\n"
       "  for (int p = 0; p < {vectors}; ++p) {{\n"
       "    const int e = (p * {threads} + threadIdx.x) * {per};\n"
       "    {{\n{each}    }}\n"
       "  }}\n",
-      fmt::arg("id", id), fmt::arg("count", rows_per_thread()),
       fmt::arg("vectors", rows_per_thread() / kVector), fmt::arg("threads", kBlockThreads),
       fmt::arg("per", kVector), fmt::arg("each", each));
 }
@@ -182,14 +185,7 @@ std::string BlockLowering::rows_save(int32_t id, int output) const {
         "#pragma unroll\n"
         "      for (int u = 0; u < {0}; ++u) yr_store({1}, v{2}[p * {0} + u]);\n",
         kVector, address, in);
-  return fmt::format(
-      "#pragma unroll\n"
-      "  for (int p = 0; p < {vectors}; ++p) {{\n"
-      "    const int e = (p * {threads} + threadIdx.x) * {per};\n"
-      "    {{\n{each}    }}\n"
-      "  }}\n",
-      fmt::arg("vectors", rows_per_thread() / kVector), fmt::arg("threads", kBlockThreads),
-      fmt::arg("per", kVector), fmt::arg("each", each));
+  return rows_vectors(each);
 }
 
 std::string BlockLowering::rows_kernel(const std::string& kname) const {
