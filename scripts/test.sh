@@ -39,6 +39,9 @@ CMAKE_BUILD_PARALLEL_LEVEL="$jobs" "$venv/bin/pip" install -q . \
   --config-settings=build-dir=build/release --config-settings=cmake.define.YIRAGE_WERROR=ON \
   --config-settings=cmake.define.YIRAGE_BUILD_TESTS=ON
 "$venv/bin/python" -m pytest -q tests/python_pkg
+# The release tree leaves the module to pip again: its nanobind came from pip's build
+# environment, gone now, and would stop the tree's next reconfigure.
+cmake -S . -B build/release -DYIRAGE_PYTHON=OFF >/dev/null
 stage_done "python package"
 
 if [[ "${FUZZ_SECONDS:-30}" != 0 ]]; then

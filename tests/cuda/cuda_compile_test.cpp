@@ -401,6 +401,29 @@ TEST(CudaCompile, AttentionTakesTheRegisterChain) {
   }
 }
 
+// A chain whose warps each own whole rows (qb 128: eight row groups, no column split) stores its
+// products and row sums once, without zeroing the accumulators first. With qb 64 two warps share
+// each row and add in turns.
+TEST(CudaCompile, SplitAttentionStoresItsPartialsOnce) {
+  for (auto [qb, once] : {std::pair{128, true}, {64, false}}) {
+    ir::KernelGraph g;
+    auto q = g.input("Q", {2, 256, 64}, ir::DType::f16);
+    auto k = g.input("K", {2, 64, 4096}, ir::DType::f16);
+    auto v = g.input("V", {2, 4096, 64}, ir::DType::f16);
+    g.mark_output(cuda_suite::attention_split_node(g, q, k, v, qb, 64, 32, 2), "out");
+    const Program program = lower(g, {});
+    ASSERT_EQ(program.kernels.size(), 2u);
+    const std::string& src = program.kernels[0].source;
+    ASSERT_NE(src.find("register chain"), std::string::npos) << src;
+    const bool zeroes = src.find("[e] = 0.0f;") != std::string::npos;
+    const bool adds = src.find("+= o") != std::string::npos;
+    const bool stores = src.find("[r0 * 64 + oc] = o") != std::string::npos;
+    EXPECT_EQ(zeroes, !once) << "qb " << qb << ":\n" << src;
+    EXPECT_EQ(adds, !once) << "qb " << qb << ":\n" << src;
+    EXPECT_EQ(stores, once) << "qb " << qb << ":\n" << src;
+  }
+}
+
 // With library_matmul, a kernel-level matmul becomes one cuBLAS step (no source) when each
 // operand is either one matrix per product or one shared by all, and a generated kernel otherwise.
 TEST(CudaCompile, LibraryMatmulSteps) {

@@ -116,6 +116,8 @@ class BlockLowering {
   struct Chain {
     int32_t first = -1, last = -1, second = -1, rowsum = -1;
     int64_t m = 0, d = 0, lc = 0, dv = 0, row_groups = 0, splits = 0;
+    // Each element of the accumulators is then written by one thread: no zeroing, no adding.
+    bool writes_once() const { return splits == 1; }
   };
 
   // codegen_block.cpp
@@ -249,6 +251,8 @@ class BlockLowering {
   void find_chains();
   const Chain* chain_of(int32_t id) const;
   bool absorbed_by_chain(int32_t id) const;
+  // Whether `id` is a chain's row sum whose accumulator the chain's flush writes whole, once.
+  bool written_once_by_chain(int32_t id) const;
   std::string chain_declare(const Chain& c) const;
   std::string chain_body(const Chain& c) const;
   std::string chain_flush(const Chain& c) const;

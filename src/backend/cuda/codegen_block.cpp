@@ -626,7 +626,7 @@ std::string BlockLowering::kernel(const std::string& kname) const {
                         s.offset);
     if (const int32_t mm = resident_of_[size_t(id)]; mm >= 0) {
       const Chain* c = chain_of(mm);
-      if (c)
+      if (c && !c->writes_once())
         init += fmt::format("  for (int e = threadIdx.x; e < {}; e += {}) {}[e] = 0.0f;\n",
                             elements(id), kBlockThreads, tile_var(id));
       flush += c                       ? chain_flush(*c)
@@ -636,8 +636,10 @@ std::string BlockLowering::kernel(const std::string& kname) const {
     }
     if (const auto* acc = std::get_if<ir::AccumulatorOp>(&n.op)) {
       const bool is_max = acc->fn == ir::AccumFn::max;
-      init += fmt::format("  for (int e = threadIdx.x; e < {}; e += {}) {}[e] = {};\n",
-                          elements(id), kBlockThreads, tile_var(id), is_max ? "-INFINITY" : "0.0f");
+      if (!written_once_by_chain(n.inputs[0]))
+        init +=
+            fmt::format("  for (int e = threadIdx.x; e < {}; e += {}) {}[e] = {};\n", elements(id),
+                        kBlockThreads, tile_var(id), is_max ? "-INFINITY" : "0.0f");
       if (acc->fn == ir::AccumFn::rescaled_sum) {
         decl += fmt::format("  float* const {}_max = reinterpret_cast<float*>(smem + {});\n",
                             tile_var(id), s.max_offset);

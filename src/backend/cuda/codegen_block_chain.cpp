@@ -86,8 +86,9 @@ void BlockLowering::find_chains() {
     if (kBlockWarps % c.row_groups != 0) continue;
     c.splits = kBlockWarps / c.row_groups;
     while ((c.lc / 16) % c.splits != 0) c.splits /= 2;
-    // A warp holds its score tiles for the whole iteration: 8 floats per 16 columns.
-    if (c.lc / 16 / c.splits * 8 > kMaxChainFloats / 2) continue;
+    // A warp holds its score tiles for the whole iteration: 8 floats per 16 columns (64 for
+    // lc 128 at qb 128, gqa bs8's fastest tiling).
+    if (c.lc / 16 / c.splits * 8 > kMaxChainFloats) continue;
     const int index = int(chains_.size());
     chains_.push_back(c);
     for (int32_t id : between) chain_index_[size_t(id)] = index;
@@ -106,6 +107,12 @@ const BlockLowering::Chain* BlockLowering::chain_of(int32_t id) const {
 // Whether a chain computes node `id` inside its second product's code (no tile, no code here).
 bool BlockLowering::absorbed_by_chain(int32_t id) const {
   return !chain_index_.empty() && chain_index_[size_t(id)] >= 0 && chain_of(id) == nullptr;
+}
+
+bool BlockLowering::written_once_by_chain(int32_t id) const {
+  if (chain_index_.empty() || chain_index_[size_t(id)] < 0) return false;
+  const Chain& c = chains_[size_t(chain_index_[size_t(id)])];
+  return c.rowsum == id && c.writes_once();
 }
 
 std::string BlockLowering::chain_declare(const Chain& c) const {
@@ -205,7 +212,9 @@ std::string BlockLowering::chain_body(const Chain& c) const {
 // its row sums, summed over the four threads that share a row, into the row sum's accumulator.
 // Warps that split the score columns take turns, a barrier apart: shared-memory float atomics
 // are compare-and-swap loops on sm_90, and made the flush the kernel's largest cost (ncu: most
-// stall samples on their retries).
+// stall samples on their retries). Where no warps split them (writes_once()), each element has
+// one writer, so the flush stores instead of adding, and the accumulators are never zeroed: the
+// zeroing and the adds took 1 of gqa bs1's 7.5 us a call (bench/results/attention_probe_h200.txt).
 std::string BlockLowering::chain_flush(const Chain& c) const {
   const std::string out = tile_var(reader_[size_t(c.second)]);
   std::string row_sums;
@@ -219,10 +228,17 @@ std::string BlockLowering::chain_flush(const Chain& c) const {
         "        l0 += __shfl_xor_sync(0xffffffffu, l0, 2);\n"
         "        l1 += __shfl_xor_sync(0xffffffffu, l1, 1);\n"
         "        l1 += __shfl_xor_sync(0xffffffffu, l1, 2);\n"
-        "        if (tq == 0) {{ {sums}[r0] += l0{scale}; {sums}[r1] += l1{scale}; }}\n",
+        "        if (tq == 0) {{ {sums}[r0] {op} l0{scale}; {sums}[r1] {op} l1{scale}; }}\n",
         fmt::arg("id", c.second), fmt::arg("sums", tile_var(reader_[size_t(c.rowsum)])),
-        fmt::arg("scale", scale));
+        fmt::arg("scale", scale), fmt::arg("op", c.writes_once() ? "=" : "+="));
   }
+  const std::string products = fmt::format(
+      "          {out}[r0 * {dv} + oc] {op} o{id}[nt][0]; {out}[r0 * {dv} + oc + 1] {op} "
+      "o{id}[nt][1];\n"
+      "          {out}[r1 * {dv} + oc] {op} o{id}[nt][2]; {out}[r1 * {dv} + oc + 1] {op} "
+      "o{id}[nt][3];\n",
+      fmt::arg("out", out), fmt::arg("dv", c.dv), fmt::arg("id", c.second),
+      fmt::arg("op", c.writes_once() ? "=" : "+="));
   return fmt::format(
       "  {{  // the register chain of node {id}: its products and row sums\n"
       "    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tq = lane & "
@@ -233,10 +249,7 @@ std::string BlockLowering::chain_flush(const Chain& c) const {
       "#pragma unroll\n"
       "        for (int nt = 0; nt < {vtiles}; ++nt) {{\n"
       "          const int oc = nt * 8 + 2 * tq;\n"
-      "          {out}[r0 * {dv} + oc] += o{id}[nt][0]; {out}[r0 * {dv} + oc + 1] += "
-      "o{id}[nt][1];\n"
-      "          {out}[r1 * {dv} + oc] += o{id}[nt][2]; {out}[r1 * {dv} + oc + 1] += "
-      "o{id}[nt][3];\n"
+      "{products}"
       "        }}\n"
       "{row_sums}"
       "      }}\n"
@@ -245,7 +258,7 @@ std::string BlockLowering::chain_flush(const Chain& c) const {
       "  }}\n",
       fmt::arg("id", c.second), fmt::arg("active", c.row_groups * c.splits),
       fmt::arg("rg", c.row_groups), fmt::arg("splits", c.splits), fmt::arg("vtiles", c.dv / 8),
-      fmt::arg("out", out), fmt::arg("dv", c.dv), fmt::arg("row_sums", row_sums));
+      fmt::arg("products", products), fmt::arg("row_sums", row_sums));
 }
 
 }  // namespace yirage::backend::cuda::detail
