@@ -214,7 +214,8 @@ std::string BlockLowering::chain_body(const Chain& c) const {
 // are compare-and-swap loops on sm_90, and made the flush the kernel's largest cost (ncu: most
 // stall samples on their retries). Where no warps split them (writes_once()), each element has
 // one writer, so the flush stores instead of adding, and the accumulators are never zeroed: the
-// zeroing and the adds took 1 of gqa bs1's 7.5 us a call (bench/results/attention_probe_h200.txt).
+// zeroing and the adds took 0.85 of the 7.5 us a call of gqa bs1's first kernel
+// (bench/results/attention_probe_h200.txt).
 std::string BlockLowering::chain_flush(const Chain& c) const {
   const std::string out = tile_var(reader_[size_t(c.second)]);
   std::string row_sums;
