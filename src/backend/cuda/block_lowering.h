@@ -116,7 +116,8 @@ class BlockLowering {
   struct Chain {
     int32_t first = -1, last = -1, second = -1, rowsum = -1;
     int64_t m = 0, d = 0, lc = 0, dv = 0, row_groups = 0, splits = 0;
-    // Each element of the accumulators is then written by one thread: no zeroing, no adding.
+    // With no warps splitting the score columns, each element of the accumulators has one
+    // writer: the flush stores it, into an accumulator never zeroed.
     bool writes_once() const { return splits == 1; }
   };
 

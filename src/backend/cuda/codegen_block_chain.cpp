@@ -18,8 +18,9 @@ using ir::Dims;
 
 namespace {
 
-// Registers a warp's running products may take per thread (dv / 8 tiles of 4 floats); its A
-// fragments (d / 16 of 4 registers) half as many.
+// Registers a warp's running products may take per thread (dv / 8 tiles of 4 floats), and its
+// score tiles for one iteration (8 floats per 16 columns); its A fragments (d / 16 of 4
+// registers) half as many.
 constexpr int64_t kMaxChainFloats = 64;
 
 }  // namespace
@@ -218,6 +219,7 @@ std::string BlockLowering::chain_body(const Chain& c) const {
 // (bench/results/attention_probe_h200.txt).
 std::string BlockLowering::chain_flush(const Chain& c) const {
   const std::string out = tile_var(reader_[size_t(c.second)]);
+  const char* const op = c.writes_once() ? "=" : "+=";
   std::string row_sums;
   if (c.rowsum >= 0) {
     const auto& r = std::get<ir::ReduceOp>(node(c.rowsum).op);
@@ -231,15 +233,8 @@ std::string BlockLowering::chain_flush(const Chain& c) const {
         "        l1 += __shfl_xor_sync(0xffffffffu, l1, 2);\n"
         "        if (tq == 0) {{ {sums}[r0] {op} l0{scale}; {sums}[r1] {op} l1{scale}; }}\n",
         fmt::arg("id", c.second), fmt::arg("sums", tile_var(reader_[size_t(c.rowsum)])),
-        fmt::arg("scale", scale), fmt::arg("op", c.writes_once() ? "=" : "+="));
+        fmt::arg("scale", scale), fmt::arg("op", op));
   }
-  const std::string products = fmt::format(
-      "          {out}[r0 * {dv} + oc] {op} o{id}[nt][0]; {out}[r0 * {dv} + oc + 1] {op} "
-      "o{id}[nt][1];\n"
-      "          {out}[r1 * {dv} + oc] {op} o{id}[nt][2]; {out}[r1 * {dv} + oc + 1] {op} "
-      "o{id}[nt][3];\n",
-      fmt::arg("out", out), fmt::arg("dv", c.dv), fmt::arg("id", c.second),
-      fmt::arg("op", c.writes_once() ? "=" : "+="));
   return fmt::format(
       "  {{  // the register chain of node {id}: its products and row sums\n"
       "    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tq = lane & "
@@ -250,7 +245,10 @@ std::string BlockLowering::chain_flush(const Chain& c) const {
       "#pragma unroll\n"
       "        for (int nt = 0; nt < {vtiles}; ++nt) {{\n"
       "          const int oc = nt * 8 + 2 * tq;\n"
-      "{products}"
+      "          {out}[r0 * {dv} + oc] {op} o{id}[nt][0]; {out}[r0 * {dv} + oc + 1] {op} "
+      "o{id}[nt][1];\n"
+      "          {out}[r1 * {dv} + oc] {op} o{id}[nt][2]; {out}[r1 * {dv} + oc + 1] {op} "
+      "o{id}[nt][3];\n"
       "        }}\n"
       "{row_sums}"
       "      }}\n"
@@ -259,7 +257,8 @@ std::string BlockLowering::chain_flush(const Chain& c) const {
       "  }}\n",
       fmt::arg("id", c.second), fmt::arg("active", c.row_groups * c.splits),
       fmt::arg("rg", c.row_groups), fmt::arg("splits", c.splits), fmt::arg("vtiles", c.dv / 8),
-      fmt::arg("products", products), fmt::arg("row_sums", row_sums));
+      fmt::arg("out", out), fmt::arg("dv", c.dv), fmt::arg("op", op),
+      fmt::arg("row_sums", row_sums));
 }
 
 }  // namespace yirage::backend::cuda::detail
