@@ -424,49 +424,6 @@ TEST(CudaCompile, SplitAttentionStoresItsPartialsOnce) {
   }
 }
 
-// With clusters (sm_90), a split attention whose splits fit in one cluster runs as one kernel:
-// the parts kernel's blocks keep their partials in shared memory and share the finish's blocks,
-// reading each other's partials. More splits than a cluster holds, or no clusters, keep the two
-// kernels.
-TEST(CudaCompile, SplitsFinishInsideTheirCluster) {
-  const CodegenOptions h200{.max_shared_bytes = 227 * 1024,
-                            .multiprocessors = 132,
-                            .tensor_maps = true,
-                            .clusters = true};
-  std::set<std::string> seen;
-  for (ir::DType t : {ir::DType::f16, ir::DType::bf16}) {
-    for (auto [qb, s, fused] :
-         {std::tuple{128, 4, true}, {64, 8, true}, {32, 8, true}, {128, 32, false}}) {
-      ir::KernelGraph g;
-      auto q = g.input("Q", {2, 256, 64}, t);
-      auto k = g.input("K", {2, 64, 4096}, t);
-      auto v = g.input("V", {2, 4096, 64}, t);
-      g.mark_output(cuda_suite::attention_split_node(g, q, k, v, qb, 64, s, 2), "out");
-      const std::string what = fmt::format("{} qb{} split{}", ir::dtype_name(t), qb, s);
-      const Program program = lower(g, h200);
-      ASSERT_EQ(program.kernels.size(), fused ? 1u : 2u) << what;
-      const KernelLaunch& kernel = program.kernels[0];
-      EXPECT_EQ(
-          kernel.source.find(fmt::format("__cluster_dims__(1, 1, {})", s)) != std::string::npos,
-          fused)
-          << what;
-      EXPECT_EQ(kernel.source.find("yr_peer_load4(v[j], yr_peer0") != std::string::npos, fused)
-          << what << "\n"
-          << kernel.source;
-      if (fused) {
-        EXPECT_EQ(kernel.grid, (std::array<unsigned, 3>{2, unsigned(256 / qb), unsigned(s)}));
-        // The inputs Q, K, V, the parts' two buffers (unwritten), and the output.
-        EXPECT_EQ(kernel.args.size(), 6u) << what;
-        EXPECT_EQ(kernel.source.find("yr_cp_async16(t") == std::string::npos, false) << what;
-      }
-      compile_all(g, what, seen, h200);
-      CodegenOptions off = h200;
-      off.clusters = false;
-      EXPECT_EQ(lower(g, off).kernels.size(), 2u) << what;
-    }
-  }
-}
-
 // With library_matmul, a kernel-level matmul becomes one cuBLAS step (no source) when each
 // operand is either one matrix per product or one shared by all, and a generated kernel otherwise.
 TEST(CudaCompile, LibraryMatmulSteps) {

@@ -343,17 +343,17 @@ inline std::vector<Variant> gqa(int bs) {
     out.push_back({fmt::format("qb{}_lc{}", qb, lc), std::move(g)});
   }
   // Splits give the grid 128 to 512 blocks (bs 1 has two heads, bs 8 sixteen); the finish
-  // takes 8 or 2 query rows a block. Splits of at most 8 run as one kernel of clusters on sm_90
-  // (codegen_cluster_finish.cpp), where fq = qb / s gives each block of a cluster one finish
-  // block.
+  // takes 8 or 2 query rows a block.
   using Split = std::array<int64_t, 4>;  // qb, lc, s, fq
-  const std::vector<Split> splits =
-      bs == 1 ? std::vector<Split>{{128, 64, 32, 8}, {128, 64, 32, 2}, {128, 64, 64, 2},
-                                   {64, 64, 32, 2},  {64, 64, 8, 8},   {32, 64, 8, 4},
-                                   {128, 64, 8, 16}}
-              : std::vector<Split>{{128, 64, 4, 8},  {128, 128, 4, 8}, {128, 64, 4, 2},
-                                   {128, 64, 8, 2},  {64, 64, 8, 2},   {128, 64, 4, 32},
-                                   {128, 64, 8, 16}, {64, 64, 8, 8},   {64, 64, 4, 16}};
+  const std::vector<Split> splits = bs == 1 ? std::vector<Split>{{128, 64, 32, 8},
+                                                                 {128, 64, 32, 2},
+                                                                 {128, 64, 64, 2},
+                                                                 {64, 64, 32, 2}}
+                                            : std::vector<Split>{{128, 64, 4, 8},
+                                                                 {128, 128, 4, 8},
+                                                                 {128, 64, 4, 2},
+                                                                 {128, 64, 8, 2},
+                                                                 {64, 64, 8, 2}};
   for (auto [qb, lc, s, fq] : splits) {
     KernelGraph g;
     auto [q, k, v] = gqa_inputs(g, bs);

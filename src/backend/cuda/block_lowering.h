@@ -31,17 +31,12 @@
 // A block graph that is one row-wise chain of elementwise ops and norms over a single iteration
 // keeps its tiles in registers instead, each thread the same elements of every tile
 // (CodegenOptions::register_rows, codegen_block_rows.cpp).
-// A kernel and the kernel that sums its split partials may run as one kernel of clusters
-// (codegen_cluster_finish.cpp): the first keeps its saved tiles in shared memory, the second
-// reads them from the cluster's blocks (peer_operand()).
 #pragma once
 
 #include <algorithm>
 #include <array>
 #include <cstdint>
-#include <optional>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "backend/cuda/codegen.h"
@@ -75,53 +70,10 @@ std::string a_fragment(const std::string& type, const std::string& rows, int64_t
 // The stores of one transposed mma fragment into a partial tile (codegen_block_stream.cpp).
 std::string fragment_stores(const std::string& indent, int64_t m, int64_t n, int next);
 
-// Where a kernel reads an operand from the shared memory of its cluster's blocks instead of
-// global memory: the operand's flat elements are those of an output of a kernel of `grid`
-// blocks, each of which kept its tile of `tile` (saved by `omap`) as f32 in `tile_var`; the
-// cluster runs along grid axis `axis`, block b of it is rank b.
-struct PeerOperand {
-  std::string tile_var;
-  ir::Dims dims, tile;
-  ir::AxisMap omap{};
-  std::array<int64_t, ir::kGridAxes> grid{};
-  int axis = 0;
-};
-
-// A kernel's source in parts, for a frame to put together (kernel(), or a cluster-fused
-// kernel's).
-struct KernelText {
-  std::string params;      // the buffers: in<k>, then out<k>
-  std::string map_params;  // the TMA maps', which come after every buffer
-  std::string body;        // up to the savers; `smem` is the frame's
-  std::string saves;       // the savers
-  int align = 16;          // of the dynamic shared memory
-};
-
 class BlockLowering {
  public:
   BlockLowering(const ir::BlockGraph& g, const std::string& name, const CodegenOptions& options);
   KernelLaunch run(const std::vector<int>& in, const std::vector<int>& out);
-
-  // For codegen_cluster_finish.cpp, which takes a kernel apart instead of run():
-  // operand `k`'s tiles come from peers' shared memory (before prepare());
-  void peer_operand(int operand, PeerOperand peer);
-  // the grid indices as these expressions instead of blockIdx (before text());
-  void name_blocks(std::array<std::string, ir::kGridAxes> names) { block_names_ = names; }
-  // analysis and planning, as run() does;
-  void prepare();
-  // at least `blocks` blocks a multiprocessor, with `reserved` bytes of its shared memory left
-  // to each besides (before prepare());
-  void share_multiprocessor(int64_t blocks, int64_t reserved) {
-    min_blocks_per_sm_ = blocks;
-    reserved_shared_ = reserved;
-  }
-  bool paired_or_tma() const { return paired() || any_tma(); }
-  int64_t shared_bytes() const { return shared_; }
-  // the f32 tile in shared memory that output `output` is saved from: its variable and offset,
-  // or nothing where the saver reads none;
-  std::optional<std::pair<std::string, int64_t>> saved_tile(int output) const;
-  KernelText text() const;
-  std::vector<TensorMapArg> maps() const { return tensor_map_args(); }
 
  private:
   struct Storage {
@@ -207,8 +159,6 @@ class BlockLowering {
   std::string vector_copies(int32_t id, const std::string& iteration,
                             const std::string& dst_of_e) const;
   std::string load(int32_t id, const std::string& iteration, const std::string& dst) const;
-  std::string tile_element(int32_t id, const std::string& iteration, const std::string& e) const;
-  std::string peer_load(int32_t id, const std::string& iteration, const std::string& dst) const;
   std::string load_staged(int32_t id) const;
 
   // codegen_block_matmul.cpp
@@ -327,8 +277,6 @@ class BlockLowering {
   bool loop_free_room_ = false;        // the loop walks no tiles: its room goes to the TMA stages
   int stream_ranks_ = 1;               // 2: each block a cluster pair (choose_stream_ranks())
   std::vector<Chain> chains_;
-  std::vector<std::optional<PeerOperand>> peers_;  // by operand: read from the cluster's blocks
-  std::array<std::string, ir::kGridAxes> block_names_{"blockIdx.x", "blockIdx.y", "blockIdx.z"};
   std::vector<int> chain_index_;    // every node a chain covers -> its index in chains_, or -1
   std::vector<int32_t> tma_order_;  // the tiles the TMA copies; tensor map k is tma_order_[k]'s
   int64_t shared_ = 0;
@@ -336,7 +284,6 @@ class BlockLowering {
   int64_t barrier_offset_ = -1;  // the stages' mbarriers, where the TMA copies tiles
   int stages_ = 1;               // pipeline depth of the tiles the loop walks (plan())
   bool rows_ = false;            // a register-row chain (register_rows()): no tiles, no plan
-  int64_t min_blocks_per_sm_ = 1, reserved_shared_ = 0;  // share_multiprocessor()
 };
 
 }  // namespace yirage::backend::cuda::detail

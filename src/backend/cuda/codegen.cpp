@@ -3,7 +3,6 @@
 
 #include <cctype>
 #include <map>
-#include <set>
 
 #include <fmt/format.h>
 
@@ -219,30 +218,6 @@ extern "C" __global__ void __launch_bounds__(256) yr_copy(const unsigned char* _
   return k;
 }
 
-// For each node, the nodes that read its outputs (through reshapes), and whether a graph output
-// is one of them (or a reshape of one).
-struct Readers {
-  std::vector<std::set<size_t>> of;
-  std::vector<bool> escapes;
-};
-
-Readers find_readers(const ir::KernelGraph& graph) {
-  const size_t count = graph.nodes().size();
-  std::vector<size_t> root(count);
-  Readers r{std::vector<std::set<size_t>>(count), std::vector<bool>(count, false)};
-  for (size_t id = 0; id < count; ++id) {
-    const ir::Node& node = graph.nodes()[id];
-    root[id] = id;
-    if (std::holds_alternative<ir::ReshapeOp>(node.op)) {
-      root[id] = root[size_t(node.inputs[0].node)];
-      continue;
-    }
-    for (ir::TensorRef t : node.inputs) r.of[root[size_t(t.node)]].insert(id);
-  }
-  for (const auto& out : graph.outputs()) r.escapes[root[size_t(out.tensor.node)]] = true;
-  return r;
-}
-
 }  // namespace detail
 
 Program lower(const ir::KernelGraph& graph, const CodegenOptions& options) {
@@ -269,10 +244,6 @@ Program lower(const ir::KernelGraph& graph, const CodegenOptions& options) {
     output_slot.emplace(t, output_slots.back());
   }
   int scratch = 0;
-  // A fused node whose outputs one later fused node alone reads waits for it: the two may run as
-  // one kernel of clusters (codegen_cluster_finish.cpp), at the second's place.
-  const detail::Readers readers = detail::find_readers(graph);
-  std::map<size_t, detail::FusedStep> waiting;
   for (size_t id = 0; id < graph.nodes().size(); ++id) {
     const ir::Node& node = graph.nodes()[id];
     if (std::holds_alternative<ir::InputOp>(node.op)) continue;
@@ -300,23 +271,7 @@ Program lower(const ir::KernelGraph& graph, const CodegenOptions& options) {
       call.what = fmt::format("node '{}' (matmul, cuBLAS)", node.name);
       program.kernels.push_back(std::move(call));
     } else if (const auto* fused = std::get_if<ir::FusedOp>(&node.op)) {
-      detail::FusedStep step{*fused->body, node.name, in, out};
-      const auto first = waiting.find(id);
-      const std::set<size_t>& next = readers.of[id];
-      if (first == waiting.end() && options.clusters && next.size() == 1 && !readers.escapes[id] &&
-          std::holds_alternative<ir::FusedOp>(graph.nodes()[*next.begin()].op)) {
-        waiting.emplace(*next.begin(), std::move(step));
-        continue;
-      }
-      if (first != waiting.end()) {
-        if (auto both = detail::lower_cluster_finish(first->second, step, options)) {
-          program.kernels.push_back(std::move(*both));
-          continue;
-        }
-        const detail::FusedStep& f = first->second;
-        program.kernels.push_back(detail::lower_fused(f.body, f.name, f.in, f.out, options));
-      }
-      program.kernels.push_back(detail::lower_fused(step.body, step.name, in, out, options));
+      program.kernels.push_back(detail::lower_fused(*fused->body, node.name, in, out, options));
     } else {
       for (KernelLaunch& k : detail::lower_op(graph, node, in, out))
         program.kernels.push_back(std::move(k));

@@ -31,22 +31,13 @@ BlockLowering::BlockLowering(const BlockGraph& g, const std::string& name,
                              const CodegenOptions& options)
     : g_(g), name_(name), options_(options), r_(g.forloop_range()) {}
 
-void BlockLowering::prepare() {
+KernelLaunch BlockLowering::run(const std::vector<int>& in, const std::vector<int>& out) {
   analyse_readers();
   rows_ = register_rows();
   if (rows_)
     reduction_offset_ = allocate(kBlockWarps * 4);  // yr_block_reduce()'s scratch
   else
     plan();
-}
-
-void BlockLowering::peer_operand(int operand, PeerOperand peer) {
-  if (peers_.size() <= size_t(operand)) peers_.resize(size_t(operand) + 1);
-  peers_[size_t(operand)] = std::move(peer);
-}
-
-KernelLaunch BlockLowering::run(const std::vector<int>& in, const std::vector<int>& out) {
-  prepare();
   KernelLaunch k;
   k.name = "yr_fused_" + identifier(name_);
   k.what = fmt::format("fused node '{}'", name_);
@@ -164,9 +155,8 @@ void BlockLowering::plan_loop() {
   if (options_.multiprocessors <= 0 || r_ <= 3 || per_stage == 0) return;
   const int64_t fixed = shared_ - 3 * per_stage;
   const int64_t blocks = g_.grid().extent[0] * g_.grid().extent[1] * g_.grid().extent[2];
-  const int64_t per_sm = std::max(
-      min_blocks_per_sm_, (blocks + options_.multiprocessors - 1) / options_.multiprocessors);
-  const int64_t budget = (options_.max_shared_bytes + 1024) / per_sm - 1024 - reserved_shared_;
+  const int64_t per_sm = (blocks + options_.multiprocessors - 1) / options_.multiprocessors;
+  const int64_t budget = (options_.max_shared_bytes + 1024) / per_sm - 1024;
   const int64_t fits = std::min<int64_t>((budget - fixed) / per_stage, 8);
   stages_ = int(std::min<int64_t>(r_, std::max<int64_t>(3, fits)));
   if (stages_ == 3) return;
@@ -552,37 +542,8 @@ std::string BlockLowering::save(int32_t id, int output) const {
       read(n.inputs[0], "e"));
 }
 
-// The f32 tile that output `output`'s saver reads, where it reads a stored one.
-std::optional<std::pair<std::string, int64_t>> BlockLowering::saved_tile(int output) const {
-  int count = 0;
-  for (int32_t id = 0; id < int32_t(g_.nodes().size()); ++id) {
-    if (!std::holds_alternative<ir::OutputSaverOp>(node(id).op)) continue;
-    if (count++ != output) continue;
-    const int32_t in = node(id).inputs[0];
-    const bool stored_floats = !std::holds_alternative<ir::InputIteratorOp>(node(in).op) &&
-                               !inlined_[size_t(in)] && storage_[size_t(in)].offset >= 0;
-    if (!stored_floats) return std::nullopt;
-    return std::pair{tile_var(in), storage_[size_t(in)].offset};
-  }
-  return std::nullopt;
-}
-
 std::string BlockLowering::kernel(const std::string& kname) const {
-  const KernelText t = text();
-  return fmt::format(
-      R"(
-extern "C" __global__ void {cluster}__launch_bounds__({threads}) {name}({params}{maps}) {{
-  extern __shared__ __align__({align}) unsigned char smem[];
-{body}{saves}}}
-)",
-      fmt::arg("cluster", paired() ? "__cluster_dims__(2, 1, 1) " : ""),
-      fmt::arg("threads", kBlockThreads), fmt::arg("name", kname), fmt::arg("params", t.params),
-      fmt::arg("maps", t.map_params), fmt::arg("align", t.align), fmt::arg("body", t.body),
-      fmt::arg("saves", t.saves));
-}
-
-KernelText BlockLowering::text() const {
-  std::string params = kernel_params(), map_params;
+  std::string params = kernel_params();
 
   std::string decl, init, once, first, next, stage, body, accumulate_code, streams, flush, finalize,
       post, saves, stream_first_loads;
@@ -710,7 +671,7 @@ KernelText BlockLowering::text() const {
   std::string wait_tma;
   if (uses_tma()) {
     for (size_t k = 0; k < tma_order_.size(); ++k)
-      map_params += fmt::format(", const __grid_constant__ YrTensorMap tm{}", k);
+      params += fmt::format(", const __grid_constant__ YrTensorMap tm{}", k);
     decl += fmt::format(
         "  unsigned long long* const bar = reinterpret_cast<unsigned long long*>(smem + {});\n",
         barrier_offset_);
@@ -735,7 +696,7 @@ KernelText BlockLowering::text() const {
   }
   // The TMA streams' maps come after the for-loop's (tensor_map_args()).
   for (size_t k = 0; k < stream_tma_order_.size(); ++k)
-    map_params += fmt::format(", const __grid_constant__ YrTensorMap tm{}", tma_order_.size() + k);
+    params += fmt::format(", const __grid_constant__ YrTensorMap tm{}", tma_order_.size() + k);
   std::string prologue = first + "  yr_cp_commit();\n";
   for (int p = 1; p < ahead; ++p) prologue += more_first[size_t(p)] + "  yr_cp_commit();\n";
   if (ahead > 0) next = fmt::format("    if (it + {} < {}) {{\n{}    }}\n", ahead, r_, next);
@@ -743,13 +704,11 @@ KernelText BlockLowering::text() const {
   // and every thread is done with iteration it - 1, whose stage the loads for it + ahead then
   // reuse, as are the reads of the staged A copies and accumulators the body rewrites. So the
   // body ends with no barrier of its own, and a resident matmul's mma loop needs none.
-  KernelText t;
-  t.params = params;
-  t.map_params = map_params;
-  t.align = any_tma() ? 1024 : 16;
-  t.saves = saves;
-  t.body = fmt::format(
-      R"(  float* const red = reinterpret_cast<float*>(smem + {red});
+  return fmt::format(
+      R"(
+extern "C" __global__ void {cluster}__launch_bounds__({threads}) {name}({params}) {{
+  extern __shared__ __align__({align}) unsigned char smem[];
+  float* const red = reinterpret_cast<float*>(smem + {red});
 {decl}{init}{once}{prologue}{stream_first}  for (int it = 0; it < {range}; ++it) {{
     asm volatile("cp.async.wait_group {pending};" ::: "memory");
 {wait_tma}    __syncthreads();
@@ -757,16 +716,18 @@ KernelText BlockLowering::text() const {
 {stage}{body}{accumulate}{max_update}  }}
   __syncthreads();
 {streams}{flush}{pair}{finalize}  __syncthreads();
-{post})",
-      fmt::arg("pair", pair_sum()), fmt::arg("wait_tma", wait_tma),
-      fmt::arg("red", reduction_offset_), fmt::arg("decl", decl), fmt::arg("init", init),
-      fmt::arg("once", once), fmt::arg("prologue", prologue),
+{post}{saves}}}
+)",
+      fmt::arg("cluster", paired() ? "__cluster_dims__(2, 1, 1) " : ""),
+      fmt::arg("pair", pair_sum()), fmt::arg("threads", kBlockThreads), fmt::arg("name", kname),
+      fmt::arg("params", params), fmt::arg("align", any_tma() ? 1024 : 16),
+      fmt::arg("wait_tma", wait_tma), fmt::arg("red", reduction_offset_), fmt::arg("decl", decl),
+      fmt::arg("init", init), fmt::arg("once", once), fmt::arg("prologue", prologue),
       fmt::arg("stream_first", stream_first_loads), fmt::arg("range", r_), fmt::arg("next", next),
       fmt::arg("pending", std::max(ahead - 1, 0)), fmt::arg("stage", stage), fmt::arg("body", body),
       fmt::arg("accumulate", accumulate_code), fmt::arg("max_update", max_update),
       fmt::arg("streams", streams), fmt::arg("flush", flush), fmt::arg("finalize", finalize),
-      fmt::arg("post", post));
-  return t;
+      fmt::arg("post", post), fmt::arg("saves", saves));
 }
 
 KernelLaunch lower_fused(const ir::BlockGraph& body, const std::string& name,

@@ -19,32 +19,19 @@ namespace yirage::backend::cuda::detail {
 
 const std::string& cluster_prelude() {
   static const std::string text = R"(
-// Every thread of every block of the cluster arrives; writes before it are seen after it.
-__device__ __forceinline__ void yr_cluster_sync() {
+// Every thread of both blocks of the pair arrives; writes before it are seen after it.
+__device__ __forceinline__ void yr_pair_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\n"
                "barrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
-// `p` in another block's shared memory: the same offset in block `rank` of the cluster. The
-// loads are volatile, so they stay after yr_cluster_sync(), but take no memory clobber, so
-// that several may be in flight at once.
-__device__ __forceinline__ unsigned yr_peer_address(const float* p, unsigned rank) {
+// `p` in the other block's shared memory: the same offset in block `rank` of the cluster.
+__device__ __forceinline__ float yr_peer_load(const float* p, unsigned rank) {
   const unsigned local = (unsigned)__cvta_generic_to_shared(p);
   unsigned remote;
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(rank));
-  return remote;
-}
-__device__ __forceinline__ float yr_peer_load(const float* p, unsigned rank) {
   float v;
-  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(yr_peer_address(p, rank)));
+  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote) : "memory");
   return v;
-}
-__device__ __forceinline__ void yr_peer_load1(float* v, const float* p, unsigned rank) {
-  v[0] = yr_peer_load(p, rank);
-}
-// Four floats, `p` 16-byte aligned.
-__device__ __forceinline__ void yr_peer_load4(float* v, const float* p, unsigned rank) {
-  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
-               : "=f"(v[0]), "=f"(v[1]), "=f"(v[2]), "=f"(v[3]) : "r"(yr_peer_address(p, rank)));
 }
 )";
   return text;
@@ -78,8 +65,9 @@ void BlockLowering::choose_stream_ranks() {
 
 // The grid index of `axis` as the block graph sees it: a pair shares one index.
 std::string BlockLowering::block_index(int axis) const {
+  static const char* const names[] = {"blockIdx.x", "blockIdx.y", "blockIdx.z"};
   if (axis == 0 && paired()) return "(int)(blockIdx.x >> 1)";
-  return block_names_[size_t(axis)];
+  return names[axis];
 }
 
 // Where this block's share of a stream starts, given `per_block` units or chunks a block.
@@ -106,9 +94,9 @@ std::string BlockLowering::pair_sum() const {
           fmt::arg("n", elements(reader_[size_t(id)])), fmt::arg("threads", kBlockThreads),
           fmt::arg("t", tile_var(reader_[size_t(id)])));
   return fmt::format(
-      "  yr_cluster_sync();\n"
+      "  yr_pair_sync();\n"
       "  if ((blockIdx.x & 1) == 0) {{\n{}  }}\n"
-      "  yr_cluster_sync();  // block 1's shared memory stays until block 0 has read it\n"
+      "  yr_pair_sync();  // block 1's shared memory stays until block 0 has read it\n"
       "  if (blockIdx.x & 1) return;\n",
       adds);
 }

@@ -55,10 +55,10 @@ std::string BlockLowering::stored_index(int32_t id, const std::string& index) co
   return fmt::format("(({0}) / {1} * {2} + ({0}) % {1})", index, width, width + pad);
 }
 
-// The flat offset of element `e` (an int expression, row-major in the tile) of iterator `id`'s
-// tile for loop iteration `iteration`, in its operand.
-std::string BlockLowering::tile_element(int32_t id, const std::string& iteration,
-                                        const std::string& e) const {
+// The address of element `e` (an int expression, row-major in the tile) of iterator `id`'s tile
+// for loop iteration `iteration`, in its operand `in<k>`.
+std::string BlockLowering::tile_source(int32_t id, const std::string& iteration,
+                                       const std::string& e) const {
   const auto& it = std::get<ir::InputIteratorOp>(node(id).op);
   const Dims& dims = g_.operands()[size_t(it.operand)].dims;
   const Dims strides = ir::row_major_strides(dims);
@@ -73,15 +73,7 @@ std::string BlockLowering::tile_element(int32_t id, const std::string& iteration
   if (it.fmap != ir::kReplicate)
     base += fmt::format(" + (long long)({}) * {}ll", iteration,
                         tile[size_t(it.fmap)] * strides[size_t(it.fmap)]);
-  return fmt::format("(0ll{} + {})", base, tile_offset(tile, strides, e));
-}
-
-// The address of element `e` of iterator `id`'s tile for loop iteration `iteration`, in its
-// operand `in<k>`.
-std::string BlockLowering::tile_source(int32_t id, const std::string& iteration,
-                                       const std::string& e) const {
-  const auto& it = std::get<ir::InputIteratorOp>(node(id).op);
-  return fmt::format("in{} + {}", it.operand, tile_element(id, iteration, e));
+  return fmt::format("in{} + (0ll{} + {})", it.operand, base, tile_offset(tile, strides, e));
 }
 
 // Whether the tile's rows are whole 16-byte vectors in global and in shared memory.
@@ -118,65 +110,10 @@ std::string BlockLowering::vector_copies(int32_t id, const std::string& iteratio
 // shared-memory address `dst` (a pointer expression), by cp.async.
 std::string BlockLowering::load(int32_t id, const std::string& iteration,
                                 const std::string& dst) const {
-  const auto& it = std::get<ir::InputIteratorOp>(node(id).op);
-  if (peers_.size() > size_t(it.operand) && peers_[size_t(it.operand)])
-    return peer_load(id, iteration, dst);
   if (vector_rows(id)) return vector_copies(id, iteration, dst + " + " + stored_index(id, "e"));
   return fmt::format("    for (int e = threadIdx.x; e < {0}; e += {1}) {2}[e] = *({3});\n",
                      ir::num_elements(node(id).tile.dims), kBlockThreads, dst,
                      tile_source(id, iteration, "e"));
-}
-
-// The loads of iterator `id`'s tile from the shared memory of the cluster's blocks (a
-// PeerOperand): each element's flat offset in the operand names the block of the cluster that
-// kept it and where in its tile. Four at a time where four consecutive elements stay in one row
-// of both tiles; rounded to the operand's dtype, as a store to global memory would have.
-std::string BlockLowering::peer_load(int32_t id, const std::string& iteration,
-                                     const std::string& dst) const {
-  const auto& it = std::get<ir::InputIteratorOp>(node(id).op);
-  const PeerOperand& p = *peers_[size_t(it.operand)];
-  const Dims strides = ir::row_major_strides(p.dims);
-  const Dims tile_strides = ir::row_major_strides(p.tile);
-  const size_t along = size_t(p.omap[size_t(p.axis)]);
-  std::string local;
-  for (size_t j = 0; j < p.dims.size(); ++j) {
-    if (p.tile[j] == 1) continue;
-    local += fmt::format("{}((g / {}ll) % {}ll) * {}ll", local.empty() ? "" : " + ", strides[j],
-                         p.tile[j], tile_strides[j]);
-  }
-  if (local.empty()) local = "0ll";
-  const std::string rank = fmt::format("(unsigned)((g / {}ll) % {}ll / {}ll)", strides[along],
-                                       p.dims[along], p.tile[along]);
-  const ir::TensorType& operand = g_.operands()[size_t(it.operand)];
-  const Dims& tile = node(id).tile.dims;
-  const bool fours = tile.back() % 4 == 0 && operand.dims.back() % 4 == 0 &&
-                     p.tile.back() % 4 == 0 && p.dims.back() % 4 == 0;
-  const int64_t width = fours ? 4 : 1;
-  const int64_t n = ir::num_elements(tile);
-  const int64_t per_thread = (n + kBlockThreads * width - 1) / (kBlockThreads * width);
-  std::string stores;
-  for (int64_t u = 0; u < width; ++u)
-    stores += fmt::format("      if (e < {}) yr_store(&{}[{}], v[j][{}]);\n", n, dst,
-                          stored_index(id, fmt::format("e + {}", u)), u);
-  // Every load issued before the first store: each crosses to another multiprocessor.
-  return fmt::format(
-      "    {{\n"
-      "      float v[{p}][{w}];\n"
-      "#pragma unroll\n"
-      "      for (int j = 0; j < {p}; ++j) {{\n"
-      "        const int e = (threadIdx.x + j * {threads}) * {w};\n"
-      "        const long long g = {element};\n"
-      "        if (e < {n}) yr_peer_load{w}(v[j], {tile} + ({local}), {rank});\n"
-      "      }}\n"
-      "#pragma unroll\n"
-      "      for (int j = 0; j < {p}; ++j) {{\n"
-      "        const int e = (threadIdx.x + j * {threads}) * {w};\n"
-      "{stores}      }}\n"
-      "    }}\n",
-      fmt::arg("p", per_thread), fmt::arg("w", width), fmt::arg("n", n),
-      fmt::arg("threads", kBlockThreads), fmt::arg("element", tile_element(id, iteration, "e")),
-      fmt::arg("tile", p.tile_var), fmt::arg("local", local), fmt::arg("rank", rank),
-      fmt::arg("stores", stores));
 }
 
 // Every iteration's tile of iterator `id` straight into the staged A of the streamed matmuls

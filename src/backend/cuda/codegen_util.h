@@ -46,16 +46,4 @@ KernelLaunch lower_fused(const ir::BlockGraph& body, const std::string& name,
                          const std::vector<int>& input_slots, const std::vector<int>& output_slots,
                          const CodegenOptions& options);
 
-// A fused node about to be lowered: its block graph, name and slots.
-struct FusedStep {
-  const ir::BlockGraph& body;
-  std::string name;
-  std::vector<int> in, out;
-};
-// `first` and `second`, which reads what `first` writes and nothing else does, as one kernel of
-// clusters (codegen_cluster_finish.cpp); nothing where that is not the same computation or does
-// not fit.
-std::optional<KernelLaunch> lower_cluster_finish(const FusedStep& first, const FusedStep& second,
-                                                 const CodegenOptions& options);
-
 }  // namespace yirage::backend::cuda::detail
