@@ -42,6 +42,13 @@ __device__ __forceinline__ float yr_to_f(yr_half v) {
 __device__ __forceinline__ float yr_to_f(yr_bfloat v) {
   return __uint_as_float(((unsigned)v.x) << 16);
 }
+// e^x as ex2.approx with subnormal results flushed to zero: __expf without -ftz adds a range
+// fix-up (a compare and two multiplies) to every exp, which ncu counted in attention's loop.
+__device__ __forceinline__ float yr_exp_ftz(float x) {
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x * 1.44269504088896341f));
+  return r;
+}
 __device__ __forceinline__ void yr_store(float* p, float v) { *p = v; }
 __device__ __forceinline__ void yr_store(yr_half* p, float v) {
   unsigned short h;

@@ -130,8 +130,8 @@ std::string BlockLowering::chain_declare(const Chain& c) const {
 // time left four dependent mmas per step waiting on each other: ncu showed 0.43 instructions
 // issued per scheduler cycle); then per 16 score columns f on the fragments, the row sums, and
 // the fragments packed as A of the second product against C's 8-column tiles. Fragments of two
-// tiles come in one ldmatrix.x4, and exp is ex2.approx: the chain rounds E to 16 bits, far
-// above its error, and full-precision expf was half of the loop's instructions.
+// tiles come in one ldmatrix.x4, and exp is ex2.approx (yr_exp_ftz()): the chain rounds E to 16
+// bits, far above its error, and full-precision expf was half of the loop's instructions.
 std::string BlockLowering::chain_body(const Chain& c) const {
   const int32_t a = node(c.first).inputs[0], b = node(c.first).inputs[1];
   const int32_t v = node(c.second).inputs[1];
@@ -141,7 +141,7 @@ std::string BlockLowering::chain_body(const Chain& c) const {
   std::string f = "x";
   for (auto it = path.rbegin(); it != path.rend(); ++it) {
     const auto& u = std::get<ir::UnaryOp>(node(*it).op);
-    f = u.fn == ir::UnaryFn::exp ? fmt::format("__expf({})", f) : unary_expr(u, f);
+    f = u.fn == ir::UnaryFn::exp ? fmt::format("yr_exp_ftz({})", f) : unary_expr(u, f);
   }
   const std::string t = ctype(node(c.second).tile.dtype);
   std::string row_sums;
