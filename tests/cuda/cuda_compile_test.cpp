@@ -387,6 +387,9 @@ TEST(CudaCompile, AttentionTakesTheRegisterChain) {
          at = body.find("__syncthreads", at + 1))
       ++barriers;
     EXPECT_EQ(barriers, 1) << "one barrier per iteration, none in the chain:\n" << src;
+    // exp as ex2.approx.ftz, without __expf's range fix-ups.
+    EXPECT_NE(body.find("yr_exp_ftz("), std::string::npos) << src;
+    EXPECT_EQ(body.find("__expf"), std::string::npos) << src;
   }
   // No chain for f32 (no tensor-core path), nor for values 8 columns wide (the chain takes C's
   // fragments two 8-column tiles at a time).
