@@ -342,8 +342,8 @@ inline std::vector<Variant> gqa(int bs) {
     g.mark_output(attention_node(g, q, k, v, qb, lc), "out");
     out.push_back({fmt::format("qb{}_lc{}", qb, lc), std::move(g)});
   }
-  // Splits give the grid 128 to 512 blocks (bs 1 has two heads, bs 8 sixteen); the finish
-  // takes 8 or 2 query rows a block.
+  // Splits give the grid 64 to 512 blocks (bs 1 has two heads, bs 8 sixteen); the finish
+  // takes 16, 8 or 2 query rows a block.
   using Split = std::array<int64_t, 4>;  // qb, lc, s, fq
   const std::vector<Split> splits =
       bs == 1 ? std::vector<Split>{{128, 64, 32, 8}, {128, 64, 32, 2}, {128, 64, 64, 2},
