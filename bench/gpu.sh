@@ -42,6 +42,9 @@ YIRAGE_CUDA_STREAM=0 YIRAGE_REQUIRE_CUDA=1 "$BUILD/tests/cuda/yirage_cuda_tests"
 # The weight streams again as single blocks, without sm_90's cluster pairs.
 YIRAGE_CUDA_CLUSTER=0 YIRAGE_REQUIRE_CUDA=1 "$BUILD/tests/cuda/yirage_cuda_tests" \
   --gtest_filter='CudaGpu.*Streams*' >> "$RESULTS/gpu_tests.log" 2>&1 || tests_rc=$?
+# Attention's chains again by mma.sync, as on GPUs other than sm_90a.
+YIRAGE_CUDA_WGMMA=0 YIRAGE_REQUIRE_CUDA=1 "$BUILD/tests/cuda/yirage_cuda_tests" \
+  --gtest_filter='CudaGpu.Attention*' >> "$RESULTS/gpu_tests.log" 2>&1 || tests_rc=$?
 # Row-wise chains again through shared memory, as before they stayed in registers.
 YIRAGE_CUDA_ROWS=0 YIRAGE_REQUIRE_CUDA=1 "$BUILD/tests/cuda/yirage_cuda_tests" \
   --gtest_filter='CudaGpu.RegisterRows*' >> "$RESULTS/gpu_tests.log" 2>&1 || tests_rc=$?

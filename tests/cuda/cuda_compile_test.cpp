@@ -37,7 +37,8 @@ void compile_all(const ir::KernelGraph& graph, const std::string& what, std::set
     // YIRAGE_CUDA_DUMP=DIR keeps the sources, for nvcc -Xptxas -v or reading.
     if (const char* dump = std::getenv("YIRAGE_CUDA_DUMP"); dump && *dump)
       std::ofstream(fmt::format("{}/{}-{}.cu", dump, k.name, seen.size())) << k.source;
-    for (const char* arch : archs) {
+    // wgmma exists on sm_90a only.
+    for (const char* arch : k.arch_specific ? std::vector<const char*>{"sm_90a"} : archs) {
       try {
         CompileResult r = compile_cuda(k.source, arch, k.name);
         EXPECT_FALSE(r.cubin.empty()) << what << ": " << k.what << " for " << arch;
@@ -402,6 +403,41 @@ TEST(CudaCompile, AttentionTakesTheRegisterChain) {
     EXPECT_EQ(lower(g, {}).kernels[0].source.find("register chain"), std::string::npos)
         << ir::dtype_name(t) << " dv" << dv;
   }
+}
+
+// On sm_90a, gqa's chains of 128 query rows run their products on warpgroups
+// (codegen_block_wgmma.cpp): K's and V's tiles swizzled, read by wgmma, not by ldmatrix; the
+// loop fences the async proxy before its barrier. Those kernels compile for sm_90a. Chains of 64
+// rows, which two warps share, keep mma.sync.
+TEST(CudaCompile, AttentionChainsTakeWarpgroupProducts) {
+  const CodegenOptions h200{.max_shared_bytes = 227 * 1024,
+                            .multiprocessors = 132,
+                            .tensor_maps = true,
+                            .clusters = true,
+                            .wgmma = true};
+  std::set<std::string> seen;
+  int by_wgmma = 0;
+  for (int bs : {1, 8})
+    for (const cuda_suite::Variant& v : cuda_suite::variants("gqa", bs)) {
+      const std::string what = fmt::format("gqa bs{} {}", bs, v.name);
+      const Program program = lower(v.graph, h200);
+      for (const KernelLaunch& k : program.kernels) {
+        if (k.source.find("register chain") == std::string::npos) continue;
+        const bool wide = v.name.find("qb128") != std::string::npos;
+        EXPECT_EQ(k.arch_specific, wide) << what;
+        EXPECT_EQ(k.source.find("wgmma.mma_async") != std::string::npos, wide) << what;
+        if (!wide) continue;
+        ++by_wgmma;
+        const size_t loop = k.source.find("for (int it = 0;");
+        ASSERT_NE(loop, std::string::npos) << what;
+        const std::string body = k.source.substr(loop);
+        EXPECT_NE(body.find("register chain by wgmma"), std::string::npos) << what;
+        EXPECT_EQ(body.find("yr_ldmatrix_x4_trans"), std::string::npos) << what;
+        EXPECT_LT(body.find("yr_fence_proxy_async();"), body.find("__syncthreads();")) << what;
+      }
+      compile_all(v.graph, what, seen, h200);
+    }
+  EXPECT_GT(by_wgmma, 0);
 }
 
 // A chain whose warps each own whole rows (qb 128: eight row groups, no column split) stores its

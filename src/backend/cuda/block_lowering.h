@@ -19,6 +19,8 @@
 //   - a chain S = A·B, E = f(S), O += E·C (attention's scores, exponentials and weighted values)
 //     keeps S and E in registers: each warp's score fragments become the next product's A
 //     fragments, and E's row sums, if a reduction reads them, stay in registers too.
+// On sm_90a (CodegenOptions::wgmma), such a chain's products are warpgroup products that read
+// their B tiles from shared memory, stored swizzled (codegen_block_wgmma.cpp).
 // On sm_90 (CodegenOptions::tensor_maps), a weight tile the loop streams for tensor-core
 // products is copied by the Tensor Memory Accelerator instead: one thread issues a few 2-D box
 // copies per stage, which land 128-byte swizzled and complete on the stage's mbarrier
@@ -116,6 +118,7 @@ class BlockLowering {
   struct Chain {
     int32_t first = -1, last = -1, second = -1, rowsum = -1;
     int64_t m = 0, d = 0, lc = 0, dv = 0, row_groups = 0, splits = 0;
+    bool wgmma = false;  // its products by warpgroups (codegen_block_wgmma.cpp)
     // With no warps splitting the score columns, each element of the accumulators has one
     // writer: the flush stores it, into an accumulator never zeroed.
     bool writes_once() const { return splits == 1; }
@@ -257,6 +260,16 @@ class BlockLowering {
   std::string chain_declare(const Chain& c) const;
   std::string chain_body(const Chain& c) const;
   std::string chain_flush(const Chain& c) const;
+
+  // codegen_block_wgmma.cpp
+  bool wgmma_chain(const Chain& c) const;
+  bool uses_wgmma() const;
+  bool wgmma_tile(int32_t id) const;
+  // Stored 128-byte swizzled in 64-column panels: the TMA's tiles and wgmma's.
+  bool swizzled(int32_t id) const { return tma_tile(id) || wgmma_tile(id); }
+  std::string wgmma_prelude() const;
+  std::string wgmma_chain_body(const Chain& c, const std::string& f,
+                               const std::string& row_sums) const;
 
   const ir::BlockGraph& g_;
   std::string name_;

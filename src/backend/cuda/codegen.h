@@ -67,6 +67,9 @@ struct KernelLaunch {
   std::vector<int> args;                  // slot ids, in parameter order
   std::vector<TensorMapArg> tensor_maps;  // parameters after args'
   std::string what;                       // the node it lowers, for messages
+  // Compiled for the architecture-specific target (sm_90a, not sm_90): the kernel issues wgmma,
+  // which exists only there. Such a cubin runs on that exact architecture only.
+  bool arch_specific = false;
 };
 
 struct Program {
@@ -97,6 +100,11 @@ struct CodegenOptions {
   // Keep a block graph that is one row-wise chain (elementwise ops and norms over a single loop
   // iteration) in registers, with no shared-memory tiles (codegen_block_rows.cpp).
   bool register_rows = true;
+  // Attention's register chains by warpgroup products (wgmma.mma_async, sm_90a) in place of
+  // mma.sync: the score and value products read K's and V's tiles straight from shared memory,
+  // where mma.sync's warps each load their own copies of the fragments by ldmatrix
+  // (codegen_block_wgmma.cpp). Kernels that use it are KernelLaunch::arch_specific.
+  bool wgmma = false;
 };
 
 // Throws yirage::Error naming the node and op it cannot lower.

@@ -51,8 +51,9 @@ KernelLaunch BlockLowering::run(const std::vector<int>& in, const std::vector<in
     fail("cuda: fused node '{}' needs {} bytes of shared memory, more than the {} a block may have",
          name_, shared_, options_.max_shared_bytes);
   k.tensor_maps = tensor_map_args();
-  k.source = prelude() + (any_tma() ? tma_prelude() : std::string()) +
-             (paired() ? cluster_prelude() : std::string()) +
+  k.arch_specific = uses_wgmma();
+  k.source = prelude() + (any_tma() || uses_wgmma() ? tma_prelude() : std::string()) +
+             wgmma_prelude() + (paired() ? cluster_prelude() : std::string()) +
              (rows_ ? rows_kernel(k.name) : kernel(k.name));
   return k;
 }
@@ -192,8 +193,8 @@ void BlockLowering::allocate_storage() {
       s.stages = it->fmap != ir::kReplicate ? pipeline_stages() : 1;
       const int64_t bytes =
           stored_elements(id) * int64_t(ir::dtype_size(g_.operands()[size_t(it->operand)].dtype));
-      // A TMA tile's stages start where the 128-byte swizzle's 1024-byte period does.
-      s.offset = allocate(bytes * s.stages, tma_tile(id) ? 1024 : 16);
+      // A swizzled tile's stages start where the 128-byte swizzle's 1024-byte period does.
+      s.offset = allocate(bytes * s.stages, swizzled(id) ? 1024 : 16);
     } else if (!std::holds_alternative<ir::OutputSaverOp>(n.op) && !inlined_[size_t(id)] &&
                !resident_[size_t(id)] && !reduced_into_[size_t(id)] && !absorbed_by_chain(id)) {
       s.offset = allocate(elements(id) * 4);
@@ -694,6 +695,13 @@ std::string BlockLowering::kernel(const std::string& kname) const {
     wait_tma =
         fmt::format("    yr_mbar_wait(bar + it % {0}, (it / {0}) & 1);\n", pipeline_stages());
   }
+  if (uses_wgmma()) {
+    // wgmma reads the swizzled tiles through the async proxy: each thread's cp.async copies,
+    // once landed, are fenced into it before the barrier that lets the warpgroups read them.
+    wait_tma += "    yr_fence_proxy_async();\n";
+    if (!uses_tma())
+      init = "  if (threadIdx.x == 0 && yr_smem_address(smem) % 1024 != 0) __trap();\n" + init;
+  }
   // The TMA streams' maps come after the for-loop's (tensor_map_args()).
   for (size_t k = 0; k < stream_tma_order_.size(); ++k)
     params += fmt::format(", const __grid_constant__ YrTensorMap tm{}", tma_order_.size() + k);
@@ -720,7 +728,7 @@ extern "C" __global__ void {cluster}__launch_bounds__({threads}) {name}({params}
 )",
       fmt::arg("cluster", paired() ? "__cluster_dims__(2, 1, 1) " : ""),
       fmt::arg("pair", pair_sum()), fmt::arg("threads", kBlockThreads), fmt::arg("name", kname),
-      fmt::arg("params", params), fmt::arg("align", any_tma() ? 1024 : 16),
+      fmt::arg("params", params), fmt::arg("align", any_tma() || uses_wgmma() ? 1024 : 16),
       fmt::arg("wait_tma", wait_tma), fmt::arg("red", reduction_offset_), fmt::arg("decl", decl),
       fmt::arg("init", init), fmt::arg("once", once), fmt::arg("prologue", prologue),
       fmt::arg("stream_first", stream_first_loads), fmt::arg("range", r_), fmt::arg("next", next),

@@ -90,6 +90,7 @@ void BlockLowering::find_chains() {
     // A warp holds its score tiles for the whole iteration: 8 floats per 16 columns (64 for
     // lc 128 at qb 128, gqa bs8's fastest tiling).
     if (c.lc / 16 / c.splits * 8 > kMaxChainFloats) continue;
+    c.wgmma = wgmma_chain(c);
     const int index = int(chains_.size());
     chains_.push_back(c);
     for (int32_t id : between) chain_index_[size_t(id)] = index;
@@ -150,6 +151,7 @@ std::string BlockLowering::chain_body(const Chain& c) const {
         "        l{0}[0] += e0[0] + e0[1] + e1[0] + e1[1];\n"
         "        l{0}[1] += e0[2] + e0[3] + e1[2] + e1[3];\n",
         c.second);
+  if (c.wgmma) return wgmma_chain_body(c, f, row_sums);
   return fmt::format(
       "  {{  // register chain: S = [{m}x{d}]·[{d}x{lc}], E = f(S), O += E·[{lc}x{dv}]\n"
       "    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;\n"

@@ -28,7 +28,7 @@ std::string tile_offset(const Dims& dims, const Dims& strides, const std::string
 // tensor-core fragment.
 int64_t BlockLowering::row_pad(int32_t id) const {
   const auto* it = std::get_if<ir::InputIteratorOp>(&node(id).op);
-  if (!it || tma_tile(id)) return 0;  // swizzled instead
+  if (!it || swizzled(id)) return 0;  // swizzled instead
   const ir::TensorType& operand = g_.operands()[size_t(it->operand)];
   const Dims& tile = node(id).tile.dims;
   const bool vectorised = tile.back() % 8 == 0 && operand.dims.back() % 8 == 0;
@@ -44,7 +44,7 @@ int64_t BlockLowering::stored_elements(int32_t id) const {
 
 // Where element `index` (row-major in the tile) of tile `id` is stored.
 std::string BlockLowering::stored_index(int32_t id, const std::string& index) const {
-  if (tma_tile(id)) {
+  if (swizzled(id)) {
     const int64_t width = node(id).tile.dims.back();
     return tma_offset(id, fmt::format("({}) / {}", index, width),
                       fmt::format("({}) % {}", index, width));

@@ -125,7 +125,8 @@ bool BlockLowering::tma_tile(int32_t id) const {
 
 std::string BlockLowering::tma_offset(int32_t id, const std::string& row,
                                       const std::string& col) const {
-  return fmt::format("yr_swizzle128({}, {}, {})", row, col, node(id).tile.dims[0]);
+  const int64_t rows = elements(id) / node(id).tile.dims.back();
+  return fmt::format("yr_swizzle128({}, {}, {})", row, col, rows);
 }
 
 // The operand index, along `dim`, of the first element of tile `id` in loop iteration

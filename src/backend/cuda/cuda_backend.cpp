@@ -232,7 +232,8 @@ class CudaModule final : public Module {
       }
       auto [at, fresh] = by_source.emplace(k.source, nullptr);
       if (fresh) {
-        std::vector<char> cubin = cached_cubin(k.source, arch, k.name);
+        std::vector<char> cubin =
+            cached_cubin(k.source, k.arch_specific ? arch + "a" : arch, k.name);
         check(api.module_load_data(&at->second, cubin.data()),
               fmt::format("cuModuleLoadData for {}", k.what));
         modules_.push_back(at->second);
@@ -415,6 +416,7 @@ class CudaBackend final : public Backend {
     // YIRAGE_CUDA_ROWS=0 passes row-wise chains through shared memory, for comparing.
     const char* rows = std::getenv("YIRAGE_CUDA_ROWS");
     options.register_rows = !(rows && std::string_view(rows) == "0");
+    options.wgmma = wgmma_usable();
     if (options.library_matmul)
       std::call_once(blas_once_,
                      [&] { blas_handle_ = std::make_unique<BlasHandle>(ctx, stream_); });
@@ -436,6 +438,14 @@ class CudaBackend final : public Backend {
     if (off && std::string_view(off) == "0") return false;
     const std::string cc = probe_.device.capabilities.value("compute_capability", "0.0");
     return driver().api.tensor_map_encode_tiled && std::stoi(cc) >= 9;
+  }
+
+  // wgmma exists on sm_90a only: compute capability 9.0 exactly. YIRAGE_CUDA_WGMMA=0 turns it
+  // off, for comparing against the mma.sync chains.
+  bool wgmma_usable() const {
+    const char* off = std::getenv("YIRAGE_CUDA_WGMMA");
+    if (off && std::string_view(off) == "0") return false;
+    return probe_.device.capabilities.value("compute_capability", "0.0") == "9.0";
   }
 
   // Thread-block clusters need sm_90; YIRAGE_CUDA_CLUSTER=0 turns them off, for comparing.
