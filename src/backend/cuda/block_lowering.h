@@ -243,6 +243,13 @@ class BlockLowering {
 
   // codegen_block_rows.cpp
   bool register_rows() const;
+  const ir::Dims& rows_dims() const;
+  bool rows_row_value(int32_t id) const;
+  bool rows_reduced_iterator(int32_t id) const;
+  bool rows_reduction_fits(int32_t id) const;
+  std::string rows_reduce(int32_t id) const;
+  std::string rows_operand(int32_t id, int32_t in) const;
+  int64_t rows_lanes() const;
   int64_t rows_per_thread() const;
   std::string rows_vectors(const std::string& each) const;
   std::string rows_load(int32_t id) const;

@@ -8,6 +8,15 @@
 // shared memory with a barrier after it. ntrans took 4.6 us a call that way at bs1 and 2.6-2.8 us
 // in registers (bench/results/register_rows_h200.txt). A probe found no gain in more threads a
 // row, nor in a row split over a cluster (bench/row_probe.cu).
+//
+// Two reductions of an iterator fit the same frame, each thread reducing its own elements'
+// operands straight from global memory: a sum or mean over a dimension other than the last whose
+// result has the chain's shape (a split kernel's partials added up), and a sum or mean over the
+// last dimension, kept, whose result is one value per row of the chain's shape (the partial row
+// sums). Such a row value takes one register per vector, since a vector's 8 elements share a row.
+// That is the finish of split attention, which took 3.7-4.1 us a kernel through shared memory
+// (bench/gpu_notes.md, version 21). A tile of fewer than 8 elements a thread leaves some threads
+// idle; norms, whose block reductions count every thread, need them all.
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -29,20 +38,69 @@ constexpr int64_t kVector = 8;  // elements a thread takes together: 16 bytes of
 
 }  // namespace
 
-// Whether the block graph is a register-row chain: one loop iteration; every tile but the
-// savers' the same shape, whose size gives each thread whole vectors; only elementwise ops, norms
-// over the whole tile, accumulators (which one iteration makes copies) and savers.
+// The chain's shape: the first saver's tile.
+const Dims& BlockLowering::rows_dims() const {
+  for (const BlockNode& n : g_.nodes())
+    if (std::holds_alternative<ir::OutputSaverOp>(n.op)) return node(n.inputs[0]).tile.dims;
+  fail("cuda: fused node '{}' saves nothing", name_);
+}
+
+// A row value: the chain's shape with a last dimension of 1 (one register per vector).
+bool BlockLowering::rows_row_value(int32_t id) const {
+  Dims row = rows_dims();
+  row.back() = 1;
+  return rows_dims().back() != 1 && node(id).tile.dims == row;
+}
+
+// An iterator that only reductions read, each straight from global memory (rows_reduce()).
+bool BlockLowering::rows_reduced_iterator(int32_t id) const {
+  if (!std::holds_alternative<ir::InputIteratorOp>(node(id).op) || readers_[size_t(id)] == 0)
+    return false;
+  for (const BlockNode& n : g_.nodes())
+    for (int32_t in : n.inputs)
+      if (in == id && !std::holds_alternative<ir::ReduceOp>(n.op)) return false;
+  return true;
+}
+
+// Whether reduction `id` is one register rows compute (see the top of this file).
+bool BlockLowering::rows_reduction_fits(int32_t id) const {
+  const auto& r = std::get<ir::ReduceOp>(node(id).op);
+  const int32_t in = node(id).inputs[0];
+  if ((r.fn != ir::ReduceFn::sum && r.fn != ir::ReduceFn::mean) || !rows_reduced_iterator(in))
+    return false;
+  const Dims& from = node(in).tile.dims;
+  const size_t k = size_t(r.dim);
+  if (k + 1 == from.size()) return r.keepdim && rows_row_value(id);
+  Dims kept = from;
+  kept.erase(kept.begin() + std::ptrdiff_t(k));
+  if (r.keepdim) kept.insert(kept.begin() + std::ptrdiff_t(k), 1);
+  int64_t inner = 1;
+  for (size_t j = k + 1; j < from.size(); ++j) inner *= from[j];
+  return node(id).tile.dims == rows_dims() && kept == rows_dims() && inner % kVector == 0 &&
+         vector_rows(in);
+}
+
+// Whether the block graph is a register-row chain: one loop iteration; every tile the chain's
+// shape (whose size gives each thread whole vectors), a row value of it, or an iterator only
+// reductions read; only elementwise ops, norms over the whole tile, those reductions,
+// accumulators (which one iteration makes copies) and savers.
 bool BlockLowering::register_rows() const {
   if (!options_.register_rows || r_ != 1) return false;
   const auto& nodes = g_.nodes();
-  const auto saver = std::find_if(nodes.begin(), nodes.end(), [](const BlockNode& n) {
-    return std::holds_alternative<ir::OutputSaverOp>(n.op);
-  });
-  if (saver == nodes.end()) return false;
-  const Dims& dims = node(saver->inputs[0]).tile.dims;
+  if (std::none_of(nodes.begin(), nodes.end(), [](const BlockNode& n) {
+        return std::holds_alternative<ir::OutputSaverOp>(n.op);
+      }))
+    return false;
+  const Dims& dims = rows_dims();
   const int64_t width = ir::num_elements(dims);
-  if (width % (kBlockThreads * kVector) != 0 || width / kBlockThreads > kMaxPerThread) return false;
+  if (width % kVector != 0 || dims.back() % kVector != 0 || rows_per_thread() > kMaxPerThread)
+    return false;
+  const bool every_thread = width % (kBlockThreads * kVector) == 0;
   auto same = [&](int32_t id) { return node(id).tile.dims == dims; };
+  // The same shape, or both row values.
+  auto like = [&](int32_t id, int32_t other) {
+    return (same(id) && same(other)) || (rows_row_value(id) && rows_row_value(other));
+  };
   for (int32_t id = 0; id < int32_t(g_.nodes().size()); ++id) {
     const BlockNode& n = node(id);
     for (int32_t in : n.inputs)
@@ -50,20 +108,29 @@ bool BlockLowering::register_rows() const {
     const bool fits = std::visit(
         ir::Overloaded{
             // A norm's weight may be a [width] tile: its element e is the row's too.
-            [&](const ir::InputIteratorOp&) { return elements(id) == width; },
-            [&](const ir::UnaryOp&) { return same(id) && same(n.inputs[0]); },
-            [&](const ir::BinaryOp&) { return same(id) && same(n.inputs[0]) && same(n.inputs[1]); },
+            [&](const ir::InputIteratorOp&) {
+              return elements(id) == width || rows_reduced_iterator(id);
+            },
+            [&](const ir::UnaryOp&) { return like(id, n.inputs[0]); },
+            [&](const ir::BinaryOp&) {
+              const int32_t a = n.inputs[0], b = n.inputs[1];
+              if (rows_row_value(id)) return rows_row_value(a) && rows_row_value(b);
+              return same(id) && (same(a) || rows_row_value(a)) && (same(b) || rows_row_value(b));
+            },
             [&](const ir::RmsNormOp& r) {
-              return same(id) && same(n.inputs[0]) && ir::num_elements(r.normalized_shape) == width;
+              return every_thread && same(id) && same(n.inputs[0]) &&
+                     ir::num_elements(r.normalized_shape) == width;
             },
             [&](const ir::LayerNormOp& l) {
-              return same(id) && same(n.inputs[0]) && ir::num_elements(l.normalized_shape) == width;
+              return every_thread && same(id) && same(n.inputs[0]) &&
+                     ir::num_elements(l.normalized_shape) == width;
             },
+            [&](const ir::ReduceOp&) { return rows_reduction_fits(id); },
             [&](const ir::AccumulatorOp& a) {
-              return same(id) && same(n.inputs[0]) && a.fn != ir::AccumFn::rescaled_sum;
+              return like(id, n.inputs[0]) && a.fn != ir::AccumFn::rescaled_sum;
             },
             [&](const ir::OutputSaverOp&) { return same(n.inputs[0]); },
-            [&](const auto&) { return false; },  // matmuls, reductions, concatenations
+            [&](const auto&) { return false; },  // matmuls, other reductions, concatenations
         },
         n.op);
     if (!fits) return false;
@@ -99,29 +166,133 @@ std::string BlockLowering::rows_load(int32_t id) const {
   return fmt::format("  float v{}[{}];\n", id, rows_per_thread()) + rows_vectors(each);
 }
 
-// `each` (code in e, the vector's first element) for each of this thread's vectors.
+// Lanes that share each vector: where the tile has fewer vectors than the block has threads, the
+// idle threads would otherwise leave a reduction's loads to a few (the finish of gqa bs1 split
+// 32 ways, 16 vectors a block: 6.6 us a kernel with a thread a vector). Up to a warp's 32 lanes
+// then split the reduced dimension, each loading every `lanes`-th operand, and meet by shuffles;
+// every lane of the group holds the results, and the first stores them.
+int64_t BlockLowering::rows_lanes() const {
+  const int64_t vectors = ir::num_elements(rows_dims()) / kVector;
+  int64_t lanes = 1;
+  while (lanes < 32 && vectors * lanes * 2 <= kBlockThreads) lanes *= 2;
+  return lanes;
+}
+
+// `each` (code in e, the vector's first element) for each of this thread's vectors. A tile of
+// fewer vectors than the block has lane groups leaves the last groups without any.
 std::string BlockLowering::rows_vectors(const std::string& each) const {
+  const int64_t width = ir::num_elements(rows_dims()), groups = kBlockThreads / rows_lanes();
   return fmt::format(
       "#pragma unroll\n"
       "  for (int p = 0; p < {vectors}; ++p) {{\n"
-      "    const int e = (p * {threads} + threadIdx.x) * {per};\n"
-      "    {{\n{each}    }}\n"
+      "    const int e = (p * {groups} + {group}) * {per};\n"
+      "    {guard}{{\n{each}    }}\n"
       "  }}\n",
-      fmt::arg("vectors", rows_per_thread() / kVector), fmt::arg("threads", kBlockThreads),
-      fmt::arg("per", kVector), fmt::arg("each", each));
+      fmt::arg("vectors", rows_per_thread() / kVector), fmt::arg("groups", groups),
+      fmt::arg("group", rows_lanes() == 1 ? "(int)threadIdx.x"
+                                          : fmt::format("(int)threadIdx.x / {}", rows_lanes())),
+      fmt::arg("per", kVector), fmt::arg("each", each),
+      fmt::arg("guard", width % (groups * kVector) == 0 ? std::string()
+                                                        : fmt::format("if (e < {}) ", width)));
 }
 
 int64_t BlockLowering::rows_per_thread() const {
-  return ir::num_elements(node(0).tile.dims) / kBlockThreads;
+  const int64_t vectors = ir::num_elements(rows_dims()) / kVector;
+  const int64_t groups = kBlockThreads / rows_lanes();
+  return (vectors + groups - 1) / groups * kVector;
+}
+
+// Reduction `id` of an iterator (rows_reduction_fits()): each lane group adds up its elements'
+// operands, its lanes taking every rows_lanes()-th one, all of a lane's loads unrolled so that
+// they are in flight at once; then the lanes' sums meet by shuffles. The shuffles run outside the
+// tile's guard, so that every lane of a warp takes part (a group's lanes are in one warp).
+std::string BlockLowering::rows_reduce(int32_t id) const {
+  const auto& r = std::get<ir::ReduceOp>(node(id).op);
+  const int32_t in = node(id).inputs[0];
+  const auto& it = std::get<ir::InputIteratorOp>(node(in).op);
+  const ir::DType dtype = g_.operands()[size_t(it.operand)].dtype;
+  const Dims& from = node(in).tile.dims;
+  const size_t k = size_t(r.dim);
+  const int64_t count = from[k], lanes = rows_lanes();
+  const int64_t width = ir::num_elements(rows_dims()), groups = kBlockThreads / lanes;
+  const std::string scale =
+      r.fn == ir::ReduceFn::mean ? fmt::format(" * {:.9e}f", 1.0 / double(count)) : "";
+  const bool row = rows_row_value(id);
+  const int64_t sums = row ? 1 : kVector;  // floats a lane adds up per vector
+  std::string load;
+  if (row) {
+    load = fmt::format(
+        "a[0] += yr_to_f(*({}));",
+        tile_source(in, "0", fmt::format("(e / {} * {} + j)", rows_dims().back(), count)));
+  } else {
+    int64_t inner = 1;
+    for (size_t j = k + 1; j < from.size(); ++j) inner *= from[j];
+    const int64_t vec = 16 / int64_t(ir::dtype_size(dtype));
+    load = fmt::format(
+        "\n#pragma unroll\n"
+        "          for (int u = 0; u < {per}; u += {vec}) {{\n"
+        "            const uint4 w = *reinterpret_cast<const uint4*>({src});\n"
+        "            const {type}* const h = reinterpret_cast<const {type}*>(&w);\n"
+        "#pragma unroll\n"
+        "            for (int q = 0; q < {vec}; ++q) a[u + q] += yr_to_f(h[q]);\n"
+        "          }}",
+        fmt::arg("per", kVector), fmt::arg("vec", vec), fmt::arg("type", ctype(dtype)),
+        fmt::arg("src", tile_source(in, "0",
+                                    fmt::format("((e + u) / {0} * {1} + j * {0} + (e + u) % {0})",
+                                                inner, count * inner))));
+  }
+  std::string meet;
+  if (lanes > 1)
+    meet = fmt::format(
+        "#pragma unroll\n"
+        "    for (int off = {lanes} / 2; off > 0; off >>= 1)\n"
+        "#pragma unroll\n"
+        "      for (int q = 0; q < {sums}; ++q) a[q] += __shfl_xor_sync(0xffffffffu, a[q], off);\n",
+        fmt::arg("lanes", lanes), fmt::arg("sums", sums));
+  return fmt::format(
+      "  float v{id}[{regs}];\n"
+      "#pragma unroll\n"
+      "  for (int p = 0; p < {vectors}; ++p) {{\n"
+      "    const int e = (p * {groups} + {group}) * {per};\n"
+      "    float a[{sums}] = {{}};\n"
+      "    if (e < {width}) {{\n"
+      "#pragma unroll\n"
+      "      for (int jj = 0; jj < {steps}; ++jj) {{\n"
+      "        const int j = jj * {lanes} + {lane};\n"
+      "        {inner_guard}{{ {load} }}\n"
+      "      }}\n"
+      "    }}\n"
+      "{meet}"
+      "#pragma unroll\n"
+      "    for (int q = 0; q < {sums}; ++q) v{id}[p * {sums} + q] = a[q]{scale};\n"
+      "  }}\n",
+      fmt::arg("id", id), fmt::arg("regs", rows_per_thread() / kVector * sums),
+      fmt::arg("vectors", rows_per_thread() / kVector), fmt::arg("groups", groups),
+      fmt::arg("group",
+               lanes == 1 ? "(int)threadIdx.x" : fmt::format("(int)threadIdx.x / {}", lanes)),
+      fmt::arg("per", kVector), fmt::arg("sums", sums), fmt::arg("width", width),
+      fmt::arg("steps", (count + lanes - 1) / lanes), fmt::arg("lanes", lanes),
+      fmt::arg("lane", lanes == 1 ? "0" : fmt::format("(int)threadIdx.x % {}", lanes)),
+      fmt::arg("inner_guard", count % lanes == 0 ? "" : fmt::format("if (j < {}) ", count)),
+      fmt::arg("load", load), fmt::arg("meet", meet), fmt::arg("scale", scale));
 }
 
 // Node `id` computed elementwise from its operands' registers: `expr` in terms of element i.
+// A row value's registers are one per vector: there i is the vector.
 std::string BlockLowering::rows_elementwise(int32_t id, const std::string& expr) const {
+  const int64_t count = rows_row_value(id) ? rows_per_thread() / kVector : rows_per_thread();
   return fmt::format(
       "  float v{0}[{1}];\n"
       "#pragma unroll\n"
       "  for (int i = 0; i < {1}; ++i) v{0}[i] = {2};\n",
-      id, rows_per_thread(), expr);
+      id, count, expr);
+}
+
+// Operand `in` of node `id` at its element i: a row value read by a full-shaped node takes the
+// vector's register.
+std::string BlockLowering::rows_operand(int32_t id, int32_t in) const {
+  return rows_row_value(in) && !rows_row_value(id) ? fmt::format("v{}[i / {}]", in, kVector)
+                                                   : fmt::format("v{}[i]", in);
 }
 
 // rms_norm / layer_norm over the whole tile: the block's sums, then each thread's elements.
@@ -185,6 +356,8 @@ std::string BlockLowering::rows_save(int32_t id, int output) const {
         "#pragma unroll\n"
         "      for (int u = 0; u < {0}; ++u) yr_store({1}, v{2}[p * {0} + u]);\n",
         kVector, address, in);
+  if (rows_lanes() > 1)
+    each = fmt::format("      if (threadIdx.x % {} == 0) {{\n{}      }}\n", rows_lanes(), each);
   return rows_vectors(each);
 }
 
@@ -194,10 +367,13 @@ std::string BlockLowering::rows_kernel(const std::string& kname) const {
   int saver_count = 0;
   for (int32_t id = 0; id < int32_t(g_.nodes().size()); ++id) {
     const BlockNode& n = node(id);
-    auto operand = [&](size_t i) { return fmt::format("v{}[i]", n.inputs[i]); };
+    auto operand = [&](size_t i) { return rows_operand(id, n.inputs[i]); };
     std::visit(
         ir::Overloaded{
-            [&](const ir::InputIteratorOp&) { loads += rows_load(id); },
+            [&](const ir::InputIteratorOp&) {
+              if (!rows_reduced_iterator(id)) loads += rows_load(id);
+            },
+            [&](const ir::ReduceOp&) { loads += rows_reduce(id); },
             [&](const ir::UnaryOp& u) { body += rows_elementwise(id, unary_expr(u, operand(0))); },
             [&](const ir::BinaryOp& b) {
               body += rows_elementwise(id, binary_expr(b.fn, operand(0), operand(1)));
@@ -226,14 +402,15 @@ std::string BlockLowering::rows_kernel(const std::string& kname) const {
   return fmt::format(
       R"(
 extern "C" __global__ void __launch_bounds__({threads}) {name}({params}) {{
-  // Register rows: thread t holds elements (p * {threads} + t) * {per} + u of every tile.
+  // Register rows: the group of {lanes} lane(s) g = t / {lanes} holds elements
+  // (p * {groups} + g) * {per} + u of every tile.
   extern __shared__ __align__(16) unsigned char smem[];
   float* const red = reinterpret_cast<float*>(smem);
 {loads}{body}}}
 )",
-      fmt::arg("threads", kBlockThreads), fmt::arg("name", kname),
-      fmt::arg("params", kernel_params()), fmt::arg("per", kVector), fmt::arg("loads", loads),
-      fmt::arg("body", body));
+      fmt::arg("threads", kBlockThreads), fmt::arg("name", kname), fmt::arg("lanes", rows_lanes()),
+      fmt::arg("groups", kBlockThreads / rows_lanes()), fmt::arg("params", kernel_params()),
+      fmt::arg("per", kVector), fmt::arg("loads", loads), fmt::arg("body", body));
 }
 
 }  // namespace yirage::backend::cuda::detail
