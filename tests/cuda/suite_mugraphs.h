@@ -343,11 +343,12 @@ inline std::vector<Variant> gqa(int bs) {
     out.push_back({fmt::format("qb{}_lc{}", qb, lc), std::move(g)});
   }
   // Splits give the grid 64 to 512 blocks (bs 1 has two heads, bs 8 sixteen); the finish
-  // takes 16, 8 or 2 query rows a block.
+  // takes 16, 8, 4 or 2 query rows a block.
   using Split = std::array<int64_t, 4>;  // qb, lc, s, fq
   const std::vector<Split> splits =
       bs == 1 ? std::vector<Split>{{128, 64, 32, 8}, {128, 64, 32, 2}, {128, 64, 64, 2},
-                                   {64, 64, 32, 2},  {128, 64, 16, 2}, {64, 64, 16, 2}}
+                                   {64, 64, 32, 2},  {128, 64, 16, 2}, {64, 64, 16, 2},
+                                   {128, 64, 32, 4}}
               : std::vector<Split>{{128, 64, 4, 8},  {128, 128, 4, 8}, {128, 128, 4, 16},
                                    {128, 128, 4, 2}, {128, 64, 4, 2},  {128, 64, 8, 2},
                                    {64, 64, 8, 2},   {128, 64, 8, 8},  {128, 128, 8, 16},
