@@ -265,6 +265,8 @@ class BlockLowering {
   // Whether `id` is a chain's row sum whose accumulator the chain's flush writes whole, once.
   bool written_once_by_chain(int32_t id) const;
   std::string chain_declare(const Chain& c) const;
+  std::string chain_exponentials(const Chain& c, const std::string& lo, const std::string& hi,
+                                 const std::string& out) const;
   std::string chain_body(const Chain& c) const;
   std::string chain_flush(const Chain& c) const;
 
@@ -275,8 +277,7 @@ class BlockLowering {
   // Stored 128-byte swizzled in 64-column panels: the TMA's tiles and wgmma's.
   bool swizzled(int32_t id) const { return tma_tile(id) || wgmma_tile(id); }
   std::string wgmma_prelude() const;
-  std::string wgmma_chain_body(const Chain& c, const std::string& f,
-                               const std::string& row_sums) const;
+  std::string wgmma_chain_body(const Chain& c) const;
 
   const ir::BlockGraph& g_;
   std::string name_;

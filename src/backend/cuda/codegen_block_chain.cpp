@@ -126,16 +126,13 @@ std::string BlockLowering::chain_declare(const Chain& c) const {
       c.second, c.dv / 8);
 }
 
-// One loop iteration of the chain: all the warp's score tiles first, each K step's A fragment
-// shared by them, so that 2 * steps independent mma chains overlap (one 16-column step at a
-// time left four dependent mmas per step waiting on each other: ncu showed 0.43 instructions
-// issued per scheduler cycle); then per 16 score columns f on the fragments, the row sums, and
-// the fragments packed as A of the second product against C's 8-column tiles. Fragments of two
-// tiles come in one ldmatrix.x4, and exp is ex2.approx (yr_exp_ftz()): the chain rounds E to 16
-// bits, far above its error, and full-precision expf was half of the loop's instructions.
-std::string BlockLowering::chain_body(const Chain& c) const {
-  const int32_t a = node(c.first).inputs[0], b = node(c.first).inputs[1];
-  const int32_t v = node(c.second).inputs[1];
+// E = f(S) for one 16-column step of a warp's scores: the 8-column tiles `lo` and `hi` (float[4]
+// each, in mma's accumulator layout), their row sums, and E packed to 16 bits into `out`
+// (unsigned[4]), which is the A fragment of the next product. exp is ex2.approx (yr_exp_ftz()):
+// the chain rounds E to 16 bits, far above its error, and full-precision expf was half of the
+// loop's instructions.
+std::string BlockLowering::chain_exponentials(const Chain& c, const std::string& lo,
+                                              const std::string& hi, const std::string& out) const {
   // f, innermost first, applied to `x`.
   std::vector<int32_t> path;
   for (int32_t id = c.last; id != c.first; id = node(id).inputs[0]) path.push_back(id);
@@ -144,14 +141,40 @@ std::string BlockLowering::chain_body(const Chain& c) const {
     const auto& u = std::get<ir::UnaryOp>(node(*it).op);
     f = u.fn == ir::UnaryFn::exp ? fmt::format("yr_exp_ftz({})", f) : unary_expr(u, f);
   }
-  const std::string t = ctype(node(c.second).tile.dtype);
   std::string row_sums;
   if (c.rowsum >= 0)
     row_sums = fmt::format(
         "        l{0}[0] += e0[0] + e0[1] + e1[0] + e1[1];\n"
         "        l{0}[1] += e0[2] + e0[3] + e1[2] + e1[3];\n",
         c.second);
-  if (c.wgmma) return wgmma_chain_body(c, f, row_sums);
+  return fmt::format(
+      "        float e0[4], e1[4];\n"
+      "#pragma unroll\n"
+      "        for (int u = 0; u < 4; ++u) {{\n"
+      "          {{ const float x = {lo}[u]; e0[u] = {f}; }}\n"
+      "          {{ const float x = {hi}[u]; e1[u] = {f}; }}\n"
+      "        }}\n"
+      "{row_sums}"
+      "        {out}[0] = yr_pack(yr_bits({t}{{}}, e0[0]), yr_bits({t}{{}}, e0[1]));\n"
+      "        {out}[1] = yr_pack(yr_bits({t}{{}}, e0[2]), yr_bits({t}{{}}, e0[3]));\n"
+      "        {out}[2] = yr_pack(yr_bits({t}{{}}, e1[0]), yr_bits({t}{{}}, e1[1]));\n"
+      "        {out}[3] = yr_pack(yr_bits({t}{{}}, e1[2]), yr_bits({t}{{}}, e1[3]));\n",
+      fmt::arg("lo", lo), fmt::arg("hi", hi), fmt::arg("f", f), fmt::arg("row_sums", row_sums),
+      fmt::arg("out", out), fmt::arg("t", ctype(node(c.second).tile.dtype)));
+}
+
+// One loop iteration of the chain: all the warp's score tiles first, each K step's A fragment
+// shared by them, so that 2 * steps independent mma chains overlap (one 16-column step at a
+// time left four dependent mmas per step waiting on each other: ncu showed 0.43 instructions
+// issued per scheduler cycle); then per 16 score columns f on the fragments, the row sums, and
+// the fragments packed as A of the second product (chain_exponentials()) against C's 8-column
+// tiles. Fragments of two tiles come in one ldmatrix.x4. On sm_90a the products are warpgroup
+// products instead (wgmma_chain_body()).
+std::string BlockLowering::chain_body(const Chain& c) const {
+  if (c.wgmma) return wgmma_chain_body(c);
+  const int32_t a = node(c.first).inputs[0], b = node(c.first).inputs[1];
+  const int32_t v = node(c.second).inputs[1];
+  const std::string t = ctype(node(c.second).tile.dtype);
   return fmt::format(
       "  {{  // register chain: S = [{m}x{d}]·[{d}x{lc}], E = f(S), O += E·[{lc}x{dv}]\n"
       "    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;\n"
@@ -178,25 +201,16 @@ std::string BlockLowering::chain_body(const Chain& c) const {
       "      }}\n"
       "#pragma unroll\n"
       "      for (int kk = 0; kk < {steps}; ++kk) {{\n"
-      "        float e0[4], e1[4];\n"
-      "#pragma unroll\n"
-      "        for (int u = 0; u < 4; ++u) {{\n"
-      "          {{ const float x = s[kk][0][u]; e0[u] = {f}; }}\n"
-      "          {{ const float x = s[kk][1][u]; e1[u] = {f}; }}\n"
-      "        }}\n"
-      "{row_sums}"
-      "        const unsigned p0 = yr_pack(yr_bits({t}{{}}, e0[0]), yr_bits({t}{{}}, e0[1]));\n"
-      "        const unsigned p1 = yr_pack(yr_bits({t}{{}}, e0[2]), yr_bits({t}{{}}, e0[3]));\n"
-      "        const unsigned p2 = yr_pack(yr_bits({t}{{}}, e1[0]), yr_bits({t}{{}}, e1[1]));\n"
-      "        const unsigned p3 = yr_pack(yr_bits({t}{{}}, e1[2]), yr_bits({t}{{}}, e1[3]));\n"
+      "        unsigned p[4];\n"
+      "{exponentials}"
       "        const int cs = (sp + kk * {splits}) * 16;\n"
       "#pragma unroll\n"
       "        for (int nt = 0; nt < {vtiles}; nt += 2) {{\n"
       "          unsigned fv[4];\n"
       "          yr_ldmatrix_x4_trans(fv, {C} + (cs + (lane & 15)) * {cstride} + nt * 8 + (lane >> "
       "4) * 8);\n"
-      "          yr_mma({t}{{}}, o{id}[nt], p0, p1, p2, p3, fv[0], fv[1]);\n"
-      "          yr_mma({t}{{}}, o{id}[nt + 1], p0, p1, p2, p3, fv[2], fv[3]);\n"
+      "          yr_mma({t}{{}}, o{id}[nt], p[0], p[1], p[2], p[3], fv[0], fv[1]);\n"
+      "          yr_mma({t}{{}}, o{id}[nt + 1], p[0], p[1], p[2], p[3], fv[2], fv[3]);\n"
       "        }}\n"
       "      }}\n"
       "    }}\n"
@@ -207,8 +221,9 @@ std::string BlockLowering::chain_body(const Chain& c) const {
       fmt::arg("dsteps", c.d / 16), fmt::arg("A", tile_var(a)),
       fmt::arg("astride", c.d + row_pad(a)), fmt::arg("B", tile_var(b)),
       fmt::arg("bstride", c.lc + row_pad(b)), fmt::arg("C", tile_var(v)),
-      fmt::arg("cstride", c.dv + row_pad(v)), fmt::arg("t", t), fmt::arg("f", f),
-      fmt::arg("row_sums", row_sums), fmt::arg("vtiles", c.dv / 8), fmt::arg("id", c.second));
+      fmt::arg("cstride", c.dv + row_pad(v)), fmt::arg("t", t),
+      fmt::arg("exponentials", chain_exponentials(c, "s[kk][0]", "s[kk][1]", "p")),
+      fmt::arg("vtiles", c.dv / 8), fmt::arg("id", c.second));
 }
 
 // After the loop: each warp's products added into the second product's accumulator tile, and

@@ -142,11 +142,9 @@ __device__ __forceinline__ unsigned long long yr_wgmma_desc(const void* tile, un
 // (as FlashAttention-3 does within a warpgroup) took 173 registers where this takes 106, and was
 // no faster on the H200 (gqa bs8 20.9 us against 20.3; bench/gpu_notes.md, version 21): the
 // block's two warpgroups already overlap one's exponentials with the other's products.
-std::string BlockLowering::wgmma_chain_body(const Chain& c, const std::string& f,
-                                            const std::string& row_sums) const {
+std::string BlockLowering::wgmma_chain_body(const Chain& c) const {
   const int32_t a = node(c.first).inputs[0], b = node(c.first).inputs[1];
   const int32_t v = node(c.second).inputs[1];
-  const std::string t = ctype(node(c.second).tile.dtype);
   const std::string ty = wgmma_type(node(c.second).tile.dtype);
   return fmt::format(
       "  {{  // register chain by wgmma: S = [{m}x{d}]·[{d}x{lc}], E = f(S), O += E·[{lc}x{dv}]\n"
@@ -167,17 +165,7 @@ std::string BlockLowering::wgmma_chain_body(const Chain& c, const std::string& f
       "    unsigned p[{lsteps}][4];\n"
       "#pragma unroll\n"
       "    for (int kk = 0; kk < {lsteps}; ++kk) {{\n"
-      "      float e0[4], e1[4];\n"
-      "#pragma unroll\n"
-      "      for (int u = 0; u < 4; ++u) {{\n"
-      "        {{ const float x = s[2 * kk][u]; e0[u] = {f}; }}\n"
-      "        {{ const float x = s[2 * kk + 1][u]; e1[u] = {f}; }}\n"
-      "      }}\n"
-      "{row_sums}"
-      "      p[kk][0] = yr_pack(yr_bits({t}{{}}, e0[0]), yr_bits({t}{{}}, e0[1]));\n"
-      "      p[kk][1] = yr_pack(yr_bits({t}{{}}, e0[2]), yr_bits({t}{{}}, e0[3]));\n"
-      "      p[kk][2] = yr_pack(yr_bits({t}{{}}, e1[0]), yr_bits({t}{{}}, e1[1]));\n"
-      "      p[kk][3] = yr_pack(yr_bits({t}{{}}, e1[2]), yr_bits({t}{{}}, e1[3]));\n"
+      "{exponentials}"
       "    }}\n"
       "    yr_wgmma_fence();\n"
       "#pragma unroll\n"
@@ -192,7 +180,8 @@ std::string BlockLowering::wgmma_chain_body(const Chain& c, const std::string& f
       fmt::arg("A", tile_var(a)), fmt::arg("astride", c.d + row_pad(a)), fmt::arg("B", tile_var(b)),
       fmt::arg("C", tile_var(v)), fmt::arg("step", 16 * kPanel),
       fmt::arg("bpanel", c.d * kPanel * 2), fmt::arg("cpanel", c.lc * kPanel * 2),
-      fmt::arg("ty", ty), fmt::arg("t", t), fmt::arg("f", f), fmt::arg("row_sums", row_sums),
+      fmt::arg("ty", ty),
+      fmt::arg("exponentials", chain_exponentials(c, "s[2 * kk]", "s[2 * kk + 1]", "p[kk]")),
       fmt::arg("id", c.second));
 }
 
