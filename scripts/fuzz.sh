@@ -26,7 +26,8 @@ fi
 
 build=build/fuzz
 CXX="${CXX:-clang++}" cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DYIRAGE_FUZZ=ON -DYIRAGE_SANITIZE=ON -DYIRAGE_WERROR=ON -DYIRAGE_BUILD_TESTS=OFF >/dev/null
+  -DYIRAGE_FUZZ=ON -DYIRAGE_SANITIZE=ON -DYIRAGE_WERROR=ON -DYIRAGE_BUILD_TESTS=OFF \
+  -DCMAKE_UNITY_BUILD=ON >/dev/null
 targets=(gguf_fuzz safetensors_fuzz hf_config_fuzz tokenizer_fuzz graph_json_fuzz npy_fuzz)
 cmake --build "$build" --target "${targets[@]}" gguf_make_seeds
 bin="$build/tests/fuzz"

@@ -19,9 +19,15 @@ jobs=$(nproc)
 stage_start=0
 stage_done() { echo "== $1: $((SECONDS - stage_start)) s (total $SECONDS s) =="; stage_start=$SECONDS; }
 stage_done "dependencies and model"
+# Unity builds compile each target's sources in batches of 8 files: the templates of the JSON,
+# fmt, CLI11 and GoogleTest headers are then instantiated (and, under the sanitizers,
+# instrumented) once a batch instead of once a file. On CI's two cores the release build took
+# 303 s this way against 557 s file by file. Developers' own builds stay file by file, for quick
+# rebuilds; this keeps the sources unity-clean (no two files of a target may define the same
+# internal name).
 for preset in release asan-ubsan; do
   echo "== $preset =="
-  cmake --preset "$preset" >/dev/null
+  cmake --preset "$preset" -DCMAKE_UNITY_BUILD=ON >/dev/null
   cmake --build --preset "$preset" -j "$jobs"
   stage_done "$preset build"
   ctest --preset "$preset" -j "$jobs"

@@ -1,5 +1,5 @@
 // Small helpers that several test files share: catching the one-line yirage::Error a call
-// throws, and seeded random inputs for a kernel graph.
+// throws, and seeded random inputs.
 #pragma once
 
 #include <cstdint>
@@ -32,6 +32,16 @@ inline std::vector<ir::HostTensor> random_inputs(const ir::KernelGraph& graph, u
     ir::fill_random(inputs.back(), rng);
   }
   return inputs;
+}
+
+// `n` floats drawn from a normal distribution of standard deviation `scale`; the same for the same
+// seed.
+inline std::vector<float> random_floats(size_t n, uint64_t seed, float scale = 1.0f) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal;
+  std::vector<float> v(n);
+  for (float& x : v) x = scale * normal(rng);
+  return v;
 }
 
 }  // namespace yirage::test_util

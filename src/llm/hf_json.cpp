@@ -1,6 +1,7 @@
 #include "llm/hf_json.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -44,6 +45,10 @@ std::string describe(const json::exception& e) {
 }
 
 }  // namespace
+
+std::string path_in(const std::string& dir, std::string_view name) {
+  return (std::filesystem::path(dir) / name).string();
+}
 
 std::string read_text_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -20,6 +20,8 @@ std::string printable(std::string_view text, size_t max = 80);
 // A JSON value as a message shows it: scalars printable(), containers by kind.
 std::string excerpt(const json& v);
 
+// The path of file `name` in model folder `dir`.
+std::string path_in(const std::string& dir, std::string_view name);
 // The whole of `path`; fails naming it when it cannot be read.
 std::string read_text_file(const std::string& path);
 // Parses `text`, which starts at byte `base` of `source`; errors name `source` and the byte

@@ -15,16 +15,13 @@ namespace {
 namespace fs = std::filesystem;
 using hf::json;
 using hf::JsonObject;
+using hf::path_in;
 
 // The bounds model.cpp applies to GGUF metadata, and a vocabulary far above any real model's
 // that keeps a hostile vocab_size from sizing the tokenizer's tables.
 constexpr int64_t kMaxDim = 1 << 20;
 constexpr int64_t kMaxLayers = 4096;
 constexpr int64_t kMaxVocab = 1 << 24;
-
-std::string path_in(const std::string& dir, std::string_view name) {
-  return (fs::path(dir) / name).string();
-}
 
 }  // namespace
 

@@ -13,10 +13,7 @@ namespace {
 
 using hf::json;
 using hf::JsonObject;
-
-std::string path_in(const std::string& dir, std::string_view name) {
-  return (std::filesystem::path(dir) / name).string();
-}
+using hf::path_in;
 
 // The pre-tokenizers llama.cpp's byte-level BPE reproduces: GPT-2's regex (ByteLevel with
 // use_regex), optionally after splitting every digit off (SmolLM2, StarCoder).

@@ -26,7 +26,7 @@ GgufFile parse(const std::vector<std::byte>& bytes) {
 }
 
 // The message of the yirage::Error parsing `bytes` throws, or "" when it parses.
-std::string parse_error(const std::vector<std::byte>& bytes) {
+std::string gguf_error(const std::vector<std::byte>& bytes) {
   try {
     parse(bytes);
   } catch (const Error& e) {
@@ -215,7 +215,7 @@ TEST(GgufMalformed, EveryTruncationFailsWithAnOffset) {
   ASSERT_NO_THROW(parse(bytes));
   for (size_t n = 0; n < bytes.size(); ++n) {
     const std::vector<std::byte> prefix(bytes.begin(), bytes.begin() + static_cast<ptrdiff_t>(n));
-    const std::string message = parse_error(prefix);
+    const std::string message = gguf_error(prefix);
     ASSERT_THAT(message, StartsWith("<memory>: offset ")) << "prefix of " << n << " bytes";
   }
 }
@@ -223,29 +223,29 @@ TEST(GgufMalformed, EveryTruncationFailsWithAnOffset) {
 TEST(GgufMalformed, BadMagic) {
   std::vector<std::byte> bytes = one_f32_tensor().finish();
   bytes[0] = std::byte{'X'};
-  EXPECT_EQ(parse_error(bytes), "<memory>: offset 0: not a GGUF file (bad magic)");
+  EXPECT_EQ(gguf_error(bytes), "<memory>: offset 0: not a GGUF file (bad magic)");
 }
 
 TEST(GgufMalformed, UnsupportedVersions) {
   GgufWriter w = one_f32_tensor();
   w.version = 4;
-  EXPECT_EQ(parse_error(w.finish()),
+  EXPECT_EQ(gguf_error(w.finish()),
             "<memory>: offset 4: unsupported GGUF version 4 (only little-endian versions 2 and 3)");
   w.version = 1;
-  EXPECT_EQ(parse_error(w.finish()),
+  EXPECT_EQ(gguf_error(w.finish()),
             "<memory>: offset 4: GGUF version 1 is not supported (only 2 and 3)");
   w.version = 0x03000000;  // a big-endian version 3
-  EXPECT_THAT(parse_error(w.finish()), HasSubstr("unsupported GGUF version 50331648"));
+  EXPECT_THAT(gguf_error(w.finish()), HasSubstr("unsupported GGUF version 50331648"));
 }
 
 TEST(GgufMalformed, HugeCounts) {
   GgufWriter w = one_f32_tensor();
   w.tensor_count_override = UINT64_MAX;
-  EXPECT_EQ(parse_error(w.finish()),
+  EXPECT_EQ(gguf_error(w.finish()),
             "<memory>: offset 8: tensor count 18446744073709551615 exceeds what the file can hold");
   GgufWriter k = one_f32_tensor();
   k.kv_count_override = 1ull << 40;
-  EXPECT_EQ(parse_error(k.finish()),
+  EXPECT_EQ(gguf_error(k.finish()),
             "<memory>: offset 16: metadata count 1099511627776 exceeds what the file can hold");
 }
 
@@ -257,7 +257,7 @@ TEST(GgufMalformed, HugeStringAndArrayLengths) {
   bytes[16] = std::byte{1};  // one key-value pair follows: a key of absurd length
   bytes.insert(bytes.end(), key.bytes.begin(), key.bytes.end());
   bytes.resize(bytes.size() + 16);
-  EXPECT_EQ(parse_error(bytes),
+  EXPECT_EQ(gguf_error(bytes),
             "<memory>: offset 24: metadata key length 18446744073709551615 exceeds the 16 bytes "
             "left in the file");
 
@@ -266,73 +266,73 @@ TEST(GgufMalformed, HugeStringAndArrayLengths) {
   array.put<uint64_t>(1ull << 62);
   GgufWriter w;
   w.raw_kv("a", GgufWriter::Array, array.bytes);
-  EXPECT_EQ(parse_error(w.finish()),
+  EXPECT_EQ(gguf_error(w.finish()),
             "<memory>: offset 41: array length 4611686018427387904 exceeds what the file can hold");
 }
 
 TEST(GgufMalformed, BadDimensions) {
-  EXPECT_THAT(parse_error(one_f32_tensor({1ull << 32, 1ull << 32}).finish()),
+  EXPECT_THAT(gguf_error(one_f32_tensor({1ull << 32, 1ull << 32}).finish()),
               HasSubstr("tensor 't' element count overflows"));
-  EXPECT_THAT(parse_error(one_f32_tensor({4, 0}).finish()),
+  EXPECT_THAT(gguf_error(one_f32_tensor({4, 0}).finish()),
               HasSubstr("tensor 't' dimension 1 is 0 (must be positive)"));
-  EXPECT_THAT(parse_error(one_f32_tensor({1, 1, 1, 1, 1}).finish()),
+  EXPECT_THAT(gguf_error(one_f32_tensor({1, 1, 1, 1, 1}).finish()),
               HasSubstr("tensor 't' has 5 dimensions (1 to 4 allowed)"));
   GgufWriter w;
   w.tensor({"q", {31}, 8, zeros(34), std::nullopt});
   EXPECT_THAT(
-      parse_error(w.finish()),
+      gguf_error(w.finish()),
       HasSubstr("tensor 'q' row of 31 elements is not a multiple of the Q8_0 block size 32"));
 }
 
 TEST(GgufMalformed, UnknownTypes) {
   GgufWriter w;
   w.tensor({"t", {4}, 4, zeros(16), std::nullopt});  // 4 was Q4_2, long removed
-  EXPECT_THAT(parse_error(w.finish()), HasSubstr("tensor 't' has unknown ggml type 4"));
+  EXPECT_THAT(gguf_error(w.finish()), HasSubstr("tensor 't' has unknown ggml type 4"));
   GgufWriter v;
   v.raw_kv("k", 13, zeros(4));
-  EXPECT_EQ(parse_error(v.finish()), "<memory>: offset 33: unknown metadata value type 13");
+  EXPECT_EQ(gguf_error(v.finish()), "<memory>: offset 33: unknown metadata value type 13");
 }
 
 TEST(GgufMalformed, BadOffsets) {
   GgufWriter misaligned;
   misaligned.tensor({"t", {4}, 0, zeros(16), 8});
-  EXPECT_THAT(parse_error(misaligned.finish()),
+  EXPECT_THAT(gguf_error(misaligned.finish()),
               HasSubstr("tensor 't' data offset 8 is not a multiple of the alignment 32"));
   GgufWriter outside = one_f32_tensor();
   std::vector<std::byte> bytes = outside.finish();
   bytes.resize(bytes.size() - 1);
-  EXPECT_THAT(parse_error(bytes),
+  EXPECT_THAT(gguf_error(bytes),
               HasSubstr("tensor 't' data [0, 16) lies outside the 15-byte data section"));
   GgufWriter far;
   far.tensor({"t", {4}, 0, zeros(16), 1ull << 60});
-  EXPECT_THAT(parse_error(far.finish()), HasSubstr("lies outside"));
+  EXPECT_THAT(gguf_error(far.finish()), HasSubstr("lies outside"));
 }
 
 TEST(GgufMalformed, OverlappingAndDuplicateTensors) {
   GgufWriter overlap;
   overlap.tensor({"a", {16}, 0, zeros(64), 0});
   overlap.tensor({"b", {4}, 0, zeros(16), 32});
-  EXPECT_THAT(parse_error(overlap.finish()), HasSubstr("tensor 'b' data overlaps tensor 'a'"));
+  EXPECT_THAT(gguf_error(overlap.finish()), HasSubstr("tensor 'b' data overlaps tensor 'a'"));
   GgufWriter duplicate;
   duplicate.tensor({"a", {4}, 0, zeros(16), std::nullopt});
   duplicate.tensor({"a", {4}, 0, zeros(16), std::nullopt});
-  EXPECT_THAT(parse_error(duplicate.finish()), HasSubstr("duplicate tensor name 'a'"));
+  EXPECT_THAT(gguf_error(duplicate.finish()), HasSubstr("duplicate tensor name 'a'"));
 }
 
 TEST(GgufMalformed, DuplicateKeysAndBadValues) {
   GgufWriter dup;
   dup.scalar<uint32_t>("k", GgufWriter::U32, 1).scalar<uint32_t>("k", GgufWriter::U32, 2);
-  EXPECT_EQ(parse_error(dup.finish()), "<memory>: offset 41: duplicate metadata key 'k'");
+  EXPECT_EQ(gguf_error(dup.finish()), "<memory>: offset 41: duplicate metadata key 'k'");
   GgufWriter boolean;
   boolean.scalar<uint8_t>("b", GgufWriter::Bool, 2);
-  EXPECT_EQ(parse_error(boolean.finish()), "<memory>: offset 37: bool value 2 is neither 0 nor 1");
+  EXPECT_EQ(gguf_error(boolean.finish()), "<memory>: offset 37: bool value 2 is neither 0 nor 1");
   GgufWriter alignment;
   alignment.scalar<uint32_t>("general.alignment", GgufWriter::U32, 48);
-  EXPECT_EQ(parse_error(alignment.finish()),
+  EXPECT_EQ(gguf_error(alignment.finish()),
             "<memory>: offset 24: general.alignment 48 is not a power of two");
   GgufWriter alignment_type;
   alignment_type.scalar<uint64_t>("general.alignment", GgufWriter::U64, 32);
-  EXPECT_EQ(parse_error(alignment_type.finish()),
+  EXPECT_EQ(gguf_error(alignment_type.finish()),
             "<memory>: offset 24: general.alignment must be u32, found u64");
 }
 
@@ -346,7 +346,7 @@ TEST(GgufMalformed, DeeplyNestedArrays) {
   nested.put<uint64_t>(0);
   GgufWriter w;
   w.raw_kv("deep", GgufWriter::Array, nested.bytes);
-  EXPECT_THAT(parse_error(w.finish()), HasSubstr("arrays nested deeper than 8"));
+  EXPECT_THAT(gguf_error(w.finish()), HasSubstr("arrays nested deeper than 8"));
 }
 
 // ------------------------------------------------------------------------------------------------

@@ -22,9 +22,8 @@ namespace {
 namespace fs = std::filesystem;
 using test_util::error_of;
 using ::testing::HasSubstr;
+using testing::kTinyPrompt;
 using testing::TinyLlama;
-
-const std::vector<TokenId> kTokens = {1, 40, 101, 102, 200, 7, 264, 33, 33, 150, 2, 99};
 
 // A fresh directory per test, removed afterwards.
 class HfDir : public ::testing::Test {
@@ -67,7 +66,7 @@ class HfDir : public ::testing::Test {
 };
 
 std::vector<float> all_logits(LlamaModel& model) {
-  model.forward(kTokens, /*all_logits=*/true);
+  model.forward(kTinyPrompt, /*all_logits=*/true);
   return model.all_logits_rows();
 }
 
@@ -126,13 +125,13 @@ TEST_F(HfDir, Bf16WeightsMatchTheReference) {
   m.embd_type = 30;
   m.tied = false;
   const GgufFile& gguf = write_model(m);
-  const auto want = testing::reference_logits(gguf, kTokens);
+  const auto want = testing::reference_logits(gguf, kTinyPrompt);
   const HfModelDir dir = HfModelDir::open(dir_.string());
   EXPECT_EQ(dir.checkpoint().get("model.layers.1.mlp.up_proj.weight").tensor->dtype,
             SafetensorsDtype::BF16);
   LlamaModel model(dir.config(), dir.weights(), ModelOptions{2, 64});
   const std::vector<float> got = all_logits(model);
-  for (size_t t = 0; t < kTokens.size(); ++t) {
+  for (size_t t = 0; t < kTinyPrompt.size(); ++t) {
     double diff = 0, scale = 0;
     for (int i = 0; i < m.n_vocab; ++i) {
       diff = std::max(diff, std::abs(got[t * m.n_vocab + i] - want[t][i]));

@@ -15,17 +15,12 @@
 #include <vector>
 
 #include "llm/kernels.h"
+#include "test_util.h"
 
 namespace yirage::llm {
 namespace {
 
-std::vector<float> random_floats(size_t n, uint64_t seed, float scale = 1.0f) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> normal;
-  std::vector<float> v(n);
-  for (float& x : v) x = scale * normal(rng);
-  return v;
-}
+using test_util::random_floats;
 
 // GCC's _mm512_reduce_add_ps: lane l plus lane l + 8, then plus l + 4, then (0 + 2) + (1 + 3).
 float reduce16(const float* v) {

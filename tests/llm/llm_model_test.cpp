@@ -19,13 +19,13 @@ namespace yirage::llm {
 namespace {
 
 using test_util::error_of;
+using test_util::random_floats;
 using testing::GgufWriter;
 using ::testing::HasSubstr;
+using testing::kTinyPrompt;
 using testing::reference_logits;
 using testing::TinyLlama;
 using testing::write_tiny_llama;
-
-const std::vector<TokenId> kTokens = {1, 40, 101, 102, 200, 7, 264, 33, 33, 150, 2, 99};
 
 // max |a − b| over all logits, and the largest |b| (the logit scale).
 std::pair<double, double> compare(std::span<const float> got, const std::vector<double>& want) {
@@ -55,7 +55,7 @@ TEST_P(Forward, MatchesReferenceAtEveryPosition) {
   m.tied = p.tied;
   const std::vector<std::byte> bytes = write_tiny_llama(m);
   GgufFile file = GgufFile::from_memory(bytes);
-  const auto want = reference_logits(file, kTokens);
+  const auto want = reference_logits(file, kTinyPrompt);
   // The quantized types run as superoptimized block graphs unless turned off; the float types
   // always take the hand-written kernels, which say why.
   const bool quantized = p.matrix_type == 2 || p.matrix_type == 3 || p.matrix_type == 8;
@@ -69,9 +69,9 @@ TEST_P(Forward, MatchesReferenceAtEveryPosition) {
         EXPECT_THAT(model.hot_path(), HasSubstr("which quant_matmul does not read"));
       else
         EXPECT_THAT(model.hot_path(), HasSubstr("fused blocks turned off"));
-      model.forward(kTokens, /*all_logits=*/true);
+      model.forward(kTinyPrompt, /*all_logits=*/true);
       const std::vector<float>& rows = model.all_logits_rows();
-      for (size_t t = 0; t < kTokens.size(); ++t) {
+      for (size_t t = 0; t < kTinyPrompt.size(); ++t) {
         auto [diff, scale] = compare(std::span(rows).subspan(t * m.n_vocab, m.n_vocab), want[t]);
         EXPECT_LE(diff, p.tolerance * scale)
             << "position " << t << ", " << threads << " threads, " << model.hot_path();
@@ -129,20 +129,20 @@ TEST(Model, KvCacheDecodeEqualsFullRecompute) {
   const std::vector<std::byte> bytes = write_tiny_llama(m);
   GgufFile file = GgufFile::from_memory(bytes);
   LlamaModel full(file, ModelOptions{2, 64});
-  full.forward(kTokens, true);
+  full.forward(kTinyPrompt, true);
   LlamaModel step(file, ModelOptions{2, 64});
   // A prefill of 5, then one token at a time.
-  step.forward(std::span(kTokens).first(5));
-  for (size_t t = 5; t < kTokens.size(); ++t) {
-    std::span<const float> logits = step.forward(std::span(kTokens).subspan(t, 1));
+  step.forward(std::span(kTinyPrompt).first(5));
+  for (size_t t = 5; t < kTinyPrompt.size(); ++t) {
+    std::span<const float> logits = step.forward(std::span(kTinyPrompt).subspan(t, 1));
     for (int i = 0; i < m.n_vocab; ++i)
       ASSERT_NEAR(logits[i], full.all_logits_rows()[t * m.n_vocab + i], 1e-4)
           << "position " << t << ", logit " << i;
   }
-  EXPECT_EQ(step.position(), static_cast<int>(kTokens.size()));
+  EXPECT_EQ(step.position(), static_cast<int>(kTinyPrompt.size()));
   // Truncating and replaying gives the same logits again.
   step.truncate(7);
-  std::span<const float> again = step.forward(std::span(kTokens).subspan(7, 1));
+  std::span<const float> again = step.forward(std::span(kTinyPrompt).subspan(7, 1));
   for (int i = 0; i < m.n_vocab; ++i)
     ASSERT_NEAR(again[i], full.all_logits_rows()[7 * m.n_vocab + i], 1e-4);
 }
@@ -152,7 +152,7 @@ TEST(Model, ContextOverflowAndBadTokensAreErrors) {
   const std::vector<std::byte> bytes = write_tiny_llama(m);
   GgufFile file = GgufFile::from_memory(bytes);
   LlamaModel model(file, ModelOptions{1, 8});
-  EXPECT_THAT(error_of([&] { model.forward(kTokens); }), HasSubstr("context full"));
+  EXPECT_THAT(error_of([&] { model.forward(kTinyPrompt); }), HasSubstr("context full"));
   EXPECT_THAT(error_of([&] { model.forward(std::vector<TokenId>{5000}); }),
               HasSubstr("token id 5000 is outside the vocabulary of 265"));
   EXPECT_THAT(error_of([&] { model.forward(std::vector<TokenId>{}); }), HasSubstr("no tokens"));
@@ -233,14 +233,6 @@ TEST(Config, MissingTensorIsNamed) {
 }
 
 // --- kernels ---
-
-std::vector<float> random_floats(size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> normal;
-  std::vector<float> v(n);
-  for (float& x : v) x = normal(rng);
-  return v;
-}
 
 class Kernels : public ::testing::TestWithParam<uint32_t> {};
 

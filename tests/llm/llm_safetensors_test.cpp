@@ -30,7 +30,7 @@ std::vector<std::byte> f32_bytes(std::vector<float> v) {
 }
 
 // The error parsing `bytes` gives; it must be a single line naming the source.
-std::string parse_error(const std::vector<std::byte>& bytes) {
+std::string safetensors_error(const std::vector<std::byte>& bytes) {
   const std::string e = error_of([&] { SafetensorsFile::from_memory(bytes, "m.st"); });
   EXPECT_EQ(e.find('\n'), std::string::npos) << e;
   EXPECT_THAT(e, StartsWith("m.st: "));
@@ -39,7 +39,7 @@ std::string parse_error(const std::vector<std::byte>& bytes) {
 
 // A file whose header is `header` verbatim, followed by `data_bytes` zero bytes.
 std::string header_error(const std::string& header, size_t data_bytes = 16) {
-  return parse_error(assemble_safetensors(header, std::vector<std::byte>(data_bytes)));
+  return safetensors_error(assemble_safetensors(header, std::vector<std::byte>(data_bytes)));
 }
 
 const std::vector<StTensor> kTwoTensors = {
@@ -105,19 +105,20 @@ TEST(Safetensors, OpensAFileThroughMmap) {
 }
 
 TEST(SafetensorsErrors, TruncatedOrBadHeaderLength) {
-  EXPECT_THAT(parse_error({}),
+  EXPECT_THAT(safetensors_error({}),
               HasSubstr("offset 0: truncated: the 8-byte header length is missing"));
-  EXPECT_THAT(parse_error(std::vector<std::byte>(5)), HasSubstr("offset 0: truncated"));
+  EXPECT_THAT(safetensors_error(std::vector<std::byte>(5)), HasSubstr("offset 0: truncated"));
   const std::vector<std::byte> good = write_safetensors(kTwoTensors);
   // Cut inside the header, then inside the data.
-  EXPECT_THAT(parse_error({good.begin(), good.begin() + 20}), HasSubstr("offset 0: header length"));
-  EXPECT_THAT(parse_error({good.begin(), good.end() - 1}),
+  EXPECT_THAT(safetensors_error({good.begin(), good.begin() + 20}),
+              HasSubstr("offset 0: header length"));
+  EXPECT_THAT(safetensors_error({good.begin(), good.end() - 1}),
               HasSubstr("tensor 'a.bias': data_offsets [16, 22] end beyond the 21-byte data"));
-  EXPECT_THAT(parse_error(assemble_safetensors("{}", {}, 1000)),
+  EXPECT_THAT(safetensors_error(assemble_safetensors("{}", {}, 1000)),
               HasSubstr("offset 0: header length 1000 exceeds the 8 bytes after it"));
-  EXPECT_THAT(parse_error(assemble_safetensors("{}", {}, uint64_t{1} << 62)),
+  EXPECT_THAT(safetensors_error(assemble_safetensors("{}", {}, uint64_t{1} << 62)),
               HasSubstr("offset 0: header length 4611686018427387904 exceeds the limit"));
-  EXPECT_THAT(parse_error(assemble_safetensors("", {})),
+  EXPECT_THAT(safetensors_error(assemble_safetensors("", {})),
               HasSubstr("offset 8: the header does not start with '{'"));
 }
 
@@ -227,7 +228,7 @@ TEST(SafetensorsErrors, OffsetsOutOfRangeOverlappingOrLeavingHoles) {
 TEST(SafetensorsErrors, EveryTruncationIsAnError) {
   const std::vector<std::byte> good = write_safetensors(kTwoTensors, {{"k", "v"}});
   for (size_t n = 0; n < good.size(); ++n) {
-    EXPECT_THAT(parse_error({good.begin(), good.begin() + static_cast<ptrdiff_t>(n)}),
+    EXPECT_THAT(safetensors_error({good.begin(), good.begin() + static_cast<ptrdiff_t>(n)}),
                 HasSubstr("m.st: "))
         << n << " bytes";
   }

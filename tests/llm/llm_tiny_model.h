@@ -16,6 +16,9 @@
 
 namespace yirage::llm::testing {
 
+// A prompt in the tiny model's vocabulary.
+inline const std::vector<TokenId> kTinyPrompt = {1, 40, 101, 102, 200, 7, 264, 33, 33, 150, 2, 99};
+
 struct TinyLlama {
   int n_layer = 2;
   int n_embd = 64;

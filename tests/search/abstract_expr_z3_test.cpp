@@ -24,9 +24,6 @@ using ir::UnaryFn;
 using ir::UnaryOp;
 using Verdict = Z3Oracle::Verdict;
 
-constexpr const char* kTargets[] = {"rmsnorm_linear", "gated_mlp", "gemm_layernorm", "gqa",
-                                    "lora",           "ntrans",    "gemm_softmax"};
-
 std::string verdict_name(Verdict v) {
   return v == Verdict::part ? "part" : v == Verdict::not_part ? "not part" : "unknown";
 }
@@ -34,7 +31,7 @@ std::string verdict_name(Verdict v) {
 // Every tensor a target computes on the way (its inputs included) is a prefix of a real
 // solution: the unfused program itself.
 TEST(Z3Oracle, ProvesEveryIntermediateOfEveryTarget) {
-  for (const char* name : kTargets) {
+  for (const char* name : testing::kTargetNames) {
     Z3Oracle z3;
     ExprContext ctx;
     const ir::KernelGraph graph = testing::small_target(name);

@@ -13,6 +13,10 @@ using ir::DType;
 using ir::KernelGraph;
 using ir::TensorRef;
 
+// Every name small_target() knows.
+inline constexpr const char* kTargetNames[] = {
+    "rmsnorm_linear", "gated_mlp", "gemm_layernorm", "gqa", "lora", "ntrans", "gemm_softmax"};
+
 inline TensorRef named(KernelGraph& g, std::string name, ir::Op op, std::vector<TensorRef> in) {
   return g.add_node(std::move(op), std::move(in), std::move(name)).at(0);
 }

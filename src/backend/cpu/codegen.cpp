@@ -76,8 +76,6 @@ using ir::DType;
 using ir::TensorRef;
 using ir::TensorType;
 
-constexpr int64_t kAlign = 64;
-
 int64_t align_up(int64_t bytes) {
   return (bytes + kAlign - 1) / kAlign * kAlign;
 }

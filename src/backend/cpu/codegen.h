@@ -35,6 +35,9 @@ std::string generate_source(const ir::KernelGraph& graph);
 // C++ spelling of a storage type in the generated code: "float", "yr::bf16", ...
 std::string c_type(ir::DType dtype);
 
+// Buffers and scratch tiles of the generated code start on cache lines.
+inline constexpr int64_t kAlign = 64;
+
 // Row-major element strides of `dims`.
 std::vector<int64_t> row_major_strides(const ir::Dims& dims);
 

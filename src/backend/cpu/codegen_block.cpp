@@ -27,8 +27,6 @@ using ir::BlockNode;
 using ir::BlockPhase;
 using ir::Dims;
 
-constexpr int64_t kAlign = 64;
-
 // How the generated code holds one block node's value.
 struct Value {
   bool view = false;             // a strided view of an operand (iterators read only by matmuls)

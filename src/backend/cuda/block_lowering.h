@@ -51,6 +51,8 @@ inline constexpr int kBlockWarps = kBlockThreads / 32;
 // A staged A operand's rows are padded by 8 16-bit elements (16 bytes), so the eight row
 // addresses of one ldmatrix fall in different banks.
 inline constexpr int64_t kStagedPad = 8;
+// Columns of a 16-bit 128-byte swizzle panel: the span of the TMA's and wgmma's 128-byte swizzle.
+inline constexpr int64_t kSwizzlePanel = 64;
 // A TMA weight stream's stages, at most (plan() may lower a kernel's cap to fit its blocks).
 inline constexpr int64_t kMaxTmaStages = 6;
 

@@ -34,7 +34,6 @@ namespace {
 constexpr int64_t kChunkBytes = 32 * 1024;
 constexpr int64_t kMaxChunkRows = 256;  // a tensor map box's limit, in each dimension
 constexpr int64_t kMaxBoxColumns = 256;
-constexpr int64_t kPanel = 64;  // columns: 128 bytes, the swizzle's span
 constexpr size_t kMaxTmaStreams = 2;
 // The staged A and the stages together; the rest is for the for-loop's own tiles.
 constexpr int64_t kMaxStreamShared = 176 * 1024;
@@ -96,7 +95,7 @@ BlockLowering::TmaStreamPlan BlockLowering::tma_stream_plan(int32_t id, int64_t 
   t.sets = t.tiles / t.lanes;
   t.splits = kBlockWarps / t.lanes;
   t.steps = t.chunk / 16 * t.tiles / kBlockWarps;
-  t.swizzled = p.n % kPanel == 0;
+  t.swizzled = p.n % kSwizzlePanel == 0;
   return t;
 }
 
@@ -113,8 +112,8 @@ std::string BlockLowering::tma_stream_issue(int32_t id, const std::string& chunk
       "        yr_tma_load_2d(ws{id} + ({slot}) * {stage} + p * {panel}, &tm{map}, sbar{id} + "
       "({slot}), {col} + p * {box}, {row} + ({chunk}) * {rows});\n",
       fmt::arg("id", id), fmt::arg("slot", slot), fmt::arg("bytes", t.chunk * p.n * 2),
-      fmt::arg("panels", t.swizzled ? p.n / kPanel : 1), fmt::arg("stage", t.chunk * p.n),
-      fmt::arg("panel", t.chunk * kPanel), fmt::arg("box", t.swizzled ? kPanel : p.n),
+      fmt::arg("panels", t.swizzled ? p.n / kSwizzlePanel : 1), fmt::arg("stage", t.chunk * p.n),
+      fmt::arg("panel", t.chunk * kSwizzlePanel), fmt::arg("box", t.swizzled ? kSwizzlePanel : p.n),
       fmt::arg("map", tma_order_.size() + stream_tma_index(id)),
       fmt::arg("col", tma_coordinate(b, 1, "0")), fmt::arg("row", tma_coordinate(b, 0, "0")),
       fmt::arg("chunk", chunk), fmt::arg("rows", t.chunk));
@@ -276,8 +275,9 @@ std::string BlockLowering::tma_stream_flush(int32_t id) const {
 TensorMapArg BlockLowering::tma_stream_map(int32_t id) const {
   const TmaStreamPlan t = tma_stream_plan(id);
   const int32_t b = node(id).inputs[1];
-  return operand_map(b, {uint32_t(t.swizzled ? kPanel : node(b).tile.dims[1]), uint32_t(t.chunk)},
-                     t.swizzled);
+  return operand_map(
+      b, {uint32_t(t.swizzled ? kSwizzlePanel : node(b).tile.dims[1]), uint32_t(t.chunk)},
+      t.swizzled);
 }
 
 }  // namespace yirage::backend::cuda::detail

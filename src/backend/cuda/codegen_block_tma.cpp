@@ -26,8 +26,7 @@ using ir::Dims;
 
 namespace {
 
-constexpr int64_t kPanelColumns = 64;  // 128 bytes of a 16-bit type: the swizzle's span
-constexpr int64_t kBoxRows = 256;      // the most a tensor map's box may have per dimension
+constexpr int64_t kBoxRows = 256;  // the most a tensor map's box may have per dimension
 constexpr int64_t kMinRows = 64;
 constexpr int64_t kMinTileBytes = 16 * 1024;
 
@@ -91,7 +90,7 @@ bool BlockLowering::tma_eligible(int32_t id) const {
   const Dims& tile = node(id).tile.dims;
   if (ir::dtype_size(operand.dtype) != 2 || operand.dims.size() != 2 || tile.size() != 2)
     return false;
-  if (tile[1] % kPanelColumns != 0 || tile[0] % 8 != 0 ||
+  if (tile[1] % kSwizzlePanel != 0 || tile[0] % 8 != 0 ||
       (tile[0] > kBoxRows && tile[0] % kBoxRows != 0) || operand.dims[1] % 8 != 0)
     return false;
   // Small boxes lost to cp.async on the H200 (bench/gpu_notes.md, version 8): tiles of 32 rows
@@ -158,10 +157,10 @@ std::string BlockLowering::tma_issue(const std::string& iteration, const std::st
         "        for (int q = 0; q < {boxes}; ++q)\n"
         "          yr_tma_load_2d({t}_base + ({slot}) * {stage} + p * {panel} + q * {box}, &tm{k}, "
         "bar + ({slot}), {col} + p * 64, {row} + q * {box_rows});\n",
-        fmt::arg("panels", tile[1] / kPanelColumns), fmt::arg("boxes", tile[0] / box_rows),
+        fmt::arg("panels", tile[1] / kSwizzlePanel), fmt::arg("boxes", tile[0] / box_rows),
         fmt::arg("t", tile_var(id)), fmt::arg("slot", slot),
-        fmt::arg("stage", ir::num_elements(tile)), fmt::arg("panel", tile[0] * kPanelColumns),
-        fmt::arg("box", box_rows * kPanelColumns), fmt::arg("k", k),
+        fmt::arg("stage", ir::num_elements(tile)), fmt::arg("panel", tile[0] * kSwizzlePanel),
+        fmt::arg("box", box_rows * kSwizzlePanel), fmt::arg("k", k),
         fmt::arg("col", tma_coordinate(id, 1, iteration)),
         fmt::arg("row", tma_coordinate(id, 0, iteration)), fmt::arg("box_rows", box_rows));
   }
@@ -191,7 +190,7 @@ std::vector<TensorMapArg> BlockLowering::tensor_map_args() const {
   std::vector<TensorMapArg> maps;
   for (int32_t id : tma_order_)
     maps.push_back(operand_map(
-        id, {uint32_t(kPanelColumns), uint32_t(std::min(node(id).tile.dims[0], kBoxRows))}, true));
+        id, {uint32_t(kSwizzlePanel), uint32_t(std::min(node(id).tile.dims[0], kBoxRows))}, true));
   for (int32_t id : stream_tma_order_) maps.push_back(tma_stream_map(id));
   return maps;
 }

@@ -30,7 +30,6 @@ namespace yirage::backend::cuda::detail {
 
 namespace {
 
-constexpr int64_t kPanel = 64;  // columns of a 16-bit 128-byte swizzle panel
 // Accumulator floats a thread may take per product: lc / 2 for the scores, dv / 2 for the values.
 constexpr int64_t kMaxWgmmaColumns = 128;
 
@@ -71,7 +70,7 @@ std::string wgmma_function(int64_t n, ir::DType t) {
 // whole 16-row steps; the accumulators at most kMaxWgmmaColumns wide.
 bool BlockLowering::wgmma_chain(const Chain& c) const {
   if (!options_.wgmma || c.m != 16 * kBlockWarps || c.splits != 1 || c.d % 16 != 0 ||
-      c.lc % kPanel != 0 || c.dv % kPanel != 0 || c.lc > kMaxWgmmaColumns ||
+      c.lc % kSwizzlePanel != 0 || c.dv % kSwizzlePanel != 0 || c.lc > kMaxWgmmaColumns ||
       c.dv > kMaxWgmmaColumns)
     return false;
   for (int32_t tile : {node(c.first).inputs[1], node(c.second).inputs[1]}) {
@@ -178,8 +177,8 @@ std::string BlockLowering::wgmma_chain_body(const Chain& c) const {
       fmt::arg("m", c.m), fmt::arg("d", c.d), fmt::arg("lc", c.lc), fmt::arg("dv", c.dv),
       fmt::arg("dsteps", c.d / 16), fmt::arg("lsteps", c.lc / 16), fmt::arg("stiles", c.lc / 8),
       fmt::arg("A", tile_var(a)), fmt::arg("astride", c.d + row_pad(a)), fmt::arg("B", tile_var(b)),
-      fmt::arg("C", tile_var(v)), fmt::arg("step", 16 * kPanel),
-      fmt::arg("bpanel", c.d * kPanel * 2), fmt::arg("cpanel", c.lc * kPanel * 2),
+      fmt::arg("C", tile_var(v)), fmt::arg("step", 16 * kSwizzlePanel),
+      fmt::arg("bpanel", c.d * kSwizzlePanel * 2), fmt::arg("cpanel", c.lc * kSwizzlePanel * 2),
       fmt::arg("ty", ty),
       fmt::arg("exponentials", chain_exponentials(c, "s[2 * kk]", "s[2 * kk + 1]", "p[kk]")),
       fmt::arg("id", c.second));
