@@ -234,6 +234,16 @@ inline TensorRef gated_node(KernelGraph& g, TensorRef x, TensorRef w1, TensorRef
   return fused(g, std::move(b), {x, w1, w2}, name);
 }
 
+// silu(gate) · up as one kernel of n-column blocks.
+inline TensorRef silu_mul_node(KernelGraph& g, TensorRef gate, TensorRef up, int64_t n) {
+  BlockGraph f({{g.type(gate).dims[1] / n, 1, 1}}, 1, {g.type(gate), g.type(up)});
+  int32_t gi = f.accumulate(AccumFn::sum, f.iterator(0, kOnX1, kReplicate));
+  int32_t ui = f.accumulate(AccumFn::sum, f.iterator(1, kOnX1, kReplicate));
+  f.save(f.add(ir::BinaryOp{ir::BinaryFn::mul}, {f.add(ir::UnaryOp{ir::UnaryFn::silu}, {gi}), ui}),
+         kOnX1);
+  return fused(g, std::move(f), {gate, up}, "silu_mul");
+}
+
 inline std::vector<Variant> gated_mlp(int bs) {
   std::vector<Variant> out;
   // Shared memory bounds the tiles: X's tile grows with bs. At bs1 the weights stream through
@@ -275,6 +285,17 @@ inline std::vector<Variant> gated_mlp(int bs) {
         kOnX1);
     g.mark_output(fused(g, std::move(f), {parts[0], parts[1]}, "gated_finish"), "out");
     out.push_back({fmt::format("split{}_n{}_k{}", s, n, kc), std::move(g)});
+  }
+  // Library products around one fused pass: X·W1 and X·W2 are kernel-level matmuls (cuBLAS calls
+  // where cuBLAS loaded), and one kernel takes silu(gate) · up, where the plain graph takes two
+  // (64-column blocks were slower: bench/results/library_pass_h200.txt).
+  {
+    KernelGraph g;
+    TensorRef x = g.input("X", {8 * bs, kHidden}, DType::f16);
+    TensorRef w1 = g.input("W1", {kHidden, kHidden}, DType::f16);
+    TensorRef w2 = g.input("W2", {kHidden, kHidden}, DType::f16);
+    g.mark_output(silu_mul_node(g, g.matmul(x, w1), g.matmul(x, w2), 32), "out");
+    out.push_back({"mm_mm_silu_mul", std::move(g)});
   }
   return out;
 }
@@ -561,6 +582,22 @@ inline std::vector<Variant> llama_mlp_block(int bs) {
     g.mark_output(linear_finish(g, down, x, ds, 64, "down_finish"), "out");
     out.push_back(
         {fmt::format("split{}_n{}_k{}_down_split{}_n{}_k{}", s, n, kc, ds, dn, dk), std::move(g)});
+  }
+  // Library products around fused passes: the norm as its own kernel, both projections as
+  // kernel-level matmuls (cuBLAS calls where cuBLAS loaded), and between them silu(g) · u in one
+  // kernel of 64-column blocks, where the plain graph takes two.
+  {
+    KernelGraph g;
+    TensorRef x = g.input("X", {bs, kHidden}, DType::f16);
+    TensorRef gain = g.input("G", {kHidden}, DType::f16);
+    TensorRef wgu = g.input("Wgu", {kHidden, 2 * inter}, DType::f16);
+    TensorRef wd = g.input("Wd", {inter, kHidden}, DType::f16);
+    TensorRef gu = g.matmul(g.rms_norm(x, {kHidden}, gain), wgu);
+    std::vector<TensorRef> halves =
+        g.add_node(ir::SplitOp{.dim = 1, .sizes = {inter, inter}}, {gu}, "split");
+    TensorRef h = silu_mul_node(g, halves[0], halves[1], 64);
+    g.mark_output(g.binary(ir::BinaryFn::add, g.matmul(h, wd), x), "out");
+    out.push_back({"mm_silu_mul_mm", std::move(g)});
   }
   return out;
 }
