@@ -489,6 +489,36 @@ TEST(CudaCompile, LibraryMatmulSteps) {
   }
 }
 
+// A split whose parts are contiguous, 256-byte aligned runs of its operand (one row) costs no
+// kernel: each part is a view of the operand's slot. Parts marked as outputs take a copy. Two
+// rows, or a part off the alignment, keep one kernel a part.
+TEST(CudaCompile, SplitsOfOneRowAreViews) {
+  auto split_graph = [](int64_t rows, int64_t first) {
+    ir::KernelGraph g;
+    auto x = g.input("X", {rows, 640}, ir::DType::f16);
+    auto parts = g.split(g.exp(x), 1, {first, 640 - first});
+    g.mark_output(parts[0], "first");
+    g.mark_output(g.exp(parts[1]), "second");
+    return g;
+  };
+  const Program views = lower(split_graph(1, 128));
+  ASSERT_EQ(views.kernels.size(), 3u) << "exp, exp, and the copy of the output part";
+  EXPECT_EQ(views.kernels[2].name, "yr_copy");
+  std::vector<Slot> view_slots;
+  for (const Slot& s : views.slots)
+    if (s.kind == SlotKind::view) view_slots.push_back(s);
+  ASSERT_EQ(view_slots.size(), 2u);
+  EXPECT_EQ(std::tuple(view_slots[0].bytes, view_slots[0].offset), std::tuple(256u, 0u));
+  EXPECT_EQ(std::tuple(view_slots[1].bytes, view_slots[1].offset), std::tuple(1024u, 256u));
+  EXPECT_EQ(views.kernels[1].args[0], int(views.slots.size() - 1))
+      << "the second exp reads the view";
+  for (auto [rows, first] : {std::pair<int64_t, int64_t>{2, 128}, {1, 100}}) {
+    const Program copies = lower(split_graph(rows, first));
+    EXPECT_EQ(copies.kernels.size(), 4u) << rows << " rows, first part " << first;
+    for (const Slot& s : copies.slots) EXPECT_NE(s.kind, SlotKind::view);
+  }
+}
+
 // A generated kernel that does not compile must fail loudly, naming the kernel.
 TEST(CudaCompile, BrokenSourceFails) {
   std::string reason;

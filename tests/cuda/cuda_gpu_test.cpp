@@ -166,6 +166,22 @@ TEST(CudaGpu, KernelLevelOpsMatchReference) {
   }
 }
 
+// Splits of one row run as views of their operand (codegen.h): parts read by kernels and parts
+// marked as outputs, next to a split of two rows, which keeps its copy kernels.
+TEST(CudaGpu, SplitViewsMatchReference) {
+  CUDA_OR_SKIP(cuda);
+  ir::KernelGraph g;
+  auto x = g.input("X", {1, 640}, ir::DType::f16);
+  auto y = g.input("Y", {2, 640}, ir::DType::f16);
+  auto parts = g.split(g.exp(x), 1, {128, 384, 128});
+  g.mark_output(parts[1], "middle");
+  g.mark_output(g.mul(parts[0], parts[2]), "ends");
+  auto rows = g.split(y, 1, {128, 512});
+  g.mark_output(g.add(rows[0], g.exp(rows[0])), "rows");
+  g.mark_output(rows[1], "rows_rest");
+  expect_matches(g, *cuda, fresh_seed(), "split views");
+}
+
 // Row-wise chains in registers (codegen_block_rows.cpp; bench/gpu.sh runs this file again with
 // YIRAGE_CUDA_ROWS=0 for the shared-memory path): ntrans's at bs1 and a layer_norm chain with a
 // weight, a bias and two outputs, in every float dtype.

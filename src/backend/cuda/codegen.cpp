@@ -1,6 +1,7 @@
 // The driver of the CUDA lowering: slots, the shared device prelude, and helpers.
 #include "backend/cuda/codegen.h"
 
+#include <algorithm>
 #include <cctype>
 #include <map>
 
@@ -227,6 +228,22 @@ extern "C" __global__ void __launch_bounds__(256) yr_copy(const unsigned char* _
 
 }  // namespace detail
 
+namespace {
+
+// Whether each part of `split` of a tensor of `type` is a contiguous run of it, starting at a
+// multiple of 256 bytes: the alignment of a device allocation, which the kernels' 16-byte
+// accesses and the TMA's tensor maps rely on.
+bool contiguous_parts(const ir::TensorType& type, const ir::SplitOp& split) {
+  for (int d = 0; d < split.dim; ++d)
+    if (type.dims[size_t(d)] != 1) return false;
+  int64_t inner = ir::dtype_size(type.dtype);
+  for (size_t d = size_t(split.dim) + 1; d < type.dims.size(); ++d) inner *= type.dims[d];
+  return std::all_of(split.sizes.begin(), split.sizes.end(),
+                     [&](int64_t size) { return size * inner % 256 == 0; });
+}
+
+}  // namespace
+
 Program lower(const ir::KernelGraph& graph, const CodegenOptions& options) {
   Program program;
   std::map<ir::TensorRef, int> slot_of;
@@ -258,6 +275,17 @@ Program lower(const ir::KernelGraph& graph, const CodegenOptions& options) {
     for (ir::TensorRef t : node.inputs) in.push_back(slot_of.at(t));
     if (std::holds_alternative<ir::ReshapeOp>(node.op)) {
       slot_of[{int32_t(id), 0}] = in[0];  // copied below if it is an output
+      continue;
+    }
+    if (const auto* split = std::get_if<ir::SplitOp>(&node.op);
+        split && contiguous_parts(graph.type(node.inputs[0]), *split)) {
+      size_t offset = 0;
+      for (size_t port = 0; port < node.outputs.size(); ++port) {
+        const ir::TensorRef t{int32_t(id), int32_t(port)};
+        program.slots.push_back({SlotKind::view, in[0], bytes_of(t), offset});
+        slot_of[t] = int(program.slots.size() - 1);  // copied below if it is an output
+        offset += bytes_of(t);
+      }
       continue;
     }
     std::vector<int> out;

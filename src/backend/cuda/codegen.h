@@ -2,9 +2,11 @@
 //
 // A kernel graph lowers to a list of kernel launches over *slots*, the device buffers of its
 // tensors: the graph's inputs, its marked outputs, and scratch buffers for the intermediates. A
-// reshape costs nothing (its result shares its operand's slot), except where it is itself marked
-// as an output, which takes a copy. Every other node becomes one kernel, or a few (one per output
-// of a split, one per operand of a concat):
+// reshape costs nothing (its result shares its operand's slot), nor does a split whose parts are
+// contiguous runs of its operand (every dim before the split's is 1, as for one token's
+// activations): each part is a view, a slot at an offset into the operand's. Either takes a copy
+// where it is itself marked as an output. Every other node becomes one kernel, or a few (one per
+// output of a split, one per operand of a concat):
 //   - a fused node (FusedOp) becomes one kernel that runs its block graph (codegen_block.cpp):
 //     one thread block per grid block, the for-loop over tiles in shared memory with the next
 //     iteration's tiles loaded by cp.async while this one computes, block ops on f32 tiles,
@@ -27,12 +29,13 @@
 
 namespace yirage::backend::cuda {
 
-enum class SlotKind { input, output, scratch };
+enum class SlotKind { input, output, scratch, view };
 
 struct Slot {
   SlotKind kind;
-  int index;     // input or output number, or scratch number
-  size_t bytes;  // the size of the tensor it holds
+  int index;          // input or output number, scratch number, or a view's slot (an earlier one)
+  size_t bytes;       // the size of the tensor it holds
+  size_t offset = 0;  // a view's byte offset into its slot
 };
 
 // A kernel-level matmul handed to cuBLAS: C[b] = A[b] · B[b] for `batches` row-major products of

@@ -286,6 +286,10 @@ class CudaModule final : public Module {
     std::vector<CUdeviceptr> addresses;
     size_t scratch = 0;
     for (const Slot& slot : program_.slots) {
+      if (slot.kind == SlotKind::view) {
+        addresses.push_back(addresses[size_t(slot.index)] + slot.offset);
+        continue;
+      }
       const CudaBuffer* buffer = nullptr;
       if (slot.kind == SlotKind::scratch) {
         buffer = scratch_[scratch++].get();
