@@ -522,66 +522,80 @@ inline std::vector<Variant> gemm_layernorm(int) {
   return out;
 }
 
-// rms_norm · Wgu fused; the split into gate and up halves; silu(g)·u fused into the down
-// projection with the residual add.
+// One of the Llama MLP's projections: blocks of n columns walking K by kc, in one kernel, or
+// split over K (`splits` > 1) into partials and a second kernel that sums them.
+struct Projection {
+  int64_t n, splits, kc;
+  std::string name() const {
+    return splits == 1 ? fmt::format("n{}_k{}", n, kc)
+                       : fmt::format("split{}_n{}_k{}", splits, n, kc);
+  }
+};
+
+// rms_norm(X) · Wgu as `p` tiles it.
+inline TensorRef norm_gate_up(KernelGraph& g, TensorRef x, TensorRef gain, TensorRef wgu,
+                              const Projection& p) {
+  if (p.splits == 1) return rmsnorm_linear_node(g, x, gain, wgu, p.n, p.kc, "fused_norm_gate_up");
+  auto [parts, ms] =
+      rmsnorm_linear_parts(g, x, gain, wgu, p.n, p.splits, p.kc, "norm_gate_up_parts");
+  return rmsnorm_linear_finish(g, parts, ms, p.splits, 64, "norm_gate_up_finish");
+}
+
+// silu(gate) ⊙ up · Wd + X as `p` tiles it: silu · mul runs on the loop's tiles of gate and up,
+// ahead of the product; the residual is added in the one kernel, or in the split's finish.
+inline TensorRef mlp_down(KernelGraph& g, TensorRef gate, TensorRef up, TensorRef wd, TensorRef x,
+                          const Projection& p) {
+  const int64_t inter = g.type(gate).dims[1];
+  const bool split = p.splits > 1;
+  std::vector<ir::TensorType> operands{g.type(gate), g.type(up), g.type(wd)};
+  if (!split) operands.push_back(g.type(x));
+  BlockGraph b({{kHidden / p.n, p.splits, 1}}, inter / p.splits / p.kc, operands);
+  int32_t gi = b.iterator(0, split ? kSplitRows : kAll, 1);
+  int32_t ui = b.iterator(1, split ? kSplitRows : kAll, 1);
+  int32_t wi = b.iterator(2, split ? kSplitWeight : kOnX1, 0);
+  int32_t h =
+      b.add(ir::BinaryOp{ir::BinaryFn::mul}, {b.add(ir::UnaryOp{ir::UnaryFn::silu}, {gi}), ui});
+  int32_t down = b.accumulate(AccumFn::sum, b.add(ir::MatmulOp{}, {h, wi}));
+  if (split) {
+    b.save(down, kStackParts);
+    TensorRef parts = fused(g, std::move(b), {gate, up, wd}, "down_parts");
+    return linear_finish(g, parts, x, p.splits, 64, "down_finish");
+  }
+  int32_t xi = b.iterator(3, kOnX1, kReplicate);
+  b.save(b.add(ir::BinaryOp{ir::BinaryFn::add}, {down, b.accumulate(AccumFn::mean, xi)}), kOnX1);
+  return fused(g, std::move(b), {gate, up, wd, x}, "fused_mlp_down");
+}
+
+// rms_norm · Wgu, the split into gate and up halves, silu(g)·u fused into the down projection
+// with the residual add; each projection in one kernel or split over K.
 inline std::vector<Variant> llama_mlp_block(int bs) {
   std::vector<Variant> out;
   const int64_t inter = 14336;
-  struct Tiling {
-    int64_t n, kc, dn, dk;
+  // Grids of more than one wave keep the weights in the for-loop's stages. At bs1, 112 blocks of
+  // 256 columns for gate_up and 128 of 32 (or 64 pairs of 64) for down stream them, as
+  // rmsnorm_linear's and gated_mlp's kernels do. At bs8 such streams took 130 µs against the
+  // library products' 100 (bench/results/llama_streams_h200.txt): down's staged A, 8 rows of all
+  // of K, leaves its weight no room unless split over K, and the 8-row gate_up streams slowly.
+  std::vector<std::pair<Projection, Projection>> tilings{
+      {{64, 1, 256}, {32, 1, 256}},
+      {{224, 1, 128}, {32, 1, 512}},
+      {{256, 4, 64}, {256, 16, 64}},
+      {{512, 4, 32}, {256, 8, 64}},
   };
-  for (auto [n, kc, dn, dk] : {Tiling{64, 256, 32, 256}, Tiling{32, 512, 16, 512},
-                               Tiling{224, 128, 32, 256}, Tiling{224, 128, 32, 512}}) {
+  if (bs == 1)
+    tilings.insert(tilings.end(),
+                   {{{256, 1, 4096}, {64, 1, 2048}}, {{256, 1, 2048}, {32, 1, 2048}}});
+  for (const auto& [up_p, down_p] : tilings) {
     KernelGraph g;
     TensorRef x = g.input("X", {bs, kHidden}, DType::f16);
     TensorRef gain = g.input("G", {kHidden}, DType::f16);
     TensorRef wgu = g.input("Wgu", {kHidden, 2 * inter}, DType::f16);
     TensorRef wd = g.input("Wd", {inter, kHidden}, DType::f16);
-    TensorRef gu = rmsnorm_linear_node(g, x, gain, wgu, n, kc, "fused_norm_gate_up");
-    std::vector<TensorRef> parts =
-        g.add_node(ir::SplitOp{.dim = 1, .sizes = {inter, inter}}, {gu}, "split");
-    BlockGraph b({{kHidden / dn, 1, 1}}, inter / dk,
-                 {g.type(parts[0]), g.type(parts[1]), g.type(wd), g.type(x)});
-    int32_t gi = b.iterator(0, kAll, 1);
-    int32_t ui = b.iterator(1, kAll, 1);
-    int32_t wi = b.iterator(2, kOnX1, 0);
-    int32_t xi = b.iterator(3, kOnX1, kReplicate);
-    int32_t h =
-        b.add(ir::BinaryOp{ir::BinaryFn::mul}, {b.add(ir::UnaryOp{ir::UnaryFn::silu}, {gi}), ui});
-    int32_t down = b.accumulate(AccumFn::sum, b.add(ir::MatmulOp{}, {h, wi}));
-    int32_t res = b.add(ir::BinaryOp{ir::BinaryFn::add}, {down, b.accumulate(AccumFn::mean, xi)});
-    b.save(res, kOnX1);
-    g.mark_output(fused(g, std::move(b), {parts[0], parts[1], wd, x}, "fused_mlp_down"), "out");
-    out.push_back({fmt::format("n{}_k{}_down_n{}_k{}", n, kc, dn, dk), std::move(g)});
-  }
-  // Both projections split over K: norm·gate_up partials and their finish, the split into gate
-  // and up, silu(g)·u · Wd partials, and their finish with the residual.
-  struct SplitTiling {
-    int64_t n, s, kc, dn, ds, dk;
-  };
-  for (auto [n, s, kc, dn, ds, dk] :
-       {SplitTiling{256, 4, 64, 256, 16, 64}, SplitTiling{512, 4, 32, 256, 8, 64}}) {
-    KernelGraph g;
-    TensorRef x = g.input("X", {bs, kHidden}, DType::f16);
-    TensorRef gain = g.input("G", {kHidden}, DType::f16);
-    TensorRef wgu = g.input("Wgu", {kHidden, 2 * inter}, DType::f16);
-    TensorRef wd = g.input("Wd", {inter, kHidden}, DType::f16);
-    auto [gu_parts, ms] = rmsnorm_linear_parts(g, x, gain, wgu, n, s, kc, "norm_gate_up_parts");
-    TensorRef gu = rmsnorm_linear_finish(g, gu_parts, ms, s, 64, "norm_gate_up_finish");
+    TensorRef gu = norm_gate_up(g, x, gain, wgu, up_p);
     std::vector<TensorRef> halves =
         g.add_node(ir::SplitOp{.dim = 1, .sizes = {inter, inter}}, {gu}, "split");
-    BlockGraph b({{kHidden / dn, ds, 1}}, inter / ds / dk,
-                 {g.type(halves[0]), g.type(halves[1]), g.type(wd)});
-    int32_t gi = b.iterator(0, kSplitRows, 1);
-    int32_t ui = b.iterator(1, kSplitRows, 1);
-    int32_t wi = b.iterator(2, kSplitWeight, 0);
-    int32_t h =
-        b.add(ir::BinaryOp{ir::BinaryFn::mul}, {b.add(ir::UnaryOp{ir::UnaryFn::silu}, {gi}), ui});
-    b.save(b.accumulate(AccumFn::sum, b.add(ir::MatmulOp{}, {h, wi})), kStackParts);
-    TensorRef down = fused(g, std::move(b), {halves[0], halves[1], wd}, "down_parts");
-    g.mark_output(linear_finish(g, down, x, ds, 64, "down_finish"), "out");
-    out.push_back(
-        {fmt::format("split{}_n{}_k{}_down_split{}_n{}_k{}", s, n, kc, ds, dn, dk), std::move(g)});
+    g.mark_output(mlp_down(g, halves[0], halves[1], wd, x, down_p), "out");
+    out.push_back({up_p.name() + "_down_" + down_p.name(), std::move(g)});
   }
   // Library products around fused passes: the norm as its own kernel, both projections as
   // kernel-level matmuls (cuBLAS calls where cuBLAS loaded), and between them silu(g) · u in one
