@@ -573,9 +573,9 @@ inline std::vector<Variant> llama_mlp_block(int bs) {
   const int64_t inter = 14336;
   // Grids of more than one wave keep the weights in the for-loop's stages. At bs1, 112 blocks of
   // 256 columns for gate_up and 128 of 32 (or 64 pairs of 64) for down stream them, as
-  // rmsnorm_linear's and gated_mlp's kernels do. At bs8 such streams took 130 µs against the
-  // library products' 100 (bench/results/llama_streams_h200.txt): down's staged A, 8 rows of all
-  // of K, leaves its weight no room unless split over K, and the 8-row gate_up streams slowly.
+  // rmsnorm_linear's and gated_mlp's kernels do. At bs8 such streams took 115.9-130.4 µs against
+  // the library products' 100.4 (bench/results/llama_streams_h200.txt): down's staged A, 8 rows of
+  // all of K, leaves its weight no room unless split over K, and the 8-row gate_up streams slowly.
   std::vector<std::pair<Projection, Projection>> tilings{
       {{64, 1, 256}, {32, 1, 256}},
       {{224, 1, 128}, {32, 1, 512}},
