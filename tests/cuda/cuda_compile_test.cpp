@@ -268,10 +268,23 @@ TEST(CudaCompile, StreamsSplitOverBlockPairs) {
       EXPECT_NE(k.source.find("first = (int)(blockIdx.x & 1) * 16"), std::string::npos)
           << "32 chunks of 128 rows, 16 a block";
     }
+    if (bs == 8) {
+      // 16 rows of X over 8 iterations: each block of the pair stages its 4, which leaves the
+      // weight three 32 KB chunks in flight where all 8 left it two of 16 KB.
+      EXPECT_NE(k.source.find("if ((unsigned)(it - (int)(blockIdx.x & 1) * 4) < 4u)"),
+                std::string::npos)
+          << k.source;
+      EXPECT_NE(k.source.find("3 chunks of 128 rows each in flight"), std::string::npos)
+          << k.source;
+    }
     EXPECT_EQ(k.grid[0], 96u) << "48 blocks of 128 columns, two each";
     EXPECT_GT(k.shared_bytes, 227u * 1024 / 2) << "one block of a pair per multiprocessor";
     compile_all(g, "rmsnorm_linear " + name, seen, h200);
   }
+  // A for-loop of one iteration cannot be halved: both blocks of the pair stage all of it.
+  const KernelLaunch whole = lower(variant("rmsnorm_linear", 1, "n128_k4096"), h200).kernels.at(0);
+  EXPECT_NE(whole.source.find(pair), std::string::npos);
+  EXPECT_EQ(whole.source.find("(it - (int)(blockIdx.x & 1)"), std::string::npos) << whole.source;
   // 96 blocks of 64 columns would be two waves as pairs: the TMA streams them as before.
   const KernelLaunch single = lower(variant("rmsnorm_linear", 1, "n64_k2048"), h200).kernels.at(0);
   EXPECT_EQ(single.source.find(pair), std::string::npos);

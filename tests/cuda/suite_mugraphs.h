@@ -193,6 +193,8 @@ inline std::vector<Variant> rmsnorm_linear(int bs) {
                                    {128, 1024},
                                    {64, 4096},
                                    {128, 4096}});
+  // At bs8 each block of an n128 pair stages only its half of X's 16 rows, which leaves the weight
+  // three 32 KB chunks in flight (27.6 µs, was 40.2; bench/results/halved_staging_h200.txt).
   if (bs == 8) tilings.insert(tilings.end(), {{64, 512}, {128, 512}});
   for (auto [n, kc] : tilings) {
     KernelGraph g;
@@ -576,6 +578,10 @@ inline std::vector<Variant> llama_mlp_block(int bs) {
   // rmsnorm_linear's and gated_mlp's kernels do. At bs8 such streams took 115.9-130.4 µs against
   // the library products' 100.4 (bench/results/llama_streams_h200.txt): down's staged A, 8 rows of
   // all of K, leaves its weight no room unless split over K, and the 8-row gate_up streams slowly.
+  // With pairs staging half of K each, down n64_k512 streams whole, but the two streams took
+  // 136.0-138.3 µs against 98.8 (halved_staging_h200.txt), left out. Not profiled; the likely
+  // bound is rmsnorm_linear bs8's: the for-loops' per-element work (bench/gpu_notes.md, version
+  // 23).
   std::vector<std::pair<Projection, Projection>> tilings{
       {{64, 1, 256}, {32, 1, 256}},
       {{224, 1, 128}, {32, 1, 512}},

@@ -204,6 +204,10 @@ class BlockLowering {
   bool staged_directly(int32_t id) const { return staged_directly_[size_t(id)]; }
   int64_t staged_bytes(int64_t m, int64_t k) const;
   int64_t staged_budget() const;
+  int64_t staged_iterations() const { return halved_staging_ ? r_ / 2 : r_; }
+  int64_t staged_stride(int64_t k) const { return staged_iterations() * k + kStagedPad; }
+  std::string staged_first_iteration() const;
+  void find_streamed_with_halved_staging();
   int64_t stream_staged_elements(int32_t id) const;
   std::string stream_load(int32_t id, const std::string& unit, const std::string& slot) const;
   std::string stream_declare(int32_t id) const;
@@ -299,6 +303,7 @@ class BlockLowering {
   std::vector<bool> staged_directly_;  // A iterators copied straight into a stream's staged A
   bool loop_free_room_ = false;        // the loop walks no tiles: its room goes to the TMA stages
   int stream_ranks_ = 1;               // 2: each block a cluster pair (choose_stream_ranks())
+  bool halved_staging_ = false;        // each block of a pair stages only its half of A's K
   std::vector<Chain> chains_;
   std::vector<int> chain_index_;    // every node a chain covers -> its index in chains_, or -1
   std::vector<int32_t> tma_order_;  // the tiles the TMA copies; tensor map k is tma_order_[k]'s

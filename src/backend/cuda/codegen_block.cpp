@@ -118,7 +118,7 @@ void BlockLowering::analyse_readers() {
       resident_of_[size_t(reader_[size_t(id)])] = id;
     }
   find_chains();
-  find_streamed();
+  find_streamed_with_halved_staging();
   find_tma_tiles();
 }
 
@@ -143,6 +143,9 @@ void BlockLowering::plan() {
       break;
     plan_loop();
   }
+  if (halved_staging_ && !paired())
+    fail("cuda: fused node '{}' stages half of A's K for a block pair that it no longer runs as",
+         name_);
   // A pair's blocks must run on two multiprocessors, not share one: each asks for more than
   // half of a multiprocessor's shared memory.
   if (paired()) shared_ = std::max(shared_, options_.max_shared_bytes / 2 + 1024);

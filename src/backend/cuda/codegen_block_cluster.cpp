@@ -63,6 +63,51 @@ void BlockLowering::choose_stream_ranks() {
   if (any) stream_ranks_ = 2;
 }
 
+// The streamed products, chosen as for single blocks; then, where the grid could run as pairs
+// over an even number of iterations, chosen again with each block of a pair staging only its
+// half of A's K (the iterations of the units or chunks it streams), kept where the kernel then
+// pairs. Staging all of K, 16 rows of 4096 took 128 KB and left rmsnorm_linear bs8's TMA stream
+// two 16 KB stages (bench/gpu_notes.md, version 22); a half leaves it three of 32 KB.
+void BlockLowering::find_streamed_with_halved_staging() {
+  const std::vector<bool> resident = resident_;
+  const std::vector<int32_t> resident_of = resident_of_;
+  halved_staging_ = false;
+  find_streamed();
+  const auto& grid = g_.grid().extent;
+  if (!options_.clusters || options_.multiprocessors <= 0 || r_ % 2 != 0 ||
+      2 * grid[0] * grid[1] * grid[2] > options_.multiprocessors)
+    return;
+  struct Choice {
+    std::vector<bool> resident, streamed, staged_directly;
+    std::vector<int32_t> resident_of, stream_owner, stream_tma_order;
+    bool loop_free_room;
+  };
+  const Choice single{resident_,     streamed_,         staged_directly_, resident_of_,
+                      stream_owner_, stream_tma_order_, loop_free_room_};
+  resident_ = resident;
+  resident_of_ = resident_of;
+  halved_staging_ = true;
+  find_streamed();
+  choose_stream_ranks();
+  const bool pairs = paired();
+  stream_ranks_ = 1;
+  if (pairs) return;
+  halved_staging_ = false;
+  resident_ = single.resident;
+  streamed_ = single.streamed;
+  staged_directly_ = single.staged_directly;
+  resident_of_ = single.resident_of;
+  stream_owner_ = single.stream_owner;
+  stream_tma_order_ = single.stream_tma_order;
+  loop_free_room_ = single.loop_free_room;
+}
+
+// The first iteration of A this block stages: its half's, where the pair halves the staging.
+std::string BlockLowering::staged_first_iteration() const {
+  if (!halved_staging_) return "0";
+  return fmt::format("(int)(blockIdx.x & 1) * {}", r_ / 2);
+}
+
 // The grid index of `axis` as the block graph sees it: a pair shares one index.
 std::string BlockLowering::block_index(int axis) const {
   static const char* const names[] = {"blockIdx.x", "blockIdx.y", "blockIdx.z"};

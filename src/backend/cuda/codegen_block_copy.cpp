@@ -117,15 +117,17 @@ std::string BlockLowering::load(int32_t id, const std::string& iteration,
 }
 
 // Every iteration's tile of iterator `id` straight into the staged A of the streamed matmuls
-// that read it (find_staged_directly()), by cp.async in the prologue: [m][r_ * k + pad] 16-bit
-// elements, iteration it's tile at columns it * k.
+// that read it (find_staged_directly()), by cp.async in the prologue: [m][iterations x k + pad]
+// 16-bit elements, iteration it's tile at columns it * k (from the block's first staged one).
 std::string BlockLowering::load_staged(int32_t id) const {
   const int32_t owner = stream_owner_[size_t(reader_[size_t(id)])];
   const int64_t k = node(id).tile.dims[1];
-  return fmt::format("  for (int it = 0; it < {}; ++it) {{\n{}  }}\n", r_,
-                     vector_copies(id, "it",
-                                   fmt::format("sx{0} + (e / {1}) * {2} + it * {1} + e % {1}",
-                                               owner, k, r_ * k + kStagedPad)));
+  const std::string first = staged_first_iteration();
+  return fmt::format(
+      "  for (int it = {0}; it < {0} + {1}; ++it) {{\n{2}  }}\n", first, staged_iterations(),
+      vector_copies(id, "it",
+                    fmt::format("sx{0} + (e / {1}) * {2} + (it - {3}) * {1} + e % {1}", owner, k,
+                                staged_stride(k), first)));
 }
 
 }  // namespace yirage::backend::cuda::detail

@@ -52,7 +52,7 @@ constexpr int64_t kLoopReserve = 48 * 1024;
 // fragments are zeros, a_fragment()), which leaves a 2-row A a quarter of the shared memory that
 // whole halves took, for the TMA's stages.
 int64_t BlockLowering::staged_bytes(int64_t m, int64_t k) const {
-  return m * (r_ * k + kStagedPad) * 2;
+  return m * staged_stride(k) * 2;
 }
 
 // A lane's `type` fragment word(s) of staged A at `rows` (its row h * 8 + g): zeros past row m.
@@ -281,12 +281,16 @@ std::string BlockLowering::stream_stage(int32_t id) const {
   if (stream_owner_[size_t(id)] != id || staged_directly(node(id).inputs[0])) return "";
   const BlockNode& n = node(id);
   const StreamPlan p = stream_plan(id);
-  return fmt::format(
+  const std::string store = fmt::format(
       "  for (int e = threadIdx.x; e < {count}; e += {threads})\n"
-      "    sx{id}[(e / {k}) * {stride} + it * {k} + e % {k}] = {bits};\n",
+      "    sx{id}[(e / {k}) * {stride} + (it - {first}) * {k} + e % {k}] = {bits};\n",
       fmt::arg("count", p.m * p.k), fmt::arg("threads", kBlockThreads), fmt::arg("id", id),
-      fmt::arg("k", p.k), fmt::arg("stride", r_ * p.k + kStagedPad),
+      fmt::arg("k", p.k), fmt::arg("stride", staged_stride(p.k)),
+      fmt::arg("first", staged_first_iteration()),
       fmt::arg("bits", bits(n.inputs[0], "e", ctype(n.tile.dtype))));
+  if (!halved_staging_) return store;
+  return fmt::format("  if ((unsigned)(it - {}) < {}u) {{\n{}  }}\n", staged_first_iteration(),
+                     staged_iterations(), store);
 }
 
 // After the for-loop: the warp's units, `depth` of them in flight, with no barrier. A unit's
@@ -308,8 +312,8 @@ std::string BlockLowering::stream_run(int32_t id) const {
       "        const int u = u0 + d, unit = first + u;\n"
       "        if (u < {units}) {{\n"
       "          const int q = warp + (unit % {per_warp}) * {warps}, ks = q / {groups};\n"
-      "          const unsigned short* const a_rows = sx{owner} + (unit / {per_warp}) * {k} + ks * "
-      "16 + tq * 4;\n"
+      "          const unsigned short* const a_rows = sx{owner} + (unit / {per_warp} - "
+      "{staged_first}) * {k} + ks * 16 + tq * 4;\n"
       "          float (*const acc)[{halves}][4] = r{id}[d % {sets}];\n"
       "          unsigned f[{tiles}][4];\n"
       "#pragma unroll\n"
@@ -337,11 +341,10 @@ std::string BlockLowering::stream_run(int32_t id) const {
       fmt::arg("owner", stream_owner_[size_t(id)]), fmt::arg("halves", p.halves),
       fmt::arg("sets", p.sets), fmt::arg("tiles", p.vector / 2),
       fmt::arg("load", stream_load(id, fmt::format("unit + {}", p.depth), "d")),
-      fmt::arg("first", stream_first_unit(id)), fmt::arg("stride", r_ * p.k + kStagedPad),
+      fmt::arg("first", stream_first_unit(id)), fmt::arg("staged_first", staged_first_iteration()),
       fmt::arg("t", ctype(n.tile.dtype)),
-      fmt::arg("x",
-               a_fragment("uint2", fmt::format("a_rows + (h * 8 + g) * {}", r_ * p.k + kStagedPad),
-                          p.m)));
+      fmt::arg("x", a_fragment("uint2",
+                               fmt::format("a_rows + (h * 8 + g) * {}", staged_stride(p.k)), p.m)));
   return s;
 }
 

@@ -187,7 +187,7 @@ std::string BlockLowering::tma_stream_run(int32_t id) const {
 std::string BlockLowering::tma_stream_chunk(int32_t id) const {
   const StreamPlan p = stream_plan(id);
   const TmaStreamPlan t = tma_stream_plan(id);
-  const int64_t stride = r_ * p.k + kStagedPad;
+  const int64_t stride = staged_stride(p.k);
   const std::string address =
       t.swizzled ? fmt::format("yr_swizzle128(ks * 16 + lrow, nt * 16 + lcol, {})", t.chunk)
                  : fmt::format("(ks * 16 + lrow) * {} + nt * 16 + lcol", p.n);
@@ -219,8 +219,8 @@ std::string BlockLowering::tma_stream_chunk(int32_t id) const {
       "#pragma unroll\n"
       "      for (int j = 0; j < {steps}; ++j) {{\n"
       "        const int u = warp + j * {warps}, ks = u / {tiles}, nt = u % {tiles};\n"
-      "        const unsigned short* const a_rows = sx{owner} + (first + c) * {rows} + ks * 16 + "
-      "tq * 2;\n"
+      "        const unsigned short* const a_rows = sx{owner} + (first + c) * {rows} - "
+      "{staged_first} * {k} + ks * 16 + tq * 2;\n"
       "        unsigned x[{halves}][2];\n"
       "#pragma unroll\n"
       "        for (int h = 0; h < {halves}; ++h) {{\n"
@@ -237,6 +237,7 @@ std::string BlockLowering::tma_stream_chunk(int32_t id) const {
       fmt::arg("type", ctype(node(id).tile.dtype)), fmt::arg("stage", t.chunk * p.n),
       fmt::arg("steps", t.steps), fmt::arg("warps", kBlockWarps), fmt::arg("tiles", t.tiles),
       fmt::arg("owner", stream_owner_[size_t(id)]), fmt::arg("halves", p.halves),
+      fmt::arg("staged_first", staged_first_iteration()),
       fmt::arg("x0", a_fragment("unsigned", fmt::format("a_rows + (h * 8 + g) * {}", stride), p.m)),
       fmt::arg("x1",
                a_fragment("unsigned", fmt::format("a_rows + (h * 8 + g) * {} + 8", stride), p.m)),
