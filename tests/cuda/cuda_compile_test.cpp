@@ -532,6 +532,43 @@ TEST(CudaCompile, SplitsOfOneRowAreViews) {
   }
 }
 
+// A split of several rows that only fused kernels read costs no kernel either: its parts are
+// strided views, which the fused kernel addresses with the operand's row stride. Read by a plain
+// kernel, the same split keeps its copy kernels.
+TEST(CudaCompile, SplitsReadByFusedKernelsAreStridedViews) {
+  auto split_graph = [](bool plain_reader) {
+    ir::KernelGraph g;
+    auto x = g.input("X", {8, 1024}, ir::DType::f16);
+    auto parts = g.split(g.exp(x), 1, {512, 512});
+    g.mark_output(cuda_suite::silu_mul_node(g, parts[0], parts[1], 64), "out");
+    if (plain_reader) g.mark_output(g.exp(parts[1]), "again");
+    return g;
+  };
+  const Program views = lower(split_graph(false));
+  ASSERT_EQ(views.kernels.size(), 2u) << "exp and silu_mul, no copies";
+  std::vector<Slot> view_slots;
+  for (const Slot& s : views.slots)
+    if (s.kind == SlotKind::view) view_slots.push_back(s);
+  ASSERT_EQ(view_slots.size(), 2u);
+  EXPECT_EQ(std::tuple(view_slots[0].bytes, view_slots[0].offset), std::tuple(8192u, 0u));
+  EXPECT_EQ(std::tuple(view_slots[1].bytes, view_slots[1].offset), std::tuple(8192u, 1024u));
+  // Gate and up rows 1024 elements apart; the output's 512.
+  const std::string& silu_mul = views.kernels[1].source;
+  auto count = [&](const std::string& text) {
+    size_t n = 0;
+    for (size_t at = silu_mul.find(text); at != std::string::npos; at = silu_mul.find(text, at + 1))
+      ++n;
+    return n;
+  };
+  EXPECT_EQ(count("% 8) * 1024ll"), 2u) << silu_mul;
+  EXPECT_EQ(count("% 8) * 512ll"), 1u) << silu_mul;
+  std::set<std::string> seen;
+  compile_all(split_graph(false), "strided split views", seen);
+  const Program copies = lower(split_graph(true));
+  EXPECT_EQ(copies.kernels.size(), 5u) << "exp, two split copies, silu_mul, exp";
+  for (const Slot& s : copies.slots) EXPECT_NE(s.kind, SlotKind::view);
+}
+
 // A generated kernel that does not compile must fail loudly, naming the kernel.
 TEST(CudaCompile, BrokenSourceFails) {
   std::string reason;

@@ -182,6 +182,27 @@ TEST(CudaGpu, SplitViewsMatchReference) {
   expect_matches(g, *cuda, fresh_seed(), "split views");
 }
 
+// Splits of several rows that only fused kernels read run as strided views (codegen.h), read
+// through each of the kernels' paths: register rows (silu_mul), 16-byte copies of X into a
+// stream's staged A, and weights split by columns streamed by TMA (or through registers with
+// YIRAGE_CUDA_TMA=0, which bench/gpu.sh runs for *Streams*).
+TEST(CudaGpu, StridedSplitViewsStreamsMatchReference) {
+  CUDA_OR_SKIP(cuda);
+  ir::KernelGraph g;
+  auto y = g.input("Y", {8, 1024}, ir::DType::f16);
+  auto halves = g.split(g.exp(y), 1, {512, 512});
+  g.mark_output(cuda_suite::silu_mul_node(g, halves[0], halves[1], 64), "silu_mul");
+  auto x = g.input("X", {16, 512}, ir::DType::f16);
+  auto w = g.input("W", {256, 1024}, ir::DType::f16);
+  auto x_parts = g.split(x, 1, {256, 256});
+  auto w_parts = g.split(w, 1, {384, 640});
+  g.mark_output(cuda_suite::linear_node(g, x_parts[1], w_parts[1], std::nullopt, 64, 128, "lin"),
+                "linear");
+  g.mark_output(cuda_suite::linear_node(g, x_parts[0], w_parts[0], std::nullopt, 64, 256, "lin2"),
+                "linear_whole_k");
+  expect_matches(g, *cuda, fresh_seed(), "strided split views");
+}
+
 // Row-wise chains in registers (codegen_block_rows.cpp; bench/gpu.sh runs this file again with
 // YIRAGE_CUDA_ROWS=0 for the shared-memory path): ntrans's at bs1 and a layer_norm chain with a
 // weight, a bias and two outputs, in every float dtype.

@@ -76,7 +76,10 @@ std::string fragment_stores(const std::string& indent, int64_t m, int64_t n, int
 
 class BlockLowering {
  public:
-  BlockLowering(const ir::BlockGraph& g, const std::string& name, const CodegenOptions& options);
+  // `operand_strides`: each operand's element strides, where it is a view into a larger tensor
+  // (a split's part, codegen.h); empty for operands that are all contiguous.
+  BlockLowering(const ir::BlockGraph& g, const std::string& name, const CodegenOptions& options,
+                std::vector<ir::Dims> operand_strides = {});
   KernelLaunch run(const std::vector<int>& in, const std::vector<int>& out);
 
  private:
@@ -160,6 +163,9 @@ class BlockLowering {
   int64_t stored_elements(int32_t id) const;
   std::string stored_index(int32_t id, const std::string& index) const;
   std::string tile_source(int32_t id, const std::string& iteration, const std::string& e) const;
+  const ir::Dims& operand_strides(int64_t operand) const {
+    return operand_strides_[size_t(operand)];
+  }
   bool vector_rows(int32_t id) const;
   std::string vector_copies(int32_t id, const std::string& iteration,
                             const std::string& dst_of_e) const;
@@ -286,6 +292,8 @@ class BlockLowering {
   std::string wgmma_chain_body(const Chain& c) const;
 
   const ir::BlockGraph& g_;
+  std::vector<ir::Dims>
+      operand_strides_;  // every operand's element strides (row-major or a view's)
   std::string name_;
   CodegenOptions options_;
   int64_t r_;

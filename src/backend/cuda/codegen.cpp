@@ -242,6 +242,29 @@ bool contiguous_parts(const ir::TensorType& type, const ir::SplitOp& split) {
                      [&](int64_t size) { return size * inner % 256 == 0; });
 }
 
+// Whether the parts of `split` (node `id`) can be strided views of its operand: each part starts
+// at a multiple of 256 bytes, every stride but the last is whole 16 bytes (the kernels' vector
+// accesses and the TMA's row pitch), and only fused kernels read the parts, for they alone take
+// an operand's strides (codegen_block_copy.cpp). Nothing marks a part as an output.
+bool strided_parts(const ir::KernelGraph& graph, int32_t id, const ir::SplitOp& split) {
+  const ir::TensorType& type = graph.type(graph.nodes()[size_t(id)].inputs[0]);
+  const ir::Dims strides = ir::row_major_strides(type.dims);
+  const int64_t size = ir::dtype_size(type.dtype);
+  for (size_t d = 0; d + 1 < strides.size(); ++d)
+    if (strides[d] * size % 16 != 0) return false;
+  int64_t start = 0;
+  for (int64_t part : split.sizes) {
+    if (start * strides[size_t(split.dim)] * size % 256 != 0) return false;
+    start += part;
+  }
+  for (const ir::GraphOutput& out : graph.outputs())
+    if (out.tensor.node == id) return false;
+  for (const ir::Node& n : graph.nodes())
+    for (ir::TensorRef t : n.inputs)
+      if (t.node == id && !std::holds_alternative<ir::FusedOp>(n.op)) return false;
+  return true;
+}
+
 }  // namespace
 
 Program lower(const ir::KernelGraph& graph, const CodegenOptions& options) {
@@ -267,6 +290,8 @@ Program lower(const ir::KernelGraph& graph, const CodegenOptions& options) {
     output_slots.push_back(add_slot(SlotKind::output, int(i), bytes_of(t)));
     output_slot.emplace(t, output_slots.back());
   }
+  // Views that are not contiguous: their slots' element strides (those of the split operand).
+  std::map<int, ir::Dims> view_strides;
   int scratch = 0;
   for (size_t id = 0; id < graph.nodes().size(); ++id) {
     const ir::Node& node = graph.nodes()[id];
@@ -277,16 +302,22 @@ Program lower(const ir::KernelGraph& graph, const CodegenOptions& options) {
       slot_of[{int32_t(id), 0}] = in[0];  // copied below if it is an output
       continue;
     }
-    if (const auto* split = std::get_if<ir::SplitOp>(&node.op);
-        split && contiguous_parts(graph.type(node.inputs[0]), *split)) {
-      size_t offset = 0;
-      for (size_t port = 0; port < node.outputs.size(); ++port) {
-        const ir::TensorRef t{int32_t(id), int32_t(port)};
-        program.slots.push_back({SlotKind::view, in[0], bytes_of(t), offset});
-        slot_of[t] = int(program.slots.size() - 1);  // copied below if it is an output
-        offset += bytes_of(t);
+    if (const auto* split = std::get_if<ir::SplitOp>(&node.op)) {
+      const ir::TensorType& whole = graph.type(node.inputs[0]);
+      const bool contiguous = contiguous_parts(whole, *split);
+      if (contiguous || strided_parts(graph, int32_t(id), *split)) {
+        const ir::Dims strides = ir::row_major_strides(whole.dims);
+        const size_t step = size_t(strides[size_t(split->dim)]) * ir::dtype_size(whole.dtype);
+        size_t offset = 0;
+        for (size_t port = 0; port < node.outputs.size(); ++port) {
+          const ir::TensorRef t{int32_t(id), int32_t(port)};
+          program.slots.push_back({SlotKind::view, in[0], bytes_of(t), offset});
+          slot_of[t] = int(program.slots.size() - 1);  // copied below if it is an output
+          if (!contiguous) view_strides[slot_of[t]] = strides;
+          offset += size_t(split->sizes[port]) * step;
+        }
+        continue;
       }
-      continue;
     }
     std::vector<int> out;
     for (size_t port = 0; port < node.outputs.size(); ++port) {
@@ -306,7 +337,16 @@ Program lower(const ir::KernelGraph& graph, const CodegenOptions& options) {
       call.what = fmt::format("node '{}' (matmul, cuBLAS)", node.name);
       program.kernels.push_back(std::move(call));
     } else if (const auto* fused = std::get_if<ir::FusedOp>(&node.op)) {
-      program.kernels.push_back(detail::lower_fused(*fused->body, node.name, in, out, options));
+      std::vector<ir::Dims> strides;  // empty: every operand contiguous
+      if (std::any_of(in.begin(), in.end(), [&](int s) { return view_strides.contains(s); }))
+        for (size_t i = 0; i < in.size(); ++i) {
+          auto view = view_strides.find(in[i]);
+          strides.push_back(view != view_strides.end()
+                                ? view->second
+                                : ir::row_major_strides(fused->body->operands()[i].dims));
+        }
+      program.kernels.push_back(
+          detail::lower_fused(*fused->body, node.name, in, out, options, std::move(strides)));
     } else {
       for (KernelLaunch& k : detail::lower_op(graph, node, in, out))
         program.kernels.push_back(std::move(k));

@@ -4,9 +4,10 @@
 // tensors: the graph's inputs, its marked outputs, and scratch buffers for the intermediates. A
 // reshape costs nothing (its result shares its operand's slot), nor does a split whose parts are
 // contiguous runs of its operand (every dim before the split's is 1, as for one token's
-// activations): each part is a view, a slot at an offset into the operand's. Either takes a copy
-// where it is itself marked as an output. Every other node becomes one kernel, or a few (one per
-// output of a split, one per operand of a concat):
+// activations): each part is a view, a slot at an offset into the operand's. So is a split whose
+// parts only fused kernels read, though its parts are not contiguous: those kernels address them
+// with the operand's strides. Either takes a copy where it is itself marked as an output. Every
+// other node becomes one kernel, or a few (one per output of a split, one per operand of a concat):
 //   - a fused node (FusedOp) becomes one kernel that runs its block graph (codegen_block.cpp):
 //     one thread block per grid block, the for-loop over tiles in shared memory with the next
 //     iteration's tiles loaded by cp.async while this one computes, block ops on f32 tiles,

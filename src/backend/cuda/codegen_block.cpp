@@ -28,8 +28,16 @@ bool cheap_elementwise(const ir::BlockOp& op) {
 }  // namespace
 
 BlockLowering::BlockLowering(const BlockGraph& g, const std::string& name,
-                             const CodegenOptions& options)
-    : g_(g), name_(name), options_(options), r_(g.forloop_range()) {}
+                             const CodegenOptions& options, std::vector<Dims> operand_strides)
+    : g_(g),
+      operand_strides_(std::move(operand_strides)),
+      name_(name),
+      options_(options),
+      r_(g.forloop_range()) {
+  if (operand_strides_.empty())
+    for (const ir::TensorType& t : g.operands())
+      operand_strides_.push_back(ir::row_major_strides(t.dims));
+}
 
 KernelLaunch BlockLowering::run(const std::vector<int>& in, const std::vector<int>& out) {
   analyse_readers();
@@ -743,8 +751,9 @@ extern "C" __global__ void {cluster}__launch_bounds__({threads}) {name}({params}
 
 KernelLaunch lower_fused(const ir::BlockGraph& body, const std::string& name,
                          const std::vector<int>& input_slots, const std::vector<int>& output_slots,
-                         const CodegenOptions& options) {
-  return BlockLowering(body, name, options).run(input_slots, output_slots);
+                         const CodegenOptions& options, std::vector<ir::Dims> operand_strides) {
+  return BlockLowering(body, name, options, std::move(operand_strides))
+      .run(input_slots, output_slots);
 }
 
 }  // namespace yirage::backend::cuda::detail

@@ -1,6 +1,8 @@
 // How a fused node's kernel brings its tiles into shared memory (see block_lowering.h): where
 // each tile lives in its operand, how it is stored (16-bit rows padded against bank conflicts),
 // and the copies themselves.
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "backend/cuda/block_lowering.h"
@@ -61,7 +63,7 @@ std::string BlockLowering::tile_source(int32_t id, const std::string& iteration,
                                        const std::string& e) const {
   const auto& it = std::get<ir::InputIteratorOp>(node(id).op);
   const Dims& dims = g_.operands()[size_t(it.operand)].dims;
-  const Dims strides = ir::row_major_strides(dims);
+  const Dims& strides = operand_strides(it.operand);
   const Dims& tile = node(id).tile.dims;
   std::string base;
   for (int a = 0; a < ir::kGridAxes; ++a) {
@@ -81,7 +83,10 @@ bool BlockLowering::vector_rows(int32_t id) const {
   const auto& it = std::get<ir::InputIteratorOp>(node(id).op);
   const ir::TensorType& operand = g_.operands()[size_t(it.operand)];
   const int64_t vec = 16 / int64_t(ir::dtype_size(operand.dtype));
-  return node(id).tile.dims.back() % vec == 0 && operand.dims.back() % vec == 0;
+  const Dims& strides = operand_strides(it.operand);
+  return node(id).tile.dims.back() % vec == 0 && operand.dims.back() % vec == 0 &&
+         strides.back() == 1 &&
+         std::all_of(strides.begin(), strides.end() - 1, [&](int64_t s) { return s % vec == 0; });
 }
 
 // The 16-byte cp.async copies of one iterator's tile (its rows whole vectors, vector_rows()) for

@@ -218,7 +218,7 @@ std::string BlockLowering::stream_load(int32_t id, const std::string& unit,
   const StreamPlan p = stream_plan(id);
   const int32_t b = node(id).inputs[1];
   const auto& it = std::get<ir::InputIteratorOp>(node(b).op);
-  const int64_t stride = g_.operands()[size_t(it.operand)].dims[1];
+  const int64_t stride = operand_strides(it.operand)[0];
   return fmt::format(
       "      {{\n"
       "        const int loaded = {unit}, q = warp + (loaded % {per_warp}) * {warps};\n"

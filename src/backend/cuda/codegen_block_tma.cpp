@@ -180,7 +180,7 @@ TensorMapArg BlockLowering::operand_map(int32_t id, std::array<uint32_t, 2> box,
   m.arg = it.operand;
   m.dtype = operand.dtype;
   m.dims = {uint64_t(operand.dims[1]), uint64_t(operand.dims[0])};
-  m.row_bytes = uint64_t(operand.dims[1]) * 2;
+  m.row_bytes = uint64_t(operand_strides(it.operand)[0]) * 2;
   m.box = box;
   m.swizzle = swizzle;
   return m;
