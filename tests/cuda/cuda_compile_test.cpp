@@ -502,6 +502,14 @@ TEST(CudaCompile, LibraryMatmulSteps) {
   }
 }
 
+// The (bytes, offset) of each view slot of `program`, in order.
+std::vector<std::pair<size_t, size_t>> view_slots(const Program& program) {
+  std::vector<std::pair<size_t, size_t>> views;
+  for (const Slot& s : program.slots)
+    if (s.kind == SlotKind::view) views.emplace_back(s.bytes, s.offset);
+  return views;
+}
+
 // A split whose parts are contiguous, 256-byte aligned runs of its operand (one row) costs no
 // kernel: each part is a view of the operand's slot. Parts marked as outputs take a copy. Two
 // rows, or a part off the alignment, keep one kernel a part.
@@ -517,18 +525,13 @@ TEST(CudaCompile, SplitsOfOneRowAreViews) {
   const Program views = lower(split_graph(1, 128));
   ASSERT_EQ(views.kernels.size(), 3u) << "exp, exp, and the copy of the output part";
   EXPECT_EQ(views.kernels[2].name, "yr_copy");
-  std::vector<Slot> view_slots;
-  for (const Slot& s : views.slots)
-    if (s.kind == SlotKind::view) view_slots.push_back(s);
-  ASSERT_EQ(view_slots.size(), 2u);
-  EXPECT_EQ(std::tuple(view_slots[0].bytes, view_slots[0].offset), std::tuple(256u, 0u));
-  EXPECT_EQ(std::tuple(view_slots[1].bytes, view_slots[1].offset), std::tuple(1024u, 256u));
+  EXPECT_EQ(view_slots(views), (std::vector<std::pair<size_t, size_t>>{{256, 0}, {1024, 256}}));
   EXPECT_EQ(views.kernels[1].args[0], int(views.slots.size() - 1))
       << "the second exp reads the view";
   for (auto [rows, first] : {std::pair<int64_t, int64_t>{2, 128}, {1, 100}}) {
     const Program copies = lower(split_graph(rows, first));
     EXPECT_EQ(copies.kernels.size(), 4u) << rows << " rows, first part " << first;
-    for (const Slot& s : copies.slots) EXPECT_NE(s.kind, SlotKind::view);
+    EXPECT_TRUE(view_slots(copies).empty());
   }
 }
 
@@ -546,12 +549,7 @@ TEST(CudaCompile, SplitsReadByFusedKernelsAreStridedViews) {
   };
   const Program views = lower(split_graph(false));
   ASSERT_EQ(views.kernels.size(), 2u) << "exp and silu_mul, no copies";
-  std::vector<Slot> view_slots;
-  for (const Slot& s : views.slots)
-    if (s.kind == SlotKind::view) view_slots.push_back(s);
-  ASSERT_EQ(view_slots.size(), 2u);
-  EXPECT_EQ(std::tuple(view_slots[0].bytes, view_slots[0].offset), std::tuple(8192u, 0u));
-  EXPECT_EQ(std::tuple(view_slots[1].bytes, view_slots[1].offset), std::tuple(8192u, 1024u));
+  EXPECT_EQ(view_slots(views), (std::vector<std::pair<size_t, size_t>>{{8192, 0}, {8192, 1024}}));
   // Gate and up rows 1024 elements apart; the output's 512.
   const std::string& silu_mul = views.kernels[1].source;
   auto count = [&](const std::string& text) {
@@ -566,7 +564,7 @@ TEST(CudaCompile, SplitsReadByFusedKernelsAreStridedViews) {
   compile_all(split_graph(false), "strided split views", seen);
   const Program copies = lower(split_graph(true));
   EXPECT_EQ(copies.kernels.size(), 5u) << "exp, two split copies, silu_mul, exp";
-  for (const Slot& s : copies.slots) EXPECT_NE(s.kind, SlotKind::view);
+  EXPECT_TRUE(view_slots(copies).empty());
 }
 
 // A generated kernel that does not compile must fail loudly, naming the kernel.
