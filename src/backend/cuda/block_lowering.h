@@ -76,10 +76,10 @@ std::string fragment_stores(const std::string& indent, int64_t m, int64_t n, int
 
 class BlockLowering {
  public:
-  // `operand_strides`: each operand's element strides, where it is a view into a larger tensor
-  // (a split's part, codegen.h); empty for operands that are all contiguous.
+  // `operand_strides`: each operand's element strides, row-major unless it is a view into a larger
+  // tensor (a split's part, codegen.h).
   BlockLowering(const ir::BlockGraph& g, const std::string& name, const CodegenOptions& options,
-                std::vector<ir::Dims> operand_strides = {});
+                std::vector<ir::Dims> operand_strides);
   KernelLaunch run(const std::vector<int>& in, const std::vector<int>& out);
 
  private:

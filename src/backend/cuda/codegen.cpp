@@ -337,14 +337,13 @@ Program lower(const ir::KernelGraph& graph, const CodegenOptions& options) {
       call.what = fmt::format("node '{}' (matmul, cuBLAS)", node.name);
       program.kernels.push_back(std::move(call));
     } else if (const auto* fused = std::get_if<ir::FusedOp>(&node.op)) {
-      std::vector<ir::Dims> strides;  // empty: every operand contiguous
-      if (std::any_of(in.begin(), in.end(), [&](int s) { return view_strides.contains(s); }))
-        for (size_t i = 0; i < in.size(); ++i) {
-          auto view = view_strides.find(in[i]);
-          strides.push_back(view != view_strides.end()
-                                ? view->second
-                                : ir::row_major_strides(fused->body->operands()[i].dims));
-        }
+      std::vector<ir::Dims> strides;
+      for (size_t i = 0; i < in.size(); ++i) {
+        auto view = view_strides.find(in[i]);
+        strides.push_back(view != view_strides.end()
+                              ? view->second
+                              : ir::row_major_strides(fused->body->operands()[i].dims));
+      }
       program.kernels.push_back(
           detail::lower_fused(*fused->body, node.name, in, out, options, std::move(strides)));
     } else {

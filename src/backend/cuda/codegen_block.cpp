@@ -34,9 +34,9 @@ BlockLowering::BlockLowering(const BlockGraph& g, const std::string& name,
       name_(name),
       options_(options),
       r_(g.forloop_range()) {
-  if (operand_strides_.empty())
-    for (const ir::TensorType& t : g.operands())
-      operand_strides_.push_back(ir::row_major_strides(t.dims));
+  if (operand_strides_.size() != g.operands().size())
+    fail("cuda: fused node '{}' has {} operands but {} stride lists", name_, g.operands().size(),
+         operand_strides_.size());
 }
 
 KernelLaunch BlockLowering::run(const std::vector<int>& in, const std::vector<int>& out) {

@@ -71,35 +71,22 @@ void BlockLowering::choose_stream_ranks() {
 void BlockLowering::find_streamed_with_halved_staging() {
   const std::vector<bool> resident = resident_;
   const std::vector<int32_t> resident_of = resident_of_;
-  halved_staging_ = false;
-  find_streamed();
-  const auto& grid = g_.grid().extent;
-  if (!options_.clusters || options_.multiprocessors <= 0 || r_ % 2 != 0 ||
-      2 * grid[0] * grid[1] * grid[2] > options_.multiprocessors)
-    return;
-  struct Choice {
-    std::vector<bool> resident, streamed, staged_directly;
-    std::vector<int32_t> resident_of, stream_owner, stream_tma_order;
-    bool loop_free_room;
+  auto choose = [&](bool halved) {  // find_streamed() marks the streamed products resident
+    resident_ = resident;
+    resident_of_ = resident_of;
+    halved_staging_ = halved;
+    find_streamed();
   };
-  const Choice single{resident_,     streamed_,         staged_directly_, resident_of_,
-                      stream_owner_, stream_tma_order_, loop_free_room_};
-  resident_ = resident;
-  resident_of_ = resident_of;
-  halved_staging_ = true;
-  find_streamed();
-  choose_stream_ranks();
-  const bool pairs = paired();
-  stream_ranks_ = 1;
-  if (pairs) return;
-  halved_staging_ = false;
-  resident_ = single.resident;
-  streamed_ = single.streamed;
-  staged_directly_ = single.staged_directly;
-  resident_of_ = single.resident_of;
-  stream_owner_ = single.stream_owner;
-  stream_tma_order_ = single.stream_tma_order;
-  loop_free_room_ = single.loop_free_room;
+  const auto& grid = g_.grid().extent;
+  if (options_.clusters && options_.multiprocessors > 0 && r_ % 2 == 0 &&
+      2 * grid[0] * grid[1] * grid[2] <= options_.multiprocessors) {
+    choose(true);
+    choose_stream_ranks();
+    const bool pairs = paired();
+    stream_ranks_ = 1;
+    if (pairs) return;
+  }
+  choose(false);
 }
 
 // The first iteration of A this block stages: its half's, where the pair halves the staging.

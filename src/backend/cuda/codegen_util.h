@@ -44,6 +44,6 @@ KernelLaunch copy_kernel(size_t bytes, int from, int to, const std::string& what
 // A fused node (codegen_block.cpp); `operand_strides` as for BlockLowering.
 KernelLaunch lower_fused(const ir::BlockGraph& body, const std::string& name,
                          const std::vector<int>& input_slots, const std::vector<int>& output_slots,
-                         const CodegenOptions& options, std::vector<ir::Dims> operand_strides = {});
+                         const CodegenOptions& options, std::vector<ir::Dims> operand_strides);
 
 }  // namespace yirage::backend::cuda::detail
