@@ -63,11 +63,12 @@ void BlockLowering::choose_stream_ranks() {
   if (any) stream_ranks_ = 2;
 }
 
-// The streamed products, chosen as for single blocks; then, where the grid could run as pairs
-// over an even number of iterations, chosen again with each block of a pair staging only its
-// half of A's K (the iterations of the units or chunks it streams), kept where the kernel then
-// pairs. Staging all of K, 16 rows of 4096 took 128 KB and left rmsnorm_linear bs8's TMA stream
-// two 16 KB stages (bench/gpu_notes.md, version 22); a half leaves it three of 32 KB.
+// The streamed products. Where the grid could run as pairs over an even number of iterations,
+// they are first chosen with each block of a pair staging only its half of A's K (the iterations
+// of the units or chunks it streams), kept where the kernel then pairs; otherwise chosen as for
+// single blocks, staging all of K. Staging all of K, 16 rows of 4096 took 128 KB and left
+// rmsnorm_linear bs8's TMA stream two 16 KB stages (bench/gpu_notes.md, version 22); a half leaves
+// it three of 32 KB.
 void BlockLowering::find_streamed_with_halved_staging() {
   const std::vector<bool> resident = resident_;
   const std::vector<int32_t> resident_of = resident_of_;
