@@ -317,6 +317,58 @@ TEST(CudaCompile, StreamsSplitOverBlockPairs) {
   EXPECT_EQ(unpaired.grid[0], 64u);
 }
 
+// The for-loop's passes over 16-bit tiles take runs of eight elements by one 16-byte load
+// (codegen_block_vector.cpp): rmsnorm_linear bs8's staging of X·G for the stream (16 rows, G
+// broadcast over them) and its sum of squares. At bs1 the staging has 2 rows, fewer runs than
+// threads, and stays an element a thread; the sum of squares still takes runs.
+TEST(CudaCompile, ForLoopPassesLoadRunsOfEight) {
+  const CodegenOptions h200{.max_shared_bytes = 227 * 1024,
+                            .multiprocessors = 132,
+                            .tensor_maps = true,
+                            .clusters = true};
+  std::set<std::string> seen;
+  for (int bs : {1, 8}) {
+    const std::string name = bs == 1 ? "n64_k512" : "n128_k512";
+    for (cuda_suite::Variant& v : cuda_suite::variants("rmsnorm_linear", bs)) {
+      if (v.name != name) continue;
+      const std::string src = lower(v.graph, h200).kernels.at(0).source;
+      // X's run, and G's run at the same columns.
+      const bool staged_runs =
+          src.find("for (int e8 = threadIdx.x; e8 < 1024; e8 += 256)") != std::string::npos;
+      EXPECT_EQ(staged_runs, bs == 8) << src;
+      if (bs == 8) {
+        EXPECT_NE(src.find("const uint4 x0_1 = *reinterpret_cast<const uint4*>(t0 + "),
+                  std::string::npos)
+            << src;
+        EXPECT_NE(src.find("const uint4 x1_0 = *reinterpret_cast<const uint4*>(t1 + "),
+                  std::string::npos)
+            << src;
+      }
+      // The sum of squares reads each run once for both factors.
+      EXPECT_NE(src.find("const uint4 x0_0 = *reinterpret_cast<const uint4*>(t0 + ((((oo * 512 + "
+                         "w * 512 + r * 8)))"),
+                std::string::npos)
+          << src;
+      EXPECT_NE(src.find("(yr_to_f(reinterpret_cast<const yr_half*>(&x0_0)[u])) * "
+                         "(yr_to_f(reinterpret_cast<const yr_half*>(&x0_0)[u]))"),
+                std::string::npos)
+          << src;
+      compile_all(v.graph, "rmsnorm_linear " + name, seen, h200);
+    }
+  }
+  ASSERT_EQ(seen.size(), 2u) << "both variants found";
+  // An f32 tile's run of eight is eight loads.
+  ir::KernelGraph g;
+  auto x = g.input("X", {2, 1024}, ir::DType::f32);
+  auto gain = g.input("G", {1024}, ir::DType::f32);
+  auto w = g.input("W", {1024, 256}, ir::DType::f32);
+  g.mark_output(cuda_suite::rmsnorm_linear_node(g, x, gain, w, 64, 256, "norm_linear"), "a");
+  const std::string f32 = lower(g, h200).kernels.at(0).source;
+  EXPECT_EQ(f32.find("const uint4 x"), std::string::npos) << f32;
+  EXPECT_NE(f32.find("for (int u = 0; u < 8; ++u)"), std::string::npos) << f32;
+  compile_all(g, "rmsnorm_linear f32", seen, h200);
+}
+
 TEST(CudaCompile, UnfusedSuiteGraphs) {
   std::set<std::string> seen;
   for (const suite::WorkloadInfo& w : suite::workloads())

@@ -122,9 +122,12 @@ std::string BlockLowering::mma_stage_a(int32_t id) const {
         fmt::arg("k", p.k), fmt::arg("m", p.m), fmt::arg("id", id), fmt::arg("mp", p.mp),
         fmt::arg("stride", p.k + kStagedPad),
         fmt::arg("bits", bits(n.inputs[0], "e", ctype(n.tile.dtype))));
+  RunLoads loads;
+  const std::string run_bits = bits_run(n.inputs[0], "e", ctype(n.tile.dtype), loads);
   return fmt::format(
       "  for (int e8 = threadIdx.x; e8 < {vectors}; e8 += {threads}) {{\n"
       "    const int e = e8 * 8, bt = e / {mk}, r = (e / {k}) % {m}, col = e % {k};\n"
+      "{loads}"
       "    __align__(16) unsigned short v[8];\n"
       "#pragma unroll\n"
       "    for (int u = 0; u < 8; ++u) v[u] = {bits};\n"
@@ -134,8 +137,8 @@ std::string BlockLowering::mma_stage_a(int32_t id) const {
       "  __syncthreads();\n",
       fmt::arg("vectors", count / 8), fmt::arg("threads", kBlockThreads), fmt::arg("mk", p.m * p.k),
       fmt::arg("k", p.k), fmt::arg("m", p.m), fmt::arg("id", id), fmt::arg("mp", p.mp),
-      fmt::arg("stride", p.k + kStagedPad),
-      fmt::arg("bits", bits(n.inputs[0], "e + u", ctype(n.tile.dtype))));
+      fmt::arg("stride", p.k + kStagedPad), fmt::arg("loads", loads.code),
+      fmt::arg("bits", run_bits));
 }
 
 // A warp's walk over its K steps (ks). With a fixed trip count the loop unrolls whole, so the
