@@ -45,7 +45,8 @@ bool BlockLowering::pairable(int32_t id) const {
   const auto& grid = g_.grid().extent;
   if (2 * grid[0] * grid[1] * grid[2] > options_.multiprocessors) return false;
   // Gate and up by TMA in one loop ran slower as pairs: gated_mlp n64_k1024, 25.2 us in 64
-  // single blocks against 26.6 us in 64 pairs (bench/gpu_notes.md, version 12).
+  // single blocks against 26.6 us in 64 pairs (bench/gpu_notes.md, version 12), and 22.0 against
+  // 23.1 us with each block of a pair staging half of X (version 24).
   if (stream_tma(id) && stream_tma_order_.size() > 1) return false;
   if (stream_tma(id)) return tma_stream_plan(id).chunks % 2 == 0;
   return stream_plan(id).units % 2 == 0;
