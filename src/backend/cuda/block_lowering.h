@@ -1,8 +1,9 @@
 // Lowering one fused node: its block graph becomes one kernel, one thread block per grid block.
 // Internal to backend/cuda; codegen_block.cpp holds the kernel's frame and the elementwise,
 // reduction and norm ops, codegen_block_copy.cpp the tiles' addresses, storage and copies,
-// codegen_block_matmul.cpp the tile matmuls, codegen_block_vector.cpp the reads of eight
-// consecutive elements at once that the staging and row-reduction passes use.
+// codegen_block_matmul.cpp the tile matmuls, codegen_block_vector.cpp the passes that stage a
+// tile as 16-bit copies and the reads of eight consecutive elements at once they and the row
+// reductions use.
 //
 // Shared memory holds the tiles: an iterator's tile in its operand's dtype (3 to 8 stages when
 // the for-loop walks it, so that the next iterations stream in by cp.async, 16 bytes a copy,
@@ -153,7 +154,8 @@ class BlockLowering {
   std::string block_norm(int32_t id, int64_t len, int64_t rows, double eps, bool layer,
                          bool has_weight, bool has_bias) const;
   std::string concat(int32_t id, int dim) const;
-  // codegen_block_vector.cpp: runs of eight consecutive elements, a 16-bit tile's by one load.
+  // codegen_block_vector.cpp: runs of eight consecutive elements, a 16-bit tile's by one load,
+  // and the staging passes built on them.
   struct RunLoads {
     std::string indent = "    ";
     std::string code;                                        // the loads, one statement a line
@@ -164,6 +166,8 @@ class BlockLowering {
   std::string read_run(int32_t id, const std::string& base, RunLoads& loads) const;
   std::string bits_run(int32_t id, const std::string& base, const std::string& t,
                        RunLoads& loads) const;
+  std::string stage_pass(int32_t a, const std::string& t, const std::string& decls,
+                         const std::string& dst) const;
   std::string op(int32_t id) const;
   std::string accumulate(int32_t id) const;
   std::string kernel_params() const;

@@ -102,43 +102,16 @@ int64_t BlockLowering::staged_a_elements(int32_t id) const {
   return batches * p.mp * (p.k + kStagedPad);
 }
 
-// The staging pass: every element of A, rounded to the matmul's 16-bit type, into sa<id>. Where
-// A has eight elements for every thread at least, eight elements of a row a thread, stored as
-// one 16-byte vector (K is a multiple of 16); a smaller A, an element a thread, since the pass's
-// time is its slowest thread's (a single activation row staged by 32 threads, eight silu each,
-// made the Llama MLP's down projection 25% slower).
+// The staging pass: every element of A, rounded to the matmul's 16-bit type, into sa<id> (K is a
+// multiple of 16, so a row holds whole runs of eight).
 std::string BlockLowering::mma_stage_a(int32_t id) const {
   const BlockNode& n = node(id);
   const MmaPlan p = mma_plan(id);
-  const int64_t count = ir::num_elements(node(n.inputs[0]).tile.dims);
-  if (count / 8 < kBlockThreads)
-    return fmt::format(
-        "  for (int e = threadIdx.x; e < {count}; e += {threads}) {{\n"
-        "    const int bt = e / {mk}, r = (e / {k}) % {m}, col = e % {k};\n"
-        "    sa{id}[(bt * {mp} + r) * {stride} + col] = {bits};\n"
-        "  }}\n"
-        "  __syncthreads();\n",
-        fmt::arg("count", count), fmt::arg("threads", kBlockThreads), fmt::arg("mk", p.m * p.k),
-        fmt::arg("k", p.k), fmt::arg("m", p.m), fmt::arg("id", id), fmt::arg("mp", p.mp),
-        fmt::arg("stride", p.k + kStagedPad),
-        fmt::arg("bits", bits(n.inputs[0], "e", ctype(n.tile.dtype))));
-  RunLoads loads;
-  const std::string run_bits = bits_run(n.inputs[0], "e", ctype(n.tile.dtype), loads);
-  return fmt::format(
-      "  for (int e8 = threadIdx.x; e8 < {vectors}; e8 += {threads}) {{\n"
-      "    const int e = e8 * 8, bt = e / {mk}, r = (e / {k}) % {m}, col = e % {k};\n"
-      "{loads}"
-      "    __align__(16) unsigned short v[8];\n"
-      "#pragma unroll\n"
-      "    for (int u = 0; u < 8; ++u) v[u] = {bits};\n"
-      "    *reinterpret_cast<uint4*>(sa{id} + (bt * {mp} + r) * {stride} + col) = "
-      "*reinterpret_cast<const uint4*>(v);\n"
-      "  }}\n"
-      "  __syncthreads();\n",
-      fmt::arg("vectors", count / 8), fmt::arg("threads", kBlockThreads), fmt::arg("mk", p.m * p.k),
-      fmt::arg("k", p.k), fmt::arg("m", p.m), fmt::arg("id", id), fmt::arg("mp", p.mp),
-      fmt::arg("stride", p.k + kStagedPad), fmt::arg("loads", loads.code),
-      fmt::arg("bits", run_bits));
+  return stage_pass(n.inputs[0], ctype(n.tile.dtype),
+                    fmt::format("    const int bt = e / {}, r = (e / {}) % {}, col = e % {};\n",
+                                p.m * p.k, p.k, p.m, p.k),
+                    fmt::format("sa{} + (bt * {} + r) * {} + col", id, p.mp, p.k + kStagedPad)) +
+         "  __syncthreads();\n";
 }
 
 // A warp's walk over its K steps (ks). With a fixed trip count the loop unrolls whole, so the

@@ -281,38 +281,13 @@ std::string BlockLowering::stream_stage(int32_t id) const {
   if (stream_owner_[size_t(id)] != id || staged_directly(node(id).inputs[0])) return "";
   const BlockNode& n = node(id);
   const StreamPlan p = stream_plan(id);
-  // Eight elements a thread and one 16-byte store where A has that many for every thread (K and
-  // the staged stride are multiples of 8): element by element, 16 rows of 4096 took the stream's
-  // kernel 7.7 K of its 9.4 K instructions a warp (ncu, rmsnorm_linear bs8), the per-element
-  // index arithmetic more than the values. A smaller A keeps an element a thread, as
-  // mma_stage_a() does, since the pass's time is its slowest thread's.
-  const bool vectors = p.k % 8 == 0 && p.m * p.k / 8 >= kBlockThreads;
-  RunLoads loads;
-  const std::string run_bits =
-      vectors ? bits_run(n.inputs[0], "e", ctype(n.tile.dtype), loads) : std::string();
+  // A's K is a multiple of 16 (streams_b()), so its rows hold whole runs of eight. Element by
+  // element, 16 rows of 4096 took the stream's kernel 7.7 K of its 9.4 K instructions a warp (ncu,
+  // rmsnorm_linear bs8), the per-element index arithmetic more than the values.
   const std::string store =
-      vectors
-          ? fmt::format(
-                "  for (int e8 = threadIdx.x; e8 < {vectors}; e8 += {threads}) {{\n"
-                "    const int e = e8 * 8;\n"
-                "{loads}"
-                "    __align__(16) unsigned short v[8];\n"
-                "#pragma unroll\n"
-                "    for (int u = 0; u < 8; ++u) v[u] = {bits};\n"
-                "    *reinterpret_cast<uint4*>(sx{id} + (e / {k}) * {stride} + (it - {first}) * "
-                "{k} + e % {k}) = *reinterpret_cast<const uint4*>(v);\n"
-                "  }}\n",
-                fmt::arg("vectors", p.m * p.k / 8), fmt::arg("threads", kBlockThreads),
-                fmt::arg("id", id), fmt::arg("k", p.k), fmt::arg("stride", staged_stride(p.k)),
-                fmt::arg("first", staged_first_iteration()), fmt::arg("loads", loads.code),
-                fmt::arg("bits", run_bits))
-          : fmt::format(
-                "  for (int e = threadIdx.x; e < {count}; e += {threads})\n"
-                "    sx{id}[(e / {k}) * {stride} + (it - {first}) * {k} + e % {k}] = {bits};\n",
-                fmt::arg("count", p.m * p.k), fmt::arg("threads", kBlockThreads),
-                fmt::arg("id", id), fmt::arg("k", p.k), fmt::arg("stride", staged_stride(p.k)),
-                fmt::arg("first", staged_first_iteration()),
-                fmt::arg("bits", bits(n.inputs[0], "e", ctype(n.tile.dtype))));
+      stage_pass(n.inputs[0], ctype(n.tile.dtype), "",
+                 fmt::format("sx{} + (e / {}) * {} + (it - {}) * {} + e % {}", id, p.k,
+                             staged_stride(p.k), staged_first_iteration(), p.k, p.k));
   if (!halved_staging_) return store;
   return fmt::format("  if ((unsigned)(it - {}) < {}u) {{\n{}  }}\n", staged_first_iteration(),
                      staged_iterations(), store);
