@@ -48,6 +48,9 @@ YIRAGE_CUDA_WGMMA=0 YIRAGE_REQUIRE_CUDA=1 "$BUILD/tests/cuda/yirage_cuda_tests" 
 # Row-wise chains again through shared memory, as before they stayed in registers.
 YIRAGE_CUDA_ROWS=0 YIRAGE_REQUIRE_CUDA=1 "$BUILD/tests/cuda/yirage_cuda_tests" \
   --gtest_filter='CudaGpu.RegisterRows*' >> "$RESULTS/gpu_tests.log" 2>&1 || tests_rc=$?
+# Kernels again one after another, without programmatic dependent launch.
+YIRAGE_CUDA_PDL=0 YIRAGE_REQUIRE_CUDA=1 "$BUILD/tests/cuda/yirage_cuda_tests" \
+  --gtest_filter='CudaGpu.KernelLevel*' >> "$RESULTS/gpu_tests.log" 2>&1 || tests_rc=$?
 grep -E "^\[|Failure|error|expected|Which is" "$RESULTS/gpu_tests.log" | tail -40 || true
 echo "CUDA GPU tests exit status: $tests_rc"
 # The benchmark keeps the generated sources for the SASS summary below.

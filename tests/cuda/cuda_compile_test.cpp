@@ -38,7 +38,15 @@ void compile_all(const ir::KernelGraph& graph, const std::string& what, std::set
   Program program = lower(graph, options);
   ASSERT_FALSE(program.kernels.empty()) << what;
   for (const KernelLaunch& k : program.kernels) {
+    if (k.gemm) continue;
     if (!seen.insert(k.source).second) continue;
+    // Every kernel's first act is to wait on the grids before it, so that it may be launched as
+    // their programmatic dependent (codegen.cpp's yr_wait_prior_grids()).
+    const size_t entry = k.source.find(") {\n", k.source.find("__global__"));
+    EXPECT_TRUE(k.waits_on_prior_grids) << what << ": " << k.what;
+    EXPECT_EQ(k.source.compare(entry + 4, 25, "  yr_wait_prior_grids();\n"), 0)
+        << what << ": " << k.what << " does not wait on prior grids first:\n"
+        << k.source.substr(entry, 200);
     // YIRAGE_CUDA_DUMP=DIR keeps the sources, for nvcc -Xptxas -v or reading.
     if (const char* dump = std::getenv("YIRAGE_CUDA_DUMP"); dump && *dump)
       std::ofstream(fmt::format("{}/{}-{}.cu", dump, k.name, seen.size())) << k.source;

@@ -131,6 +131,19 @@ __device__ __forceinline__ void yr_cp_wait_all_but_one() {
   asm volatile("cp.async.wait_group 1;" ::: "memory");
 }
 __device__ __forceinline__ void yr_cp_wait_all() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
+// Programmatic dependent launch (sm_90): a kernel launched with the programmatic-serialization
+// attribute may be scheduled before the grid ahead of it has finished. Every generated kernel
+// calls this first: it waits until that grid has ended and its writes are visible, so the kernel
+// reads and overwrites nothing early. No kernel calls griddepcontrol.launch_dependents, so the
+// next grid still launches only as this one's blocks exit, but it skips the launch gap of a plain
+// stream order. Triggering the next grid at the start of each kernel made gqa's split attention
+// slower (9.4 -> 11.4 us), where waiting alone made it faster (9.2); bench/results/pdl_h200.txt.
+// Without the attribute, and before sm_90, this does nothing.
+__device__ __forceinline__ void yr_wait_prior_grids() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
 __device__ __forceinline__ float yr_warp_sum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
@@ -217,12 +230,14 @@ KernelLaunch copy_kernel(size_t bytes, int from, int to, const std::string& what
   k.source = prelude() + fmt::format(R"(
 extern "C" __global__ void __launch_bounds__(256) yr_copy(const unsigned char* __restrict__ in,
                                                           unsigned char* __restrict__ out) {{
+  yr_wait_prior_grids();
   for (long long i = blockIdx.x * 256ll + threadIdx.x; i < {0}ll; i += gridDim.x * 256ll)
     out[i] = in[i];
 }}
 )",
                                      bytes);
   k.grid = {unsigned(std::min<size_t>((bytes + 255) / 256, 4096)), 1, 1};
+  k.waits_on_prior_grids = true;
   return k;
 }
 

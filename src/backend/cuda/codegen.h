@@ -74,6 +74,9 @@ struct KernelLaunch {
   // Compiled for the architecture-specific target (sm_90a, not sm_90): the kernel issues wgmma,
   // which exists only there. Such a cubin runs on that exact architecture only.
   bool arch_specific = false;
+  // The kernel's first act is yr_wait_prior_grids() (the prelude's): it may then be launched as a
+  // programmatic dependent of the step before it, and start before that step ends.
+  bool waits_on_prior_grids = false;
 };
 
 struct Program {

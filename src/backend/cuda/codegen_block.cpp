@@ -63,6 +63,7 @@ KernelLaunch BlockLowering::run(const std::vector<int>& in, const std::vector<in
   k.source = prelude() + (any_tma() || uses_wgmma() ? tma_prelude() : std::string()) +
              wgmma_prelude() + (paired() ? cluster_prelude() : std::string()) +
              (rows_ ? rows_kernel(k.name) : kernel(k.name));
+  k.waits_on_prior_grids = true;
   return k;
 }
 
@@ -739,6 +740,7 @@ std::string BlockLowering::kernel(const std::string& kname) const {
   return fmt::format(
       R"(
 extern "C" __global__ void {cluster}__launch_bounds__({threads}) {name}({params}) {{
+  yr_wait_prior_grids();
   extern __shared__ __align__({align}) unsigned char smem[];
   float* const red = reinterpret_cast<float*>(smem + {red});
 {decl}{init}{once}{prologue}{stream_first}  for (int it = 0; it < {range}; ++it) {{

@@ -402,6 +402,7 @@ std::string BlockLowering::rows_kernel(const std::string& kname) const {
   return fmt::format(
       R"(
 extern "C" __global__ void __launch_bounds__({threads}) {name}({params}) {{
+  yr_wait_prior_grids();
   // Register rows: the group of {lanes} lane(s) g = t / {lanes} holds elements
   // (p * {groups} + g) * {per} + u of every tile.
   extern __shared__ __align__(16) unsigned char smem[];

@@ -43,9 +43,11 @@ Emit start(const ir::KernelGraph& graph, const ir::Node& node, const std::vector
 }
 
 void finish(Emit& e, const std::string& body) {
-  e.k.source = prelude() +
-               fmt::format("\nextern \"C\" __global__ void __launch_bounds__({}) {}({}) {{\n{}}}\n",
-                           e.k.threads, e.k.name, e.params, body);
+  e.k.source = prelude() + fmt::format(
+                               "\nextern \"C\" __global__ void __launch_bounds__({}) {}({}) {{\n"
+                               "  yr_wait_prior_grids();\n{}}}\n",
+                               e.k.threads, e.k.name, e.params, body);
+  e.k.waits_on_prior_grids = true;
 }
 
 KernelLaunch elementwise(const ir::KernelGraph& graph, const ir::Node& node,

@@ -218,9 +218,14 @@ class BlasHandle {
 
 class CudaModule final : public Module {
  public:
+  // `programmatic`: kernels that wait on prior grids launch as programmatic dependents.
   CudaModule(CUcontext context, CUstream stream, Program program, const std::string& arch,
-             int max_shared, const BlasHandle* blas)
-      : context_(context), stream_(stream), program_(std::move(program)), blas_(blas) {
+             int max_shared, const BlasHandle* blas, bool programmatic)
+      : context_(context),
+        stream_(stream),
+        program_(std::move(program)),
+        blas_(blas),
+        programmatic_(programmatic) {
     const DriverApi& api = driver().api;
     check(api.ctx_set_current(context_), "cuCtxSetCurrent");
     std::map<std::string, CUmodule> by_source;
@@ -329,6 +334,20 @@ class CudaModule final : public Module {
         maps.push_back(encode(m, values.at(size_t(m.arg)), k.launch->what));
       for (EncodedTensorMap& m : maps) params.push_back(&m);
       const auto& grid = k.launch->grid;
+      if (programmatic_ && k.launch->waits_on_prior_grids) {
+        LaunchAttribute programmatic;
+        programmatic.id = kLaunchAttrProgrammaticStreamSerialization;
+        programmatic.value.flag = 1;
+        const LaunchConfig config{{grid[0], grid[1], grid[2]},
+                                  {k.launch->threads, 1, 1},
+                                  unsigned(k.launch->shared_bytes),
+                                  stream_,
+                                  &programmatic,
+                                  1};
+        check(api.launch_kernel_ex(&config, k.function, params.data(), nullptr),
+              fmt::format("cuLaunchKernelEx for {}", k.launch->what));
+        continue;
+      }
       check(api.launch_kernel(k.function, grid[0], grid[1], grid[2], k.launch->threads, 1, 1,
                               unsigned(k.launch->shared_bytes), stream_, params.data(), nullptr),
             fmt::format("cuLaunchKernel for {}", k.launch->what));
@@ -386,6 +405,7 @@ class CudaModule final : public Module {
   CUstream stream_;
   Program program_;
   const BlasHandle* blas_;  // null without cuBLAS
+  const bool programmatic_;
   std::vector<CUmodule> modules_;
   std::vector<LoadedKernel> kernels_;
   std::vector<std::unique_ptr<CudaBuffer>> scratch_;
@@ -425,7 +445,8 @@ class CudaBackend final : public Backend {
       std::call_once(blas_once_,
                      [&] { blas_handle_ = std::make_unique<BlasHandle>(ctx, stream_); });
     return std::make_unique<CudaModule>(ctx, stream_, lower(graph, options), arch(),
-                                        probe_.max_shared, blas_handle_.get());
+                                        probe_.max_shared, blas_handle_.get(),
+                                        programmatic_launch_usable());
   }
 
   void synchronize() override {
@@ -450,6 +471,15 @@ class CudaBackend final : public Backend {
     const char* off = std::getenv("YIRAGE_CUDA_WGMMA");
     if (off && std::string_view(off) == "0") return false;
     return probe_.device.capabilities.value("compute_capability", "0.0") == "9.0";
+  }
+
+  // Programmatic dependent launch needs sm_90 and cuLaunchKernelEx; YIRAGE_CUDA_PDL=0 turns it
+  // off, for comparing.
+  bool programmatic_launch_usable() const {
+    const char* off = std::getenv("YIRAGE_CUDA_PDL");
+    if (off && std::string_view(off) == "0") return false;
+    const std::string cc = probe_.device.capabilities.value("compute_capability", "0.0");
+    return driver().api.launch_kernel_ex && std::stoi(cc) >= 9;
   }
 
   // Thread-block clusters need sm_90; YIRAGE_CUDA_CLUSTER=0 turns them off, for comparing.

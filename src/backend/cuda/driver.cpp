@@ -93,6 +93,8 @@ Driver load_driver() {
     else
       bind(lib, n, a.event_elapsed_time, "cuEventElapsedTime");
     a.get_error_name = reinterpret_cast<decltype(a.get_error_name)>(dlsym(lib, "cuGetErrorName"));
+    a.launch_kernel_ex =
+        reinterpret_cast<decltype(a.launch_kernel_ex)>(dlsym(lib, "cuLaunchKernelEx"));
     a.tensor_map_encode_tiled =
         reinterpret_cast<decltype(a.tensor_map_encode_tiled)>(dlsym(lib, "cuTensorMapEncodeTiled"));
     d.loaded = true;

@@ -26,6 +26,26 @@ using CUevent = struct CUevent_st*;
 using CUgraph = struct CUgraph_st*;
 using CUgraphExec = struct CUgraphExec_st*;
 
+// cuLaunchKernelEx's CUlaunchAttribute (an id, then a 64-byte value union at offset 8) and
+// CUlaunchConfig, laid out as in cuda.h.
+struct alignas(8) LaunchAttribute {
+  int id = 0;
+  char pad[4]{};
+  union {
+    char bytes[64];
+    int flag;
+  } value{};
+};
+struct LaunchConfig {
+  unsigned grid[3];
+  unsigned block[3];
+  unsigned shared_bytes;
+  CUstream stream;
+  LaunchAttribute* attributes;
+  unsigned attribute_count;
+};
+static_assert(sizeof(LaunchAttribute) == 72 && sizeof(LaunchConfig) == 56);
+
 struct DriverApi {
   CUresult (*init)(unsigned int);
   CUresult (*driver_get_version)(int*);
@@ -61,6 +81,8 @@ struct DriverApi {
   CUresult (*event_elapsed_time)(float*, CUevent, CUevent);
   CUresult (*event_destroy)(CUevent);
   CUresult (*get_error_name)(CUresult, const char**);  // may be null: only improves messages
+  // cuLaunchKernelEx (CUDA 12+): may be null, and kernels then launch plainly, one after another.
+  CUresult (*launch_kernel_ex)(const LaunchConfig*, CUfunction, void**, void**);
   // cuTensorMapEncodeTiled (CUDA 12+): may be null, and the lowering then uses no tensor maps.
   CUresult (*tensor_map_encode_tiled)(void* map, int dtype, unsigned rank, void* address,
                                       const unsigned long long* dims,
@@ -78,6 +100,7 @@ inline constexpr int kAttrMaxSharedMemoryPerBlockOptin = 97;
 inline constexpr int kFuncAttrMaxDynamicSharedBytes = 8;
 inline constexpr int kStreamNonBlocking = 1;
 inline constexpr int kCaptureModeThreadLocal = 1;
+inline constexpr int kLaunchAttrProgrammaticStreamSerialization = 6;
 inline constexpr int kTensorMapFloat16 = 6;
 inline constexpr int kTensorMapBfloat16 = 9;
 inline constexpr int kTensorMapSwizzleNone = 0;
