@@ -2,6 +2,8 @@
 // weights; intermediate nodes carry readable names and the result is always "out".
 #include "suite/suite.h"
 
+#include <random>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -203,6 +205,21 @@ KernelGraph build_workload(std::string_view name, int bs, DType dtype) {
   std::vector<std::string_view> names;
   for (const Workload& w : table()) names.push_back(w.info.name);
   fail("unknown workload '{}'; known workloads: {}", name, fmt::join(names, ", "));
+}
+
+std::vector<ir::HostTensor> random_inputs(const WorkloadInfo& w, const KernelGraph& graph,
+                                          uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<ir::HostTensor> inputs;
+  for (TensorRef t : graph.inputs()) {
+    float scale = 1.0f;
+    const std::string& name = graph.node(t.node).name;
+    for (const auto& [input, factor] : w.input_scales)
+      if (input == name) scale = factor;
+    inputs.emplace_back(graph.type(t));
+    ir::fill_random(inputs.back(), rng, -scale, scale);
+  }
+  return inputs;
 }
 
 }  // namespace yirage::suite

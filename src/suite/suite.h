@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "ir/host_tensor.h"
 #include "ir/ir.h"
 
 namespace yirage::suite {
@@ -31,5 +32,10 @@ const std::vector<WorkloadInfo>& workloads();
 // Builds a workload; throws yirage::Error for an unknown name (listing the known ones), bs < 1,
 // or a non-float dtype.
 ir::KernelGraph build_workload(std::string_view name, int bs = 1, ir::DType dtype = ir::DType::f32);
+
+// Random inputs for `graph` (built from `w`), each drawn uniformly from [-f, f) with f its
+// factor in w.input_scales (1 where none), from one generator seeded with `seed`.
+std::vector<ir::HostTensor> random_inputs(const WorkloadInfo& w, const ir::KernelGraph& graph,
+                                          uint64_t seed);
 
 }  // namespace yirage::suite

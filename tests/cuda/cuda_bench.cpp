@@ -31,21 +31,6 @@ std::vector<std::string> split_list(const std::string& text) {
   return parts;
 }
 
-std::vector<ir::HostTensor> suite_inputs(const suite::WorkloadInfo& w, const ir::KernelGraph& g,
-                                         uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<ir::HostTensor> inputs;
-  for (ir::TensorRef t : g.inputs()) {
-    float scale = 1.0f;
-    const std::string& name = g.node(t.node).name;
-    for (const auto& [input, factor] : w.input_scales)
-      if (input == name) scale = factor;
-    inputs.emplace_back(g.type(t));
-    ir::fill_random(inputs.back(), rng, -scale, scale);
-  }
-  return inputs;
-}
-
 struct Check {
   double rel_l2 = 0, max_abs = 0;
   int64_t not_finite = 0;
@@ -93,7 +78,7 @@ int run(int argc, char** argv) {
     for (int bs : batch_sizes) {
       if (!w.has_batch && bs != 1) continue;
       const ir::KernelGraph reference_graph = suite::build_workload(w.name, bs, ir::DType::f16);
-      const std::vector<ir::HostTensor> inputs = suite_inputs(w, reference_graph, seed);
+      const std::vector<ir::HostTensor> inputs = suite::random_inputs(w, reference_graph, seed);
       const std::vector<ir::HostTensor> expected = verify::run_reference(reference_graph, inputs);
       int64_t bytes = 0;
       for (const ir::HostTensor& t : inputs) bytes += int64_t(t.bytes.size());

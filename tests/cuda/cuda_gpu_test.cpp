@@ -302,47 +302,32 @@ TEST(CudaGpu, ProgrammaticLaunchesMatchPlainOrder) {
       ::setenv("YIRAGE_CUDA_PDL", saved.c_str(), 1);
     else
       ::unsetenv("YIRAGE_CUDA_PDL");
-    std::vector<std::unique_ptr<Buffer>> in, out_programmatic, out_plain;
+    std::vector<std::unique_ptr<Buffer>> owned;
+    std::vector<Buffer*> in;
     for (ir::TensorRef t : g.inputs())
-      in.push_back(cuda->allocate(ir::HostTensor(g.type(t)).bytes.size()));
+      in.push_back(
+          owned.emplace_back(cuda->allocate(ir::HostTensor(g.type(t)).bytes.size())).get());
     ir::HostTensor result(g.type(g.outputs()[0].tensor)), reference = result;
-    out_programmatic.push_back(cuda->allocate(result.bytes.size()));
-    out_plain.push_back(cuda->allocate(result.bytes.size()));
-    auto pointers = [](const std::vector<std::unique_ptr<Buffer>>& v) {
-      std::vector<Buffer*> p;
-      for (const auto& b : v) p.push_back(b.get());
-      return p;
-    };
+    Buffer* const out_programmatic = owned.emplace_back(cuda->allocate(result.bytes.size())).get();
+    Buffer* const out_plain = owned.emplace_back(cuda->allocate(result.bytes.size())).get();
     // The first launch runs the steps directly; the next ones replay the captured graph.
     for (int round = 0; round < 3; ++round) {
-      std::mt19937_64 rng(fresh_seed());
-      std::vector<ir::HostTensor> inputs;
-      for (size_t i = 0; i < in.size(); ++i) {
-        inputs.emplace_back(g.type(g.inputs()[i]));
-        float scale = 1.0f;  // as the benchmark draws them, so that f16 stays finite
-        for (const auto& [name, factor] : info.input_scales)
-          if (name == g.node(g.inputs()[i].node).name) scale = factor;
-        ir::fill_random(inputs.back(), rng, -scale, scale);
-        in[i]->write(inputs.back().bytes);
-      }
+      // Drawn as the benchmark draws them, so that f16 stays finite.
+      const std::vector<ir::HostTensor> inputs = suite::random_inputs(info, g, fresh_seed());
+      for (size_t i = 0; i < in.size(); ++i) in[i]->write(inputs[i].bytes);
       ir::poison(result);
-      out_programmatic[0]->write(result.bytes);
-      out_plain[0]->write(result.bytes);
-      programmatic->launch(pointers(in), pointers(out_programmatic));
-      plain->launch(pointers(in), pointers(out_plain));
+      out_programmatic->write(result.bytes);
+      out_plain->write(result.bytes);
+      programmatic->launch(in, {&out_programmatic, 1});
+      plain->launch(in, {&out_plain, 1});
       cuda->synchronize();
-      out_programmatic[0]->read(result.bytes);
-      out_plain[0]->read(reference.bytes);
+      out_programmatic->read(result.bytes);
+      out_plain->read(reference.bytes);
       EXPECT_EQ(result.bytes, reference.bytes) << workload << " round " << round;
       if (round < 2) continue;
       // Both orders equal and wrong alike would pass the check above.
-      const ir::HostTensor expected = verify::run_reference(g, inputs)[0];
-      double diff = 0, norm = 0;
-      for (int64_t i = 0; i < expected.size(); ++i) {
-        diff += std::pow(result.get(i) - expected.get(i), 2);
-        norm += std::pow(expected.get(i), 2);
-      }
-      EXPECT_LE(std::sqrt(diff / std::max(norm, 1e-30)), 2e-3) << workload;
+      EXPECT_LE(cuda_testing::rel_l2_error(result, verify::run_reference(g, inputs)[0]), 2e-3)
+          << workload;
     }
   }
 }
