@@ -8,18 +8,8 @@
 #   bash bench/gpu.sh [--no-compile] [--workloads a,b,...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BUILD=${BUILD:-build/gpu}
-RESULTS=${RESULTS:-${OUT:-bench/results/run}}
-mkdir -p "$RESULTS"
+source bench/gpu_env.sh
 export PYTHONUNBUFFERED=1
-
-# The device image has no SQLite headers; if the tree needs SQLite, take the header carried in
-# .gpudeps/ and the runtime library the image has.
-extra=()
-if [[ ! -f /usr/include/sqlite3.h && -f .gpudeps/sqlite3.h ]]; then
-  lib=$(ls /usr/lib/x86_64-linux-gnu/libsqlite3.so* 2>/dev/null | head -1 || true)
-  [[ -n "$lib" ]] && extra+=(-DSQLite3_INCLUDE_DIR="$PWD/.gpudeps" -DSQLite3_LIBRARY="$lib")
-fi
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DYIRAGE_WERROR=ON "${extra[@]}" \
   > "$RESULTS/configure.log" 2>&1 || { tail -30 "$RESULTS/configure.log"; exit 1; }
 cmake --build "$BUILD" -j16 --target yirage yirage_cuda_tests yirage_cuda_bench 2>&1 |

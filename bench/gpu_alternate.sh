@@ -10,14 +10,7 @@
 # JSON object per variant as yirage_cuda_bench prints it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BUILD=${BUILD:-build/gpu}
-RESULTS=${RESULTS:-${OUT:-bench/results/run}}
-mkdir -p "$RESULTS"
-extra=()
-if [[ ! -f /usr/include/sqlite3.h && -f .gpudeps/sqlite3.h ]]; then
-  lib=$(ls /usr/lib/x86_64-linux-gnu/libsqlite3.so* 2>/dev/null | head -1 || true)
-  [[ -n "$lib" ]] && extra+=(-DSQLite3_INCLUDE_DIR="$PWD/.gpudeps" -DSQLite3_LIBRARY="$lib")
-fi
+source bench/gpu_env.sh
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release "${extra[@]}" > /dev/null
 cmake --build "$BUILD" -j16 --target yirage_cuda_bench 2>&1 | tail -2
 for round in $(seq "${ROUNDS:-3}"); do

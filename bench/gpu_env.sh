@@ -1,0 +1,14 @@
+# Sourced by the device-machine scripts (gpu.sh, gpu_profile.sh, gpu_alternate.sh) after they cd
+# to the repository root: the build folder, the results folder, and `extra`, the cmake arguments
+# that the device image needs.
+BUILD=${BUILD:-build/gpu}
+RESULTS=${RESULTS:-${OUT:-bench/results/run}}
+mkdir -p "$RESULTS"
+
+# The device image has no SQLite headers; if the tree needs SQLite, take the header carried in
+# .gpudeps/ and the runtime library the image has.
+extra=()
+if [[ ! -f /usr/include/sqlite3.h && -f .gpudeps/sqlite3.h ]]; then
+  lib=$(ls /usr/lib/x86_64-linux-gnu/libsqlite3.so* 2>/dev/null | head -1 || true)
+  [[ -n "$lib" ]] && extra+=(-DSQLite3_INCLUDE_DIR="$PWD/.gpudeps" -DSQLite3_LIBRARY="$lib")
+fi
