@@ -8,11 +8,12 @@
 // launches on those buffers replay it.
 //
 // Kernel-level matmuls are cuBLAS calls when cuBLAS loads (driver.h), on the same stream and
-// captured into the same graph; otherwise generated kernels.
+// captured into the same graph, each with the fastest algorithm timed on this GPU (blas.h);
+// otherwise generated kernels.
 //
 // Capabilities: compute_capability, sm_arch, multiprocessors, shared_memory_per_block_optin_bytes,
-// l2_bytes, memory_bytes, driver_version, device_count, matmul_library ("libcublas.so", or "none:
-// <why>"), and "search" (backend.h).
+// l2_bytes, memory_bytes, driver_version, device_count, matmul_library (the cuBLAS and cuBLASLt
+// files loaded, or "none: <why>"), and "search" (backend.h).
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -23,6 +24,7 @@
 #include <fmt/format.h>
 
 #include "backend/backend_factories.h"
+#include "backend/cuda/blas.h"
 #include "backend/cuda/cuda.h"
 #include "backend/cuda/driver.h"
 #include "backend/fingerprint.h"
@@ -133,7 +135,10 @@ Probe probe_driver() {
           fmt::format("found {} but cannot compile kernels: {}, and no nvcc on the PATH",
                       probe.device.name, why_not)};
     probe.device.capabilities["matmul_library"] =
-        blas().loaded ? blas().library : fmt::format("none: {}", blas().reason);
+        !blas().loaded ? fmt::format("none: {}", blas().reason)
+        : blas().lt_loaded
+            ? fmt::format("{} and {} (algorithms timed)", blas().library, blas().lt_library)
+            : fmt::format("{} (default algorithm; {})", blas().library, blas().lt_reason);
     probe.availability.available = true;
   } catch (const ProbeFailure& failure) {
     probe.availability.reason = failure.reason;
@@ -178,49 +183,11 @@ struct LoadedKernel {
   const KernelLaunch* launch = nullptr;
 };
 
-// The cuBLAS handle every module's library matmuls use: on the backend's stream, with a
-// workspace of its own so that calls captured into a CUDA graph allocate nothing.
-class BlasHandle {
- public:
-  BlasHandle(CUcontext context, CUstream stream) : workspace_(context, kWorkspaceBytes) {
-    const BlasApi& api = blas().api;
-    check_blas(api.create(&handle_), "cublasCreate");
-    check_blas(api.set_stream(handle_, stream), "cublasSetStream");
-    check_blas(
-        api.set_workspace(handle_, reinterpret_cast<void*>(workspace_.address()), kWorkspaceBytes),
-        "cublasSetWorkspace");
-  }
-  ~BlasHandle() { blas().api.destroy(handle_); }
-  BlasHandle(const BlasHandle&) = delete;
-  BlasHandle& operator=(const BlasHandle&) = delete;
-
-  // Row-major C = A · B is column-major Cᵀ = Bᵀ · Aᵀ: cuBLAS gets B first, with the sizes swapped.
-  void gemm(const LibraryGemm& g, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c,
-            std::string_view what) const {
-    const int type = g.dtype == ir::DType::f32    ? kCudaR32F
-                     : g.dtype == ir::DType::bf16 ? kCudaR16BF
-                                                  : kCudaR16F;
-    const float one = 1.0f, zero = 0.0f;
-    check_blas(blas().api.gemm_strided_batched(
-                   handle_, kCublasOpN, kCublasOpN, int(g.n), int(g.m), int(g.k), &one,
-                   reinterpret_cast<const void*>(b), type, int(g.n), g.stride_b,
-                   reinterpret_cast<const void*>(a), type, int(g.k), g.stride_a, &zero,
-                   reinterpret_cast<void*>(c), type, int(g.n), g.stride_c, int(g.batches),
-                   kCublasCompute32F, kCublasGemmDefault),
-               fmt::format("cublasGemmStridedBatchedEx for {}", what));
-  }
-
- private:
-  static constexpr size_t kWorkspaceBytes = 32u << 20;
-  CudaBuffer workspace_;
-  CublasHandle handle_ = nullptr;
-};
-
 class CudaModule final : public Module {
  public:
   // `programmatic`: kernels that wait on prior grids launch as programmatic dependents.
   CudaModule(CUcontext context, CUstream stream, Program program, const std::string& arch,
-             int max_shared, const BlasHandle* blas, bool programmatic)
+             int max_shared, BlasHandle* blas, bool programmatic)
       : context_(context),
         stream_(stream),
         program_(std::move(program)),
@@ -232,6 +199,7 @@ class CudaModule final : public Module {
     for (const KernelLaunch& k : program_.kernels) {
       if (k.gemm) {
         if (!blas_) fail("cuda: {} needs cuBLAS, which is not loaded", k.what);
+        blas_->prepare(*k.gemm, k.what);
         kernels_.push_back({nullptr, &k});
         continue;
       }
@@ -404,7 +372,7 @@ class CudaModule final : public Module {
   CUcontext context_;
   CUstream stream_;
   Program program_;
-  const BlasHandle* blas_;  // null without cuBLAS
+  BlasHandle* blas_;  // null without cuBLAS
   const bool programmatic_;
   std::vector<CUmodule> modules_;
   std::vector<LoadedKernel> kernels_;

@@ -87,6 +87,7 @@ Driver load_driver() {
     bind(lib, n, a.event_record, "cuEventRecord");
     bind(lib, n, a.event_synchronize, "cuEventSynchronize");
     bind(lib, n, a.event_destroy, "cuEventDestroy_v2");
+    bind(lib, n, a.memset_d8_async, "cuMemsetD8Async");
     // CUDA 12.8 added the _v2 elapsed-time entry; older drivers have only the first.
     if (void* v2 = dlsym(lib, "cuEventElapsedTime_v2"))
       a.event_elapsed_time = reinterpret_cast<decltype(a.event_elapsed_time)>(v2);
@@ -102,6 +103,39 @@ Driver load_driver() {
     d.reason = failure.reason;
   }
   return d;
+}
+
+void load_blas_lt(Blas& b) {
+  const char* off = std::getenv("YIRAGE_CUDA_CUBLASLT");
+  if (off && std::string_view(off) == "0") {
+    b.lt_reason = "turned off by YIRAGE_CUDA_CUBLASLT=0";
+    return;
+  }
+  void* lib =
+      open_first({"libcublasLt.so", "libcublasLt.so.13", "libcublasLt.so.12"}, &b.lt_library);
+  if (!lib) {
+    b.lt_reason = "cuBLASLt not found (tried libcublasLt.so, .so.13, .so.12)";
+    return;
+  }
+  try {
+    const char* l = "libcublasLt";
+    BlasLtApi& a = b.lt;
+    bind(lib, l, a.create, "cublasLtCreate");
+    bind(lib, l, a.destroy, "cublasLtDestroy");
+    bind(lib, l, a.matmul_desc_create, "cublasLtMatmulDescCreate");
+    bind(lib, l, a.matmul_desc_destroy, "cublasLtMatmulDescDestroy");
+    bind(lib, l, a.layout_create, "cublasLtMatrixLayoutCreate");
+    bind(lib, l, a.layout_destroy, "cublasLtMatrixLayoutDestroy");
+    bind(lib, l, a.layout_set_attribute, "cublasLtMatrixLayoutSetAttribute");
+    bind(lib, l, a.preference_create, "cublasLtMatmulPreferenceCreate");
+    bind(lib, l, a.preference_destroy, "cublasLtMatmulPreferenceDestroy");
+    bind(lib, l, a.preference_set_attribute, "cublasLtMatmulPreferenceSetAttribute");
+    bind(lib, l, a.algo_get_heuristic, "cublasLtMatmulAlgoGetHeuristic");
+    bind(lib, l, a.matmul, "cublasLtMatmul");
+    b.lt_loaded = true;
+  } catch (const LoadFailure& failure) {
+    b.lt_reason = failure.reason;
+  }
 }
 
 Blas load_blas() {
@@ -127,7 +161,9 @@ Blas load_blas() {
     b.loaded = true;
   } catch (const LoadFailure& failure) {
     b.reason = failure.reason;
+    return b;
   }
+  load_blas_lt(b);
   return b;
 }
 

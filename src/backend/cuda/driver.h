@@ -80,6 +80,7 @@ struct DriverApi {
   CUresult (*event_synchronize)(CUevent);
   CUresult (*event_elapsed_time)(float*, CUevent, CUevent);
   CUresult (*event_destroy)(CUevent);
+  CUresult (*memset_d8_async)(CUdeviceptr, unsigned char, size_t, CUstream);
   CUresult (*get_error_name)(CUresult, const char**);  // may be null: only improves messages
   // cuLaunchKernelEx (CUDA 12+): may be null, and kernels then launch plainly, one after another.
   CUresult (*launch_kernel_ex)(const LaunchConfig*, CUfunction, void**, void**);
@@ -141,11 +142,60 @@ inline constexpr int kCudaR32F = 0;
 inline constexpr int kCudaR16F = 2;
 inline constexpr int kCudaR16BF = 14;
 
+// cuBLASLt, whose heuristic offers several algorithms for one product (blas.h times them). Its
+// descriptors are opaque pointers; an algorithm and a heuristic result are laid out as in
+// cublasLt.h.
+using CublasLtHandle = struct cublasLtContext*;
+using CublasLtMatmulDesc = struct CublasLtMatmulDescOpaque*;
+using CublasLtLayout = struct CublasLtLayoutOpaque*;
+using CublasLtPreference = struct CublasLtPreferenceOpaque*;
+struct CublasLtAlgo {
+  uint64_t data[8];
+};
+struct CublasLtHeuristicResult {
+  CublasLtAlgo algo;
+  size_t workspace_bytes;
+  int state;  // a cublasStatus_t
+  float waves;
+  int reserved[4];
+};
+static_assert(sizeof(CublasLtHeuristicResult) == 96);
+struct BlasLtApi {
+  int (*create)(CublasLtHandle*);
+  int (*destroy)(CublasLtHandle);
+  int (*matmul_desc_create)(CublasLtMatmulDesc*, int compute_type, int scale_type);
+  int (*matmul_desc_destroy)(CublasLtMatmulDesc);
+  int (*layout_create)(CublasLtLayout*, int type, uint64_t rows, uint64_t cols, int64_t ld);
+  int (*layout_destroy)(CublasLtLayout);
+  int (*layout_set_attribute)(CublasLtLayout, int attribute, const void* value, size_t bytes);
+  int (*preference_create)(CublasLtPreference*);
+  int (*preference_destroy)(CublasLtPreference);
+  int (*preference_set_attribute)(CublasLtPreference, int attribute, const void* value,
+                                  size_t bytes);
+  int (*algo_get_heuristic)(CublasLtHandle, CublasLtMatmulDesc, CublasLtLayout a, CublasLtLayout b,
+                            CublasLtLayout c, CublasLtLayout d, CublasLtPreference, int requested,
+                            CublasLtHeuristicResult* results, int* returned);
+  int (*matmul)(CublasLtHandle, CublasLtMatmulDesc, const void* alpha, const void* a,
+                CublasLtLayout, const void* b, CublasLtLayout, const void* beta, const void* c,
+                CublasLtLayout, void* d, CublasLtLayout, const CublasLtAlgo* algo, void* workspace,
+                size_t workspace_bytes, CUstream);
+};
+// Values from cublasLt.h.
+inline constexpr int kCublasLtLayoutBatchCount = 5;
+inline constexpr int kCublasLtLayoutStridedBatchOffset = 6;
+inline constexpr int kCublasLtPreferenceMaxWorkspaceBytes = 1;
+
 struct Blas {
   bool loaded = false;
   std::string reason;   // when not loaded
   std::string library;  // the file name that loaded
   BlasApi api{};
+  // Optional: without cuBLASLt (or with YIRAGE_CUDA_CUBLASLT=0), every product takes cuBLAS's
+  // default algorithm.
+  bool lt_loaded = false;
+  std::string lt_reason;   // when not loaded
+  std::string lt_library;  // the file name that loaded
+  BlasLtApi lt{};
 };
 // Loaded once per process, on first use; YIRAGE_CUDA_CUBLAS=0 leaves it unloaded (the generated
 // matmul kernels then run everywhere).

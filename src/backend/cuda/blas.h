@@ -1,0 +1,66 @@
+// Kernel-level matmuls as library calls (codegen.h's LibraryGemm). Internal to backend/cuda.
+//
+// One BlasHandle serves every module of the backend, on the backend's stream, with a workspace
+// of its own so that calls captured into a CUDA graph allocate nothing. The first time a module
+// needs a product of given sizes, strides and dtype, prepare() times its candidates on this GPU
+// and keeps the fastest for the rest of the process: cuBLAS's default algorithm and up to eight
+// from cuBLASLt's heuristic. Each candidate runs as calls captured into a CUDA graph and
+// replayed, the way modules run, on scratch operands. Why time rather than take the heuristic's
+// first answer: on the H200 the default and the heuristic's first choice left 7-9% on the Llama
+// MLP's down projection and 2-3% on its gate_up and on gemm_softmax's product
+// (bench/results/cublaslt_probe_h200.txt).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <tuple>
+
+#include "backend/cuda/codegen.h"
+#include "backend/cuda/driver.h"
+
+namespace yirage::backend::cuda {
+
+class BlasHandle {
+ public:
+  // Needs blas().loaded.
+  BlasHandle(CUcontext context, CUstream stream);
+  ~BlasHandle();
+  BlasHandle(const BlasHandle&) = delete;
+  BlasHandle& operator=(const BlasHandle&) = delete;
+
+  // Chooses how `g` runs, timing the candidates the first time this product is seen. Must not
+  // be called while the stream is being captured. `what` names the node, for errors.
+  void prepare(const LibraryGemm& g, std::string_view what);
+
+  // Enqueues C = A · B (row-major, `g.batches` strided products) on the stream, the way
+  // prepare() chose; prepare() must have seen `g`.
+  void gemm(const LibraryGemm& g, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c,
+            std::string_view what) const;
+
+  // How `g` runs: "cublas default" or "cublasLt candidate N of M", with the times measured.
+  std::string choice(const LibraryGemm& g) const;
+
+ private:
+  struct Plan;
+  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int>;
+  static Key key_of(const LibraryGemm& g);
+  static std::string describe(const Plan& plan);
+  const Plan& plan_of(const LibraryGemm& g, std::string_view what) const;
+  void run(const LibraryGemm& g, const Plan& plan, int candidate, CUdeviceptr a, CUdeviceptr b,
+           CUdeviceptr c, std::string_view what) const;
+  double time_candidate(const LibraryGemm& g, const Plan& plan, int candidate, CUdeviceptr a,
+                        CUdeviceptr b, CUdeviceptr c) const;
+
+  CUcontext context_;
+  CUstream stream_;
+  CUdeviceptr workspace_ = 0;
+  CublasHandle handle_ = nullptr;
+  CublasLtHandle lt_ = nullptr;  // null without cuBLASLt
+  mutable std::mutex mutex_;
+  std::map<Key, std::unique_ptr<Plan>> plans_;
+};
+
+}  // namespace yirage::backend::cuda
