@@ -561,6 +561,58 @@ TEST(CudaCompile, LibraryMatmulSteps) {
   }
 }
 
+// An add whose operand is a library product read by nothing else folds into the call
+// (C = A · B + D), wherever its other operand has the product's type and exists before it; a
+// broadcast operand, a product also marked as an output, or an operand computed after the
+// product keeps the add's kernel.
+TEST(CudaCompile, LibraryProductsFoldTheirAdds) {
+  const CodegenOptions with_library{.library_matmul = true};
+  auto graph = [](int variant) {
+    ir::KernelGraph g;
+    auto x = g.input("X", {8, 64}, ir::DType::f16);
+    auto w = g.input("W", {64, 32}, ir::DType::f16);
+    auto r = g.input("R", {8, 32}, ir::DType::f16);
+    auto bias = g.input("bias", {32}, ir::DType::f16);
+    auto product = g.matmul(x, w);
+    if (variant == 0) g.mark_output(g.add(product, r), "out");
+    if (variant == 1) g.mark_output(g.add(r, product), "out");
+    if (variant == 2) g.mark_output(g.add(product, bias), "out");
+    if (variant == 3) {
+      g.mark_output(g.add(product, r), "out");
+      g.mark_output(product, "product");
+    }
+    if (variant == 4) g.mark_output(g.add(product, g.exp(r)), "out");
+    return g;
+  };
+  for (int variant : {0, 1}) {
+    const ir::KernelGraph g = graph(variant);
+    const Program p = lower(g, with_library);
+    ASSERT_EQ(p.kernels.size(), 1u) << "variant " << variant;
+    const KernelLaunch& call = p.kernels[0];
+    ASSERT_TRUE(call.gemm);
+    EXPECT_TRUE(call.gemm->adds);
+    ASSERT_EQ(call.args.size(), 4u);
+    EXPECT_EQ(call.args[3], 2) << "D is R's slot";
+    EXPECT_EQ(p.slots[size_t(call.args[2])].kind, SlotKind::output) << "the sum is the output";
+    EXPECT_NE(call.what.find("adding"), std::string::npos) << call.what;
+  }
+  for (int variant : {2, 3, 4}) {
+    const Program p = lower(graph(variant), with_library);
+    for (const KernelLaunch& step : p.kernels)
+      EXPECT_FALSE(step.gemm && step.gemm->adds) << "variant " << variant;
+    EXPECT_GE(p.kernels.size(), 2u) << "variant " << variant;
+  }
+  const Program kept = lower(graph(0), {.library_matmul = true, .fold_adds = false});
+  EXPECT_EQ(kept.kernels.size(), 2u) << "fold_adds off keeps the add's kernel";
+  // The Llama MLP's residual: its plain graph's last add folds into the down projection.
+  const Program llama =
+      lower(suite::build_workload("llama_mlp_block", 8, ir::DType::f16), with_library);
+  int adding = 0;
+  for (const KernelLaunch& step : llama.kernels) adding += step.gemm && step.gemm->adds;
+  EXPECT_EQ(adding, 1);
+  EXPECT_TRUE(llama.kernels.back().gemm && llama.kernels.back().gemm->adds);
+}
+
 // The (bytes, offset) of each view slot of `program`, in order.
 std::vector<std::pair<size_t, size_t>> view_slots(const Program& program) {
   std::vector<std::pair<size_t, size_t>> views;

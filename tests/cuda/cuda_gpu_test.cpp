@@ -249,6 +249,24 @@ TEST(CudaGpu, KernelLevelMatmulsMatchReference) {
   }
 }
 
+// Library products that fold their add (C = A · B + D): one matrix, batches, and the sum in
+// either operand order, at each float dtype.
+TEST(CudaGpu, KernelLevelProductsWithFoldedAddsMatchReference) {
+  CUDA_OR_SKIP(cuda);
+  for (ir::DType t : {ir::DType::f32, ir::DType::f16, ir::DType::bf16}) {
+    ir::KernelGraph g;
+    auto x = g.input("X", {24, 96}, t);
+    auto w = g.input("W", {96, 40}, t);
+    auto r = g.input("R", {24, 40}, t);
+    auto xb = g.input("XB", {3, 24, 96}, t);
+    auto wb = g.input("WB", {3, 96, 40}, t);
+    auto rb = g.input("RB", {3, 24, 40}, t);
+    g.mark_output(g.add(g.matmul(x, w), r), "one");
+    g.mark_output(g.add(rb, g.matmul(xb, wb)), "batched");
+    expect_matches(g, *cuda, fresh_seed(), fmt::format("folded adds {}", ir::dtype_name(t)));
+  }
+}
+
 // Launching again on the same buffers replays a captured CUDA graph; it must see new inputs.
 TEST(CudaGpu, GraphReplaySeesNewInputs) {
   CUDA_OR_SKIP(cuda);

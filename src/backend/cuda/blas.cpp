@@ -94,7 +94,7 @@ BlasHandle::~BlasHandle() {
 }
 
 BlasHandle::Key BlasHandle::key_of(const LibraryGemm& g) {
-  return {g.m, g.n, g.k, g.batches, g.stride_a, g.stride_b, g.stride_c, int(g.dtype)};
+  return {g.m, g.n, g.k, g.batches, g.stride_a, g.stride_b, g.stride_c, int(g.dtype), g.adds};
 }
 
 void BlasHandle::prepare(const LibraryGemm& g, std::string_view what) {
@@ -159,14 +159,19 @@ void BlasHandle::prepare(const LibraryGemm& g, std::string_view what) {
     const DeviceMemory a(extent_bytes(g, g.m, g.k, g.stride_a));
     const DeviceMemory b(extent_bytes(g, g.k, g.n, g.stride_b));
     const DeviceMemory c(extent_bytes(g, g.m, g.n, g.stride_c));
+    const DeviceMemory d(g.adds ? extent_bytes(g, g.m, g.n, g.stride_c) : 0);
     const DriverApi& api = driver().api;
+    if (g.adds)
+      check(api.memset_d8_async(d.address(), 0x11, extent_bytes(g, g.m, g.n, g.stride_c), stream_),
+            "cuMemsetD8Async");
     check(api.memset_d8_async(a.address(), 0x11, extent_bytes(g, g.m, g.k, g.stride_a), stream_),
           "cuMemsetD8Async");
     check(api.memset_d8_async(b.address(), 0x11, extent_bytes(g, g.k, g.n, g.stride_b), stream_),
           "cuMemsetD8Async");
     for (size_t i = 0; i < plan->micros.size(); ++i) {
       try {
-        plan->micros[i] = time_candidate(g, *plan, int(i), a.address(), b.address(), c.address());
+        plan->micros[i] = time_candidate(g, *plan, int(i), a.address(), b.address(), c.address(),
+                                         g.adds ? d.address() : 0);
       } catch (const Error&) {
         // A candidate that cannot run here is not chosen; the others still compete.
       }
@@ -184,7 +189,8 @@ void BlasHandle::prepare(const LibraryGemm& g, std::string_view what) {
 }
 
 double BlasHandle::time_candidate(const LibraryGemm& g, const Plan& plan, int candidate,
-                                  CUdeviceptr a, CUdeviceptr b, CUdeviceptr c) const {
+                                  CUdeviceptr a, CUdeviceptr b, CUdeviceptr c,
+                                  CUdeviceptr d) const {
   const DriverApi& api = driver().api;
   CUgraph graph = nullptr;
   CUgraphExec exec = nullptr;
@@ -202,7 +208,7 @@ double BlasHandle::time_candidate(const LibraryGemm& g, const Plan& plan, int ca
         check(api.memset_d8_async(
                   c, 0, std::min<size_t>(256, extent_bytes(g, g.m, g.n, g.stride_c)), stream_),
               "cuMemsetD8Async");
-        run(g, plan, candidate, a, b, c, "a timed candidate");
+        run(g, plan, candidate, a, b, c, d, "a timed candidate");
       }
     } catch (...) {
       api.stream_end_capture(stream_, &graph);
@@ -228,23 +234,29 @@ double BlasHandle::time_candidate(const LibraryGemm& g, const Plan& plan, int ca
 }
 
 void BlasHandle::run(const LibraryGemm& g, const Plan& plan, int candidate, CUdeviceptr a,
-                     CUdeviceptr b, CUdeviceptr c, std::string_view what) const {
+                     CUdeviceptr b, CUdeviceptr c, CUdeviceptr d, std::string_view what) const {
+  // With an addend, cuBLASLt reads it as its C and writes the sum to its D; cuBLAS's strided
+  // batches have one C, read and written, so the addend is copied there first.
   const float one = 1.0f, zero = 0.0f;
+  const float* beta = g.adds ? &one : &zero;
   if (candidate > 0) {
     check_blas(
         blas().lt.matmul(lt_, plan.desc, &one, reinterpret_cast<const void*>(b), plan.first,
-                         reinterpret_cast<const void*>(a), plan.second, &zero,
-                         reinterpret_cast<const void*>(c), plan.out, reinterpret_cast<void*>(c),
-                         plan.out, &plan.lt[size_t(candidate - 1)].algo,
+                         reinterpret_cast<const void*>(a), plan.second, beta,
+                         reinterpret_cast<const void*>(g.adds ? d : c), plan.out,
+                         reinterpret_cast<void*>(c), plan.out, &plan.lt[size_t(candidate - 1)].algo,
                          reinterpret_cast<void*>(workspace_), kWorkspaceBytes, stream_),
         fmt::format("cublasLtMatmul for {}", what));
     return;
   }
+  if (g.adds)
+    check(driver().api.memcpy_dtod_async(c, d, extent_bytes(g, g.m, g.n, g.stride_c), stream_),
+          fmt::format("cuMemcpyDtoDAsync (the addend) for {}", what));
   const int type = cuda_type(g.dtype);
   check_blas(blas().api.gemm_strided_batched(handle_, kCublasOpN, kCublasOpN, int(g.n), int(g.m),
                                              int(g.k), &one, reinterpret_cast<const void*>(b), type,
                                              int(g.n), g.stride_b, reinterpret_cast<const void*>(a),
-                                             type, int(g.k), g.stride_a, &zero,
+                                             type, int(g.k), g.stride_a, beta,
                                              reinterpret_cast<void*>(c), type, int(g.n), g.stride_c,
                                              int(g.batches), kCublasCompute32F, kCublasGemmDefault),
              fmt::format("cublasGemmStridedBatchedEx for {}", what));
@@ -258,9 +270,9 @@ const BlasHandle::Plan& BlasHandle::plan_of(const LibraryGemm& g, std::string_vi
 }
 
 void BlasHandle::gemm(const LibraryGemm& g, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c,
-                      std::string_view what) const {
+                      CUdeviceptr d, std::string_view what) const {
   const Plan& plan = plan_of(g, what);
-  run(g, plan, plan.chosen, a, b, c, what);
+  run(g, plan, plan.chosen, a, b, c, d, what);
 }
 
 std::string BlasHandle::choice(const LibraryGemm& g) const {

@@ -35,9 +35,9 @@ class BlasHandle {
   // be called while the stream is being captured. `what` names the node, for errors.
   void prepare(const LibraryGemm& g, std::string_view what);
 
-  // Enqueues C = A · B (row-major, `g.batches` strided products) on the stream, the way
-  // prepare() chose; prepare() must have seen `g`.
-  void gemm(const LibraryGemm& g, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c,
+  // Enqueues C = A · B (row-major, `g.batches` strided products), or C = A · B + D where
+  // `g.adds`, on the stream, the way prepare() chose; prepare() must have seen `g`.
+  void gemm(const LibraryGemm& g, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, CUdeviceptr d,
             std::string_view what) const;
 
   // How `g` runs: "cublas default" or "cublasLt candidate N of M", with the times measured.
@@ -45,14 +45,14 @@ class BlasHandle {
 
  private:
   struct Plan;
-  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int>;
+  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, bool>;
   static Key key_of(const LibraryGemm& g);
   static std::string describe(const Plan& plan);
   const Plan& plan_of(const LibraryGemm& g, std::string_view what) const;
   void run(const LibraryGemm& g, const Plan& plan, int candidate, CUdeviceptr a, CUdeviceptr b,
-           CUdeviceptr c, std::string_view what) const;
+           CUdeviceptr c, CUdeviceptr d, std::string_view what) const;
   double time_candidate(const LibraryGemm& g, const Plan& plan, int candidate, CUdeviceptr a,
-                        CUdeviceptr b, CUdeviceptr c) const;
+                        CUdeviceptr b, CUdeviceptr c, CUdeviceptr d) const;
 
   CUcontext context_;
   CUstream stream_;

@@ -280,6 +280,28 @@ bool strided_parts(const ir::KernelGraph& graph, int32_t id, const ir::SplitOp& 
   return true;
 }
 
+// The operand that `node`, an add, can fold into the library product it reads (the call then
+// writes the sum): the other operand, when the product is the add's other input, read by nothing
+// else and no output, and the other operand has the product's type (no broadcast) and is
+// computed before it, so that it exists when the call runs. Why: the add was a kernel of its own
+// after the call (the Llama MLP's residual), and the library's epilogue does it for free.
+std::optional<ir::TensorRef> folded_addend(const ir::KernelGraph& graph, const ir::Node& node,
+                                           const std::map<ir::TensorRef, size_t>& products) {
+  const auto* binary = std::get_if<ir::BinaryOp>(&node.op);
+  if (!binary || binary->fn != ir::BinaryFn::add) return std::nullopt;
+  for (size_t side = 0; side < 2; ++side) {
+    const ir::TensorRef product = node.inputs[side], other = node.inputs[1 - side];
+    if (!products.contains(product) || other.node >= product.node || other == product) continue;
+    if (graph.type(other) != graph.type(product)) continue;
+    int readers = 0;
+    for (const ir::Node& n : graph.nodes())
+      readers += int(std::count(n.inputs.begin(), n.inputs.end(), product));
+    for (const ir::GraphOutput& out : graph.outputs()) readers += out.tensor == product;
+    if (readers == 1) return other;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 Program lower(const ir::KernelGraph& graph, const CodegenOptions& options) {
@@ -307,6 +329,8 @@ Program lower(const ir::KernelGraph& graph, const CodegenOptions& options) {
   }
   // Views that are not contiguous: their slots' element strides (those of the split operand).
   std::map<int, ir::Dims> view_strides;
+  // The library products so far: their tensors and their steps in program.kernels.
+  std::map<ir::TensorRef, size_t> products;
   int scratch = 0;
   for (size_t id = 0; id < graph.nodes().size(); ++id) {
     const ir::Node& node = graph.nodes()[id];
@@ -343,13 +367,23 @@ Program lower(const ir::KernelGraph& graph, const CodegenOptions& options) {
       slot_of[t] = slot;
       out.push_back(slot);
     }
-    if (std::optional<LibraryGemm> gemm;
-        options.library_matmul && (gemm = detail::library_gemm(graph, node))) {
+    const std::optional<ir::TensorRef> addend =
+        options.fold_adds ? folded_addend(graph, node, products) : std::nullopt;
+    if (addend && !view_strides.contains(slot_of.at(*addend))) {
+      const ir::TensorRef product = node.inputs[node.inputs[0] == *addend ? 1 : 0];
+      KernelLaunch& call = program.kernels[products.at(product)];
+      call.gemm->adds = true;
+      call.args = {call.args[0], call.args[1], out[0], slot_of.at(*addend)};
+      call.what = fmt::format("node '{}' (matmul, cuBLAS, adding node '{}')",
+                              graph.nodes()[size_t(product.node)].name, node.name);
+    } else if (std::optional<LibraryGemm> gemm;
+               options.library_matmul && (gemm = detail::library_gemm(graph, node))) {
       KernelLaunch call;
       call.gemm = gemm;
       call.name = "cublas_gemm";
       call.args = {in[0], in[1], out[0]};
       call.what = fmt::format("node '{}' (matmul, cuBLAS)", node.name);
+      products[{int32_t(id), 0}] = program.kernels.size();
       program.kernels.push_back(std::move(call));
     } else if (const auto* fused = std::get_if<ir::FusedOp>(&node.op)) {
       std::vector<ir::Dims> strides;

@@ -41,10 +41,13 @@ struct Slot {
 
 // A kernel-level matmul handed to cuBLAS: C[b] = A[b] · B[b] for `batches` row-major products of
 // M x K by K x N, operand b at element offset b · stride (0: one matrix shared by every product).
+// With `adds`, C[b] = A[b] · B[b] + D[b]: the add that was the product's only reader, folded into
+// the call (D laid out as C).
 struct LibraryGemm {
   int64_t m = 0, n = 0, k = 0, batches = 1;
   int64_t stride_a = 0, stride_b = 0, stride_c = 0;
   ir::DType dtype = ir::DType::f16;  // of A, B and C
+  bool adds = false;
 };
 
 // A TMA tensor map (sm_90) that a kernel takes by value after its buffer parameters: a 2-D view
@@ -61,7 +64,7 @@ struct TensorMapArg {
 
 struct KernelLaunch {
   // Set when this step is a library call instead of a generated kernel; `args` are then the
-  // slots of A, B and C, and `source` is empty.
+  // slots of A, B and C (and D, when it adds), and `source` is empty.
   std::optional<LibraryGemm> gemm;
   std::string name;    // the __global__ function's name in `source`
   std::string source;  // a complete CUDA C++ translation unit, no includes needed
@@ -94,6 +97,9 @@ struct CodegenOptions {
   // Lower kernel-level matmuls whose batch dims cuBLAS's strided batches can address to
   // LibraryGemm steps instead of generated kernels (the backend sets it when cuBLAS loaded).
   bool library_matmul = false;
+  // With library_matmul, fold an add that is a library product's only reader into the call
+  // (LibraryGemm::adds).
+  bool fold_adds = true;
   // Stream weight tiles with the Tensor Memory Accelerator (cp.async.bulk.tensor; sm_90 and a
   // driver that encodes tensor maps), where codegen_block_tma.cpp allows it.
   bool tensor_maps = false;

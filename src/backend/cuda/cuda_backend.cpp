@@ -289,7 +289,8 @@ class CudaModule final : public Module {
       if (const std::optional<LibraryGemm>& g = k.launch->gemm) {
         const std::vector<int>& slots = k.launch->args;
         blas_->gemm(*g, addresses[size_t(slots[0])], addresses[size_t(slots[1])],
-                    addresses[size_t(slots[2])], k.launch->what);
+                    addresses[size_t(slots[2])], g->adds ? addresses[size_t(slots[3])] : 0,
+                    k.launch->what);
         continue;
       }
       std::vector<CUdeviceptr> values;
@@ -400,6 +401,9 @@ class CudaBackend final : public Backend {
     options.max_shared_bytes = probe_.max_shared;
     options.multiprocessors = probe_.device.capabilities.value("multiprocessors", int64_t{0});
     options.library_matmul = blas().loaded;
+    // YIRAGE_CUDA_FOLD_ADDS=0 keeps adds after library products as kernels, for comparing.
+    const char* fold = std::getenv("YIRAGE_CUDA_FOLD_ADDS");
+    options.fold_adds = !(fold && std::string_view(fold) == "0");
     options.tensor_maps = tensor_maps_usable();
     // YIRAGE_CUDA_STREAM=0 keeps skinny products' weight tiles in shared memory, for comparing.
     const char* stream = std::getenv("YIRAGE_CUDA_STREAM");
