@@ -47,6 +47,7 @@ static_assert(c::kCudaR16BF == CUDA_R_16BF);
 static_assert(c::kCublasLtLayoutBatchCount == CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT);
 static_assert(c::kCublasLtLayoutStridedBatchOffset == CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET);
 static_assert(c::kCublasLtPreferenceMaxWorkspaceBytes == CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES);
+static_assert(c::kCublasStatusNotSupported == CUBLAS_STATUS_NOT_SUPPORTED);
 static_assert(sizeof(c::CublasLtAlgo) == sizeof(cublasLtMatmulAlgo_t));
 static_assert(sizeof(c::CublasLtHeuristicResult) == sizeof(cublasLtMatmulHeuristicResult_t));
 static_assert(offsetof(c::CublasLtHeuristicResult, workspace_bytes) ==

@@ -110,82 +110,93 @@ void BlasHandle::prepare(const LibraryGemm& g, std::string_view what) {
   } else if (broadcast) {
     plan->untimed = "an operand is broadcast over the batches";
   } else {
-    const BlasLtApi& api = blas().lt;
-    const int type = cuda_type(g.dtype);
-    check_blas(api.matmul_desc_create(&plan->desc, kCublasCompute32F, kCudaR32F),
-               "cublasLtMatmulDescCreate");
-    check_blas(api.layout_create(&plan->first, type, uint64_t(g.n), uint64_t(g.k), g.n),
-               "cublasLtMatrixLayoutCreate");
-    check_blas(api.layout_create(&plan->second, type, uint64_t(g.k), uint64_t(g.m), g.k),
-               "cublasLtMatrixLayoutCreate");
-    check_blas(api.layout_create(&plan->out, type, uint64_t(g.n), uint64_t(g.m), g.n),
-               "cublasLtMatrixLayoutCreate");
-    if (g.batches > 1) {
-      const int batches = int(g.batches);
-      for (auto [layout, stride] :
-           {std::pair{plan->first, g.stride_b}, std::pair{plan->second, g.stride_a},
-            std::pair{plan->out, g.stride_c}}) {
-        check_blas(
-            api.layout_set_attribute(layout, kCublasLtLayoutBatchCount, &batches, sizeof(batches)),
-            "cublasLtMatrixLayoutSetAttribute(batch count)");
-        check_blas(api.layout_set_attribute(layout, kCublasLtLayoutStridedBatchOffset, &stride,
-                                            sizeof(stride)),
-                   "cublasLtMatrixLayoutSetAttribute(batch stride)");
-      }
-    }
-    CublasLtPreference preference = nullptr;
-    check_blas(api.preference_create(&preference), "cublasLtMatmulPreferenceCreate");
-    const uint64_t workspace = kWorkspaceBytes;
-    int found = 0;
-    CublasLtHeuristicResult results[kLtCandidates];
-    int status = api.preference_set_attribute(preference, kCublasLtPreferenceMaxWorkspaceBytes,
-                                              &workspace, sizeof(workspace));
-    if (status == 0)
-      status = api.algo_get_heuristic(lt_, plan->desc, plan->first, plan->second, plan->out,
-                                      plan->out, preference, kLtCandidates, results, &found);
-    api.preference_destroy(preference);
-    // A product cuBLASLt offers nothing for keeps cuBLAS's default (status 15 is "not
-    // supported").
-    if (status != 0 && status != 15)
-      check_blas(status, fmt::format("cublasLtMatmulAlgoGetHeuristic for {}", what));
-    for (int i = 0; i < found; ++i)
-      if (results[i].state == 0 && results[i].workspace_bytes <= kWorkspaceBytes)
-        plan->lt.push_back(results[i]);
-    if (plan->lt.empty()) plan->untimed = "cuBLASLt offered no algorithm";
+    find_candidates(g, *plan, what);
   }
   if (!plan->lt.empty()) {
-    plan->micros.assign(plan->lt.size() + 1, std::numeric_limits<double>::infinity());
-    // Scratch operands of small values (every byte 0x11): no infinities, no NaNs.
-    const DeviceMemory a(extent_bytes(g, g.m, g.k, g.stride_a));
-    const DeviceMemory b(extent_bytes(g, g.k, g.n, g.stride_b));
-    const DeviceMemory c(extent_bytes(g, g.m, g.n, g.stride_c));
-    const DeviceMemory d(g.adds ? extent_bytes(g, g.m, g.n, g.stride_c) : 0);
-    const DriverApi& api = driver().api;
-    if (g.adds)
-      check(api.memset_d8_async(d.address(), 0x11, extent_bytes(g, g.m, g.n, g.stride_c), stream_),
-            "cuMemsetD8Async");
-    check(api.memset_d8_async(a.address(), 0x11, extent_bytes(g, g.m, g.k, g.stride_a), stream_),
-          "cuMemsetD8Async");
-    check(api.memset_d8_async(b.address(), 0x11, extent_bytes(g, g.k, g.n, g.stride_b), stream_),
-          "cuMemsetD8Async");
-    for (size_t i = 0; i < plan->micros.size(); ++i) {
-      try {
-        plan->micros[i] = time_candidate(g, *plan, int(i), a.address(), b.address(), c.address(),
-                                         g.adds ? d.address() : 0);
-      } catch (const Error&) {
-        // A candidate that cannot run here is not chosen; the others still compete.
-      }
+    try {
+      time_candidates(g, *plan);
+    } catch (const Error& e) {
+      // No memory for the scratch operands, say: the default runs, untimed.
+      plan->lt.clear();
+      plan->micros.assign(1, 0.0);
+      plan->chosen = 0;
+      plan->untimed = fmt::format("the candidates could not be timed: {}", e.what());
     }
-    const double bar = plan->micros[0] * (1.0 - kRequiredGain);
-    for (size_t i = 1; i < plan->micros.size(); ++i)
-      if (plan->micros[i] < bar && plan->micros[i] < plan->micros[size_t(plan->chosen)])
-        plan->chosen = int(i);
   }
   const Plan& kept = *plans_.emplace(key_of(g), std::move(plan)).first->second;
   // YIRAGE_CUDA_BLAS_LOG=1 says what was chosen, for the results files.
   if (const char* log = std::getenv("YIRAGE_CUDA_BLAS_LOG"); log && std::string_view(log) == "1")
     fmt::print(stderr, "cuda: {} [{}x{}x{}, {} batches]: {}\n", what, g.m, g.k, g.n, g.batches,
                describe(kept));
+}
+
+void BlasHandle::find_candidates(const LibraryGemm& g, Plan& plan, std::string_view what) const {
+  const BlasLtApi& api = blas().lt;
+  const int type = cuda_type(g.dtype);
+  check_blas(api.matmul_desc_create(&plan.desc, kCublasCompute32F, kCudaR32F),
+             "cublasLtMatmulDescCreate");
+  check_blas(api.layout_create(&plan.first, type, uint64_t(g.n), uint64_t(g.k), g.n),
+             "cublasLtMatrixLayoutCreate");
+  check_blas(api.layout_create(&plan.second, type, uint64_t(g.k), uint64_t(g.m), g.k),
+             "cublasLtMatrixLayoutCreate");
+  check_blas(api.layout_create(&plan.out, type, uint64_t(g.n), uint64_t(g.m), g.n),
+             "cublasLtMatrixLayoutCreate");
+  if (g.batches > 1) {
+    const int batches = int(g.batches);
+    for (auto [layout, stride] :
+         {std::pair{plan.first, g.stride_b}, std::pair{plan.second, g.stride_a},
+          std::pair{plan.out, g.stride_c}}) {
+      check_blas(
+          api.layout_set_attribute(layout, kCublasLtLayoutBatchCount, &batches, sizeof(batches)),
+          "cublasLtMatrixLayoutSetAttribute(batch count)");
+      check_blas(api.layout_set_attribute(layout, kCublasLtLayoutStridedBatchOffset, &stride,
+                                          sizeof(stride)),
+                 "cublasLtMatrixLayoutSetAttribute(batch stride)");
+    }
+  }
+  CublasLtPreference preference = nullptr;
+  check_blas(api.preference_create(&preference), "cublasLtMatmulPreferenceCreate");
+  const uint64_t workspace = kWorkspaceBytes;
+  int found = 0;
+  CublasLtHeuristicResult results[kLtCandidates];
+  int status = api.preference_set_attribute(preference, kCublasLtPreferenceMaxWorkspaceBytes,
+                                            &workspace, sizeof(workspace));
+  if (status == 0)
+    status = api.algo_get_heuristic(lt_, plan.desc, plan.first, plan.second, plan.out, plan.out,
+                                    preference, kLtCandidates, results, &found);
+  api.preference_destroy(preference);
+  // A product cuBLASLt offers nothing for keeps cuBLAS's default.
+  if (status != 0 && status != kCublasStatusNotSupported)
+    check_blas(status, fmt::format("cublasLtMatmulAlgoGetHeuristic for {}", what));
+  for (int i = 0; i < found; ++i)
+    if (results[i].state == 0 && results[i].workspace_bytes <= kWorkspaceBytes)
+      plan.lt.push_back(results[i]);
+  if (plan.lt.empty()) plan.untimed = "cuBLASLt offered no algorithm";
+}
+
+void BlasHandle::time_candidates(const LibraryGemm& g, Plan& plan) const {
+  plan.micros.assign(plan.lt.size() + 1, std::numeric_limits<double>::infinity());
+  // Scratch operands of small values (every byte 0x11): no infinities, no NaNs.
+  const size_t a_bytes = extent_bytes(g, g.m, g.k, g.stride_a);
+  const size_t b_bytes = extent_bytes(g, g.k, g.n, g.stride_b);
+  const size_t c_bytes = extent_bytes(g, g.m, g.n, g.stride_c);
+  const DeviceMemory a(a_bytes), b(b_bytes), c(c_bytes), d(g.adds ? c_bytes : 0);
+  const DriverApi& api = driver().api;
+  check(api.memset_d8_async(a.address(), 0x11, a_bytes, stream_), "cuMemsetD8Async");
+  check(api.memset_d8_async(b.address(), 0x11, b_bytes, stream_), "cuMemsetD8Async");
+  if (g.adds) check(api.memset_d8_async(d.address(), 0x11, c_bytes, stream_), "cuMemsetD8Async");
+  for (size_t i = 0; i < plan.micros.size(); ++i) {
+    try {
+      plan.micros[i] = time_candidate(g, plan, int(i), a.address(), b.address(), c.address(),
+                                      g.adds ? d.address() : 0);
+    } catch (const Error&) {
+      // A candidate that cannot run here is not chosen; the others still compete.
+    }
+  }
+  const double bar = plan.micros[0] * (1.0 - kRequiredGain);
+  for (size_t i = 1; i < plan.micros.size(); ++i)
+    if (plan.micros[i] < bar && plan.micros[i] < plan.micros[size_t(plan.chosen)])
+      plan.chosen = int(i);
 }
 
 double BlasHandle::time_candidate(const LibraryGemm& g, const Plan& plan, int candidate,

@@ -51,6 +51,10 @@ class BlasHandle {
   const Plan& plan_of(const LibraryGemm& g, std::string_view what) const;
   void run(const LibraryGemm& g, const Plan& plan, int candidate, CUdeviceptr a, CUdeviceptr b,
            CUdeviceptr c, CUdeviceptr d, std::string_view what) const;
+  // Fills plan.lt with cuBLASLt's heuristic candidates for `g`, or says in plan.untimed why none.
+  void find_candidates(const LibraryGemm& g, Plan& plan, std::string_view what) const;
+  // Times the default and plan.lt's candidates; keeps the fastest in plan.chosen.
+  void time_candidates(const LibraryGemm& g, Plan& plan) const;
   double time_candidate(const LibraryGemm& g, const Plan& plan, int candidate, CUdeviceptr a,
                         CUdeviceptr b, CUdeviceptr c, CUdeviceptr d) const;
 

@@ -184,6 +184,7 @@ struct BlasLtApi {
 inline constexpr int kCublasLtLayoutBatchCount = 5;
 inline constexpr int kCublasLtLayoutStridedBatchOffset = 6;
 inline constexpr int kCublasLtPreferenceMaxWorkspaceBytes = 1;
+inline constexpr int kCublasStatusNotSupported = 15;
 
 struct Blas {
   bool loaded = false;
