@@ -15,6 +15,7 @@
 #include <random>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "backend/fingerprint.h"
 #include "support/error.h"
@@ -42,6 +43,20 @@ void* open_first(std::initializer_list<const char*> names, std::string* opened =
       return lib;
     }
   return nullptr;
+}
+
+// An optional library: the first of `names` that loads, unless the environment variable
+// `switch_name` is "0"; else null, with the reason in `reason`.
+void* open_optional(const char* switch_name, std::string_view what,
+                    std::initializer_list<const char*> names, std::string& opened,
+                    std::string& reason) {
+  if (const char* off = std::getenv(switch_name); off && std::string_view(off) == "0") {
+    reason = fmt::format("turned off by {}=0", switch_name);
+    return nullptr;
+  }
+  void* lib = open_first(names, &opened);
+  if (!lib) reason = fmt::format("{} not found (tried {})", what, fmt::join(names, ", "));
+  return lib;
 }
 
 Driver load_driver() {
@@ -106,17 +121,10 @@ Driver load_driver() {
 }
 
 void load_blas_lt(Blas& b) {
-  const char* off = std::getenv("YIRAGE_CUDA_CUBLASLT");
-  if (off && std::string_view(off) == "0") {
-    b.lt_reason = "turned off by YIRAGE_CUDA_CUBLASLT=0";
-    return;
-  }
-  void* lib =
-      open_first({"libcublasLt.so", "libcublasLt.so.13", "libcublasLt.so.12"}, &b.lt_library);
-  if (!lib) {
-    b.lt_reason = "cuBLASLt not found (tried libcublasLt.so, .so.13, .so.12)";
-    return;
-  }
+  void* lib = open_optional("YIRAGE_CUDA_CUBLASLT", "cuBLASLt",
+                            {"libcublasLt.so", "libcublasLt.so.13", "libcublasLt.so.12"},
+                            b.lt_library, b.lt_reason);
+  if (!lib) return;
   try {
     const char* l = "libcublasLt";
     BlasLtApi& a = b.lt;
@@ -140,16 +148,10 @@ void load_blas_lt(Blas& b) {
 
 Blas load_blas() {
   Blas b;
-  const char* off = std::getenv("YIRAGE_CUDA_CUBLAS");
-  if (off && std::string_view(off) == "0") {
-    b.reason = "turned off by YIRAGE_CUDA_CUBLAS=0";
-    return b;
-  }
-  void* lib = open_first({"libcublas.so", "libcublas.so.13", "libcublas.so.12"}, &b.library);
-  if (!lib) {
-    b.reason = "cuBLAS not found (tried libcublas.so, .so.13, .so.12)";
-    return b;
-  }
+  void* lib =
+      open_optional("YIRAGE_CUDA_CUBLAS", "cuBLAS",
+                    {"libcublas.so", "libcublas.so.13", "libcublas.so.12"}, b.library, b.reason);
+  if (!lib) return b;
   try {
     const char* l = "libcublas";
     BlasApi& a = b.api;
