@@ -402,16 +402,13 @@ class CudaBackend final : public Backend {
     options.multiprocessors = probe_.device.capabilities.value("multiprocessors", int64_t{0});
     options.library_matmul = blas().loaded;
     // YIRAGE_CUDA_FOLD_ADDS=0 keeps adds after library products as kernels, for comparing.
-    const char* fold = std::getenv("YIRAGE_CUDA_FOLD_ADDS");
-    options.fold_adds = !(fold && std::string_view(fold) == "0");
+    options.fold_adds = !turned_off("YIRAGE_CUDA_FOLD_ADDS");
     options.tensor_maps = tensor_maps_usable();
     // YIRAGE_CUDA_STREAM=0 keeps skinny products' weight tiles in shared memory, for comparing.
-    const char* stream = std::getenv("YIRAGE_CUDA_STREAM");
-    options.register_weights = !(stream && std::string_view(stream) == "0");
+    options.register_weights = !turned_off("YIRAGE_CUDA_STREAM");
     options.clusters = clusters_usable();
     // YIRAGE_CUDA_ROWS=0 passes row-wise chains through shared memory, for comparing.
-    const char* rows = std::getenv("YIRAGE_CUDA_ROWS");
-    options.register_rows = !(rows && std::string_view(rows) == "0");
+    options.register_rows = !turned_off("YIRAGE_CUDA_ROWS");
     options.wgmma = wgmma_usable();
     if (options.library_matmul)
       std::call_once(blas_once_,
@@ -431,8 +428,7 @@ class CudaBackend final : public Backend {
   // TMA needs sm_90 and a driver that encodes tensor maps; YIRAGE_CUDA_TMA=0 turns it off, for
   // comparing against the cp.async loads.
   bool tensor_maps_usable() const {
-    const char* off = std::getenv("YIRAGE_CUDA_TMA");
-    if (off && std::string_view(off) == "0") return false;
+    if (turned_off("YIRAGE_CUDA_TMA")) return false;
     const std::string cc = probe_.device.capabilities.value("compute_capability", "0.0");
     return driver().api.tensor_map_encode_tiled && std::stoi(cc) >= 9;
   }
@@ -440,24 +436,21 @@ class CudaBackend final : public Backend {
   // wgmma exists on sm_90a only: compute capability 9.0 exactly. YIRAGE_CUDA_WGMMA=0 turns it
   // off, for comparing against the mma.sync chains.
   bool wgmma_usable() const {
-    const char* off = std::getenv("YIRAGE_CUDA_WGMMA");
-    if (off && std::string_view(off) == "0") return false;
+    if (turned_off("YIRAGE_CUDA_WGMMA")) return false;
     return probe_.device.capabilities.value("compute_capability", "0.0") == "9.0";
   }
 
   // Programmatic dependent launch needs sm_90 and cuLaunchKernelEx; YIRAGE_CUDA_PDL=0 turns it
   // off, for comparing.
   bool programmatic_launch_usable() const {
-    const char* off = std::getenv("YIRAGE_CUDA_PDL");
-    if (off && std::string_view(off) == "0") return false;
+    if (turned_off("YIRAGE_CUDA_PDL")) return false;
     const std::string cc = probe_.device.capabilities.value("compute_capability", "0.0");
     return driver().api.launch_kernel_ex && std::stoi(cc) >= 9;
   }
 
   // Thread-block clusters need sm_90; YIRAGE_CUDA_CLUSTER=0 turns them off, for comparing.
   bool clusters_usable() const {
-    const char* off = std::getenv("YIRAGE_CUDA_CLUSTER");
-    if (off && std::string_view(off) == "0") return false;
+    if (turned_off("YIRAGE_CUDA_CLUSTER")) return false;
     const std::string cc = probe_.device.capabilities.value("compute_capability", "0.0");
     return std::stoi(cc) >= 9;
   }

@@ -50,7 +50,7 @@ void* open_first(std::initializer_list<const char*> names, std::string* opened =
 void* open_optional(const char* switch_name, std::string_view what,
                     std::initializer_list<const char*> names, std::string& opened,
                     std::string& reason) {
-  if (const char* off = std::getenv(switch_name); off && std::string_view(off) == "0") {
+  if (turned_off(switch_name)) {
     reason = fmt::format("turned off by {}=0", switch_name);
     return nullptr;
   }
@@ -294,6 +294,11 @@ std::filesystem::path cache_dir() {
 }
 
 }  // namespace
+
+bool turned_off(const char* variable) {
+  const char* value = std::getenv(variable);
+  return value && std::string_view(value) == "0";
+}
 
 const Blas& blas() {
   static const Blas b = load_blas();

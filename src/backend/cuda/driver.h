@@ -108,6 +108,10 @@ inline constexpr int kTensorMapSwizzleNone = 0;
 inline constexpr int kTensorMapSwizzle128 = 3;
 inline constexpr int kTensorMapL2Promotion256 = 3;
 
+// Whether the environment variable `variable` (a YIRAGE_CUDA_* switch) is "0": the features it
+// names are then off, for comparing.
+bool turned_off(const char* variable);
+
 // The driver, or why it cannot be had. Loaded once per process and never unloaded: after cuInit
 // the driver has registered exit handlers, and unloading it under them is not safe.
 struct Driver {
