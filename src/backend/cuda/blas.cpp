@@ -93,13 +93,9 @@ BlasHandle::~BlasHandle() {
   driver().api.mem_free(workspace_);
 }
 
-BlasHandle::Key BlasHandle::key_of(const LibraryGemm& g) {
-  return {g.m, g.n, g.k, g.batches, g.stride_a, g.stride_b, g.stride_c, int(g.dtype), g.adds};
-}
-
 void BlasHandle::prepare(const LibraryGemm& g, std::string_view what) {
   std::lock_guard lock(mutex_);
-  if (plans_.contains(key_of(g))) return;
+  if (plans_.contains(g)) return;
   auto plan = std::make_unique<Plan>();
   plan->micros.assign(1, 0.0);
   // A zero stride broadcasts an operand over the batches, which cuBLAS's strided batches allow;
@@ -123,7 +119,7 @@ void BlasHandle::prepare(const LibraryGemm& g, std::string_view what) {
       plan->untimed = fmt::format("the candidates could not be timed: {}", e.what());
     }
   }
-  const Plan& kept = *plans_.emplace(key_of(g), std::move(plan)).first->second;
+  const Plan& kept = *plans_.emplace(g, std::move(plan)).first->second;
   // YIRAGE_CUDA_BLAS_LOG=1 says what was chosen, for the results files.
   if (const char* log = std::getenv("YIRAGE_CUDA_BLAS_LOG"); log && std::string_view(log) == "1")
     fmt::print(stderr, "cuda: {} [{}x{}x{}, {} batches]: {}\n", what, g.m, g.k, g.n, g.batches,
@@ -275,7 +271,7 @@ void BlasHandle::run(const LibraryGemm& g, const Plan& plan, int candidate, CUde
 
 const BlasHandle::Plan& BlasHandle::plan_of(const LibraryGemm& g, std::string_view what) const {
   std::lock_guard lock(mutex_);
-  auto found = plans_.find(key_of(g));
+  auto found = plans_.find(g);
   if (found == plans_.end()) fail("cuda: {} runs before its library matmul was prepared", what);
   return *found->second;
 }
@@ -284,10 +280,6 @@ void BlasHandle::gemm(const LibraryGemm& g, CUdeviceptr a, CUdeviceptr b, CUdevi
                       CUdeviceptr d, std::string_view what) const {
   const Plan& plan = plan_of(g, what);
   run(g, plan, plan.chosen, a, b, c, d, what);
-}
-
-std::string BlasHandle::choice(const LibraryGemm& g) const {
-  return describe(plan_of(g, "BlasHandle::choice"));
 }
 
 std::string BlasHandle::describe(const Plan& plan) {

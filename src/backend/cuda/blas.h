@@ -16,7 +16,6 @@
 #include <mutex>
 #include <string>
 #include <string_view>
-#include <tuple>
 
 #include "backend/cuda/codegen.h"
 #include "backend/cuda/driver.h"
@@ -40,13 +39,9 @@ class BlasHandle {
   void gemm(const LibraryGemm& g, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, CUdeviceptr d,
             std::string_view what) const;
 
-  // How `g` runs: "cublas default" or "cublasLt candidate N of M", with the times measured.
-  std::string choice(const LibraryGemm& g) const;
-
  private:
   struct Plan;
-  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, bool>;
-  static Key key_of(const LibraryGemm& g);
+  // How `plan` runs: "cublas default" or "cublasLt candidate N of M", with the times measured.
   static std::string describe(const Plan& plan);
   const Plan& plan_of(const LibraryGemm& g, std::string_view what) const;
   void run(const LibraryGemm& g, const Plan& plan, int candidate, CUdeviceptr a, CUdeviceptr b,
@@ -64,7 +59,7 @@ class BlasHandle {
   CublasHandle handle_ = nullptr;
   CublasLtHandle lt_ = nullptr;  // null without cuBLASLt
   mutable std::mutex mutex_;
-  std::map<Key, std::unique_ptr<Plan>> plans_;
+  std::map<LibraryGemm, std::unique_ptr<Plan>> plans_;
 };
 
 }  // namespace yirage::backend::cuda

@@ -48,6 +48,7 @@ struct LibraryGemm {
   int64_t stride_a = 0, stride_b = 0, stride_c = 0;
   ir::DType dtype = ir::DType::f16;  // of A, B and C
   bool adds = false;
+  friend auto operator<=>(const LibraryGemm&, const LibraryGemm&) = default;
 };
 
 // A TMA tensor map (sm_90) that a kernel takes by value after its buffer parameters: a 2-D view
