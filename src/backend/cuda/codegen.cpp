@@ -280,13 +280,16 @@ bool strided_parts(const ir::KernelGraph& graph, int32_t id, const ir::SplitOp& 
   return true;
 }
 
-// The operand that `node`, an add, can fold into the library product it reads (the call then
-// writes the sum): the other operand, when the product is the add's other input, read by nothing
-// else and no output, and the other operand has the product's type (no broadcast) and is
-// computed before it, so that it exists when the call runs. Why: the add was a kernel of its own
-// after the call (the Llama MLP's residual), and the library's epilogue does it for free.
-std::optional<ir::TensorRef> folded_addend(const ir::KernelGraph& graph, const ir::Node& node,
-                                           const std::map<ir::TensorRef, size_t>& products) {
+// An add that can fold into the library product it reads (the call then writes the sum): the
+// product is one of its inputs, read by nothing else and no output, and the addend, its other
+// input, has the product's type (no broadcast) and is computed before it, so that it exists when
+// the call runs. Why: the add was a kernel of its own after the call (the Llama MLP's residual),
+// and the library's epilogue does it for free.
+struct FoldedAdd {
+  ir::TensorRef product, addend;
+};
+std::optional<FoldedAdd> folded_add(const ir::KernelGraph& graph, const ir::Node& node,
+                                    const std::map<ir::TensorRef, size_t>& products) {
   const auto* binary = std::get_if<ir::BinaryOp>(&node.op);
   if (!binary || binary->fn != ir::BinaryFn::add) return std::nullopt;
   for (size_t side = 0; side < 2; ++side) {
@@ -297,7 +300,7 @@ std::optional<ir::TensorRef> folded_addend(const ir::KernelGraph& graph, const i
     for (const ir::Node& n : graph.nodes())
       readers += int(std::count(n.inputs.begin(), n.inputs.end(), product));
     for (const ir::GraphOutput& out : graph.outputs()) readers += out.tensor == product;
-    if (readers == 1) return other;
+    if (readers == 1) return FoldedAdd{product, other};
   }
   return std::nullopt;
 }
@@ -367,15 +370,14 @@ Program lower(const ir::KernelGraph& graph, const CodegenOptions& options) {
       slot_of[t] = slot;
       out.push_back(slot);
     }
-    const std::optional<ir::TensorRef> addend =
-        options.fold_adds ? folded_addend(graph, node, products) : std::nullopt;
-    if (addend && !view_strides.contains(slot_of.at(*addend))) {
-      const ir::TensorRef product = node.inputs[node.inputs[0] == *addend ? 1 : 0];
-      KernelLaunch& call = program.kernels[products.at(product)];
+    const std::optional<FoldedAdd> fold =
+        options.fold_adds ? folded_add(graph, node, products) : std::nullopt;
+    if (fold && !view_strides.contains(slot_of.at(fold->addend))) {
+      KernelLaunch& call = program.kernels[products.at(fold->product)];
       call.gemm->adds = true;
-      call.args = {call.args[0], call.args[1], out[0], slot_of.at(*addend)};
+      call.args = {call.args[0], call.args[1], out[0], slot_of.at(fold->addend)};
       call.what = fmt::format("node '{}' (matmul, cuBLAS, adding node '{}')",
-                              graph.nodes()[size_t(product.node)].name, node.name);
+                              graph.nodes()[size_t(fold->product.node)].name, node.name);
     } else if (std::optional<LibraryGemm> gemm;
                options.library_matmul && (gemm = detail::library_gemm(graph, node))) {
       KernelLaunch call;
