@@ -1,6 +1,7 @@
 #include "backend/cuda/blas.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
@@ -64,6 +65,7 @@ struct BlasHandle::Plan {
   std::vector<double> micros;  // per candidate; infinity where it failed
   std::string untimed;         // why the candidates were not timed, if they were not
   int chosen = 0;
+  double choosing_ms = 0;  // host time prepare() took: the heuristic and the timing
 
   ~Plan() {
     const BlasLtApi& api = blas().lt;
@@ -96,6 +98,7 @@ BlasHandle::~BlasHandle() {
 void BlasHandle::prepare(const LibraryGemm& g, std::string_view what) {
   std::lock_guard lock(mutex_);
   if (plans_.contains(g)) return;
+  const auto began = std::chrono::steady_clock::now();
   auto plan = std::make_unique<Plan>();
   plan->micros.assign(1, 0.0);
   // A zero stride broadcasts an operand over the batches, which cuBLAS's strided batches allow;
@@ -119,6 +122,8 @@ void BlasHandle::prepare(const LibraryGemm& g, std::string_view what) {
       plan->untimed = fmt::format("the candidates could not be timed: {}", e.what());
     }
   }
+  plan->choosing_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - began).count();
   const Plan& kept = *plans_.emplace(g, std::move(plan)).first->second;
   // YIRAGE_CUDA_BLAS_LOG=1 says what was chosen, for the results files.
   if (const char* log = std::getenv("YIRAGE_CUDA_BLAS_LOG"); log && std::string_view(log) == "1")
@@ -290,7 +295,8 @@ std::string BlasHandle::describe(const Plan& plan) {
   const std::string chosen =
       plan.chosen == 0 ? std::string("cublas default")
                        : fmt::format("cublasLt candidate {} of {}", plan.chosen, plan.lt.size());
-  return fmt::format("{} (µs, default first:{})", chosen, times);
+  return fmt::format("{} (µs, default first:{}; chosen in {:.1f} ms)", chosen, times,
+                     plan.choosing_ms);
 }
 
 }  // namespace yirage::backend::cuda
