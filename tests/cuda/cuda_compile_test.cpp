@@ -595,6 +595,8 @@ TEST(CudaCompile, LibraryProductsFoldTheirAdds) {
     EXPECT_EQ(call.args[3], 2) << "D is R's slot";
     EXPECT_EQ(p.slots[size_t(call.args[2])].kind, SlotKind::output) << "the sum is the output";
     EXPECT_NE(call.what.find("adding"), std::string::npos) << call.what;
+    for (const Slot& slot : p.slots)
+      EXPECT_NE(slot.kind, SlotKind::scratch) << "the folded product keeps no buffer of its own";
   }
   for (int variant : {2, 3, 4}) {
     const Program p = lower(graph(variant), with_library);
@@ -611,6 +613,27 @@ TEST(CudaCompile, LibraryProductsFoldTheirAdds) {
   for (const KernelLaunch& step : llama.kernels) adding += step.gemm && step.gemm->adds;
   EXPECT_EQ(adding, 1);
   EXPECT_TRUE(llama.kernels.back().gemm && llama.kernels.back().gemm->adds);
+  // Every scratch slot left is one some step uses, numbered in order.
+  const Program unfolded = lower(suite::build_workload("llama_mlp_block", 8, ir::DType::f16),
+                                 {.library_matmul = true, .fold_adds = false});
+  auto scratch_slots = [](const Program& p) {
+    std::vector<int> numbers;
+    for (const Slot& slot : p.slots)
+      if (slot.kind == SlotKind::scratch) numbers.push_back(slot.index);
+    return numbers;
+  };
+  const std::vector<int> folded_scratch = scratch_slots(llama);
+  EXPECT_EQ(folded_scratch.size() + 1, scratch_slots(unfolded).size());
+  for (size_t i = 0; i < folded_scratch.size(); ++i) EXPECT_EQ(folded_scratch[i], int(i));
+  std::set<int> referenced;
+  for (const KernelLaunch& step : llama.kernels)
+    referenced.insert(step.args.begin(), step.args.end());
+  for (const Slot& slot : llama.slots)
+    if (slot.kind == SlotKind::view) referenced.insert(slot.index);
+  for (size_t i = 0; i < llama.slots.size(); ++i) {
+    if (llama.slots[i].kind != SlotKind::scratch) continue;
+    EXPECT_TRUE(referenced.contains(int(i))) << "scratch slot " << i << " is used";
+  }
 }
 
 // The (bytes, offset) of each view slot of `program`, in order.

@@ -305,6 +305,35 @@ std::optional<FoldedAdd> folded_add(const ir::KernelGraph& graph, const ir::Node
   return std::nullopt;
 }
 
+// Removes the scratch slots that no step reads or writes and no view points into, renumbering the
+// rest. Slots are made as nodes are reached, before a later node can make one unneeded: a product
+// whose add folds into its call leaves its own result slot unwritten (m x n elements, 64 KB for
+// the Llama MLP at bs8), and the module would allocate it.
+void drop_unused_scratch(Program& program) {
+  std::vector<bool> used(program.slots.size());
+  for (const KernelLaunch& step : program.kernels)
+    for (int slot : step.args) used[size_t(slot)] = true;
+  for (size_t i = 0; i < program.slots.size(); ++i) {
+    const Slot& slot = program.slots[i];
+    if (slot.kind != SlotKind::scratch) used[i] = true;
+    if (slot.kind == SlotKind::view) used[size_t(slot.index)] = true;
+  }
+  std::vector<int> renumbered(program.slots.size(), -1);
+  std::vector<Slot> kept;
+  int scratch = 0;
+  for (size_t i = 0; i < program.slots.size(); ++i) {
+    if (!used[i]) continue;
+    Slot slot = program.slots[i];
+    if (slot.kind == SlotKind::scratch) slot.index = scratch++;
+    if (slot.kind == SlotKind::view) slot.index = renumbered[size_t(slot.index)];
+    renumbered[i] = int(kept.size());
+    kept.push_back(slot);
+  }
+  for (KernelLaunch& step : program.kernels)
+    for (int& slot : step.args) slot = renumbered[size_t(slot)];
+  program.slots = std::move(kept);
+}
+
 }  // namespace
 
 Program lower(const ir::KernelGraph& graph, const CodegenOptions& options) {
@@ -409,6 +438,7 @@ Program lower(const ir::KernelGraph& graph, const CodegenOptions& options) {
                                                     output_slots[i],
                                                     "output " + graph.outputs()[i].name));
   }
+  drop_unused_scratch(program);
   return program;
 }
 
