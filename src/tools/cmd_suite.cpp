@@ -46,25 +46,12 @@ void export_all(const SuiteOptions& options) {
   }
 }
 
-// Brings each input into the value range the workload's peers use (WorkloadInfo::input_scales).
-void scale_inputs(const std::string& name, const ir::KernelGraph& graph,
-                  std::vector<ir::HostTensor>& inputs) {
-  const std::vector<ir::TensorRef> refs = graph.inputs();
-  for (const suite::WorkloadInfo& w : suite::workloads()) {
-    if (w.name != name) continue;
-    for (const auto& [input, factor] : w.input_scales)
-      for (size_t i = 0; i < refs.size(); ++i)
-        if (graph.node(refs[i].node).name == input)
-          for (int64_t e = 0; e < inputs[i].size(); ++e)
-            inputs[i].set(e, inputs[i].get(e) * factor);
-  }
-}
-
 void run_one(backend::Backend& backend, const std::string& name, const SuiteOptions& options,
              ir::DType dtype) {
   ir::KernelGraph graph = suite::build_workload(name, options.bs, dtype);
-  std::vector<ir::HostTensor> inputs = random_inputs(graph, options.seed);
-  scale_inputs(name, graph, inputs);
+  std::vector<ir::HostTensor> inputs;
+  for (const suite::WorkloadInfo& w : suite::workloads())
+    if (w.name == name) inputs = suite::random_inputs(w, graph, options.seed);
   auto start = std::chrono::steady_clock::now();
   std::vector<ir::HostTensor> outputs = backend::run_on(backend, graph, inputs);
   std::chrono::duration<double, std::milli> elapsed = std::chrono::steady_clock::now() - start;
