@@ -382,6 +382,41 @@ TEST(CudaCompile, UnfusedSuiteGraphs) {
     compile_all(suite::build_workload(w.name, 1, ir::DType::f16), w.name + " unfused", seen);
 }
 
+// Softmax's row kernel takes one exponential an element where its row is in registers: ex2.approx
+// for a 16-bit output, expf for f32. A row too long for registers computes it again per pass.
+TEST(CudaCompile, SoftmaxTakesOneExponentialAnElement) {
+  auto source = [](ir::DType t, int64_t len) {
+    ir::KernelGraph g;
+    g.mark_output(g.softmax(g.input("X", {8, len}, t), 1), "out");
+    const Program p = lower(g);
+    EXPECT_EQ(p.kernels.size(), 1u);
+    return p.kernels.at(0).source;
+  };
+  auto calls = [](const std::string& text, const std::string& what) {
+    int n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+  };
+  const std::string half = source(ir::DType::f16, 32000);
+  const std::string body = half.substr(half.find("__global__"));
+  EXPECT_EQ(calls(body, "yr_exp_ftz("), 1) << body;
+  EXPECT_EQ(calls(body, "expf("), 0) << body;
+  EXPECT_NE(body.find("v[j] = e;"), std::string::npos) << body;
+  const std::string single = source(ir::DType::f32, 32000);
+  const std::string f32_body = single.substr(single.find("__global__"));
+  EXPECT_EQ(calls(f32_body, "expf("), 1) << f32_body;
+  EXPECT_EQ(calls(f32_body, "yr_exp_ftz("), 0) << f32_body;
+  const std::string long_row = source(ir::DType::f16, 40000);
+  EXPECT_EQ(calls(long_row.substr(long_row.find("__global__")), "yr_exp_ftz("), 2);
+  std::set<std::string> seen;
+  for (ir::DType t : {ir::DType::f32, ir::DType::f16, ir::DType::bf16})
+    for (int64_t len : {int64_t{3000}, int64_t{32000}, int64_t{40000}}) {
+      ir::KernelGraph g;
+      g.mark_output(g.softmax(g.input("X", {8, len}, t), 1), "out");
+      compile_all(g, fmt::format("softmax of {} {}", len, ir::dtype_name(t)), seen);
+    }
+}
+
 TEST(CudaCompile, BlockTestGraphs) {
   using namespace ir::testing;
   std::set<std::string> seen;

@@ -222,18 +222,21 @@ TEST(CudaGpu, RegisterRowsMatchReference) {
 }
 
 // Row ops (norms, softmax) at the lengths where their kernel changes shape: 1024 threads from
-// 2048 elements, a tail row (3000), and rows too long for registers (40000) read per pass.
+// 2048 elements, a tail row (3000), and rows too long for registers (40000) read per pass; in
+// f32, where softmax takes expf, and in 16 bits, where it takes ex2.approx.
 TEST(CudaGpu, LongRowOpsMatchReference) {
   CUDA_OR_SKIP(cuda);
-  for (int64_t len : {int64_t{3000}, int64_t{40000}}) {
-    ir::KernelGraph g;
-    auto x = g.input("X", {3, len}, ir::DType::f32);
-    auto w = g.input("W", {len}, ir::DType::f32);
-    g.mark_output(g.softmax(x, 1), "softmax");
-    g.mark_output(g.rms_norm(x, {len}, w), "rms_norm");
-    g.mark_output(g.layer_norm(x, {len}), "layer_norm");
-    expect_matches(g, *cuda, fresh_seed(), fmt::format("row ops of {}", len));
-  }
+  for (ir::DType t : {ir::DType::f32, ir::DType::f16, ir::DType::bf16})
+    for (int64_t len : {int64_t{3000}, int64_t{40000}}) {
+      ir::KernelGraph g;
+      auto x = g.input("X", {3, len}, t);
+      auto w = g.input("W", {len}, t);
+      g.mark_output(g.softmax(x, 1), "softmax");
+      g.mark_output(g.rms_norm(x, {len}, w), "rms_norm");
+      g.mark_output(g.layer_norm(x, {len}), "layer_norm");
+      expect_matches(g, *cuda, fresh_seed(),
+                     fmt::format("row ops of {} {}", len, ir::dtype_name(t)));
+    }
 }
 
 // Kernel-level matmuls in every float dtype and batch layout: cuBLAS steps where cuBLAS loaded

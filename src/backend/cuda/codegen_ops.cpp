@@ -183,22 +183,32 @@ KernelLaunch norm(const ir::KernelGraph& graph, const ir::Node& node, const Dims
   return row_op(graph, node, in, out, s, body);
 }
 
+// Softmax keeps each e^(x - max) where the row's values are in registers, so the division pass
+// reads it rather than taking a second exponential; with a 16-bit output the exponential is
+// ex2.approx (yr_exp_ftz), whose error is far below the output's rounding, in place of expf's
+// longer accurate sequence. Why: gemm_softmax's rows (8 of 32000) run a block each, so a row's
+// 64,000 exponentials queued on one multiprocessor's special-function units.
 KernelLaunch softmax(const ir::KernelGraph& graph, const ir::Node& node, int dim,
                      const std::vector<int>& in, const std::vector<int>& out) {
   const Split3 s = around(graph.type(node.inputs[0]).dims, dim);
   const int64_t per = row_per_thread(s.extent);
-  const std::string body = fmt::format(R"(  float m = -INFINITY;
+  const bool in_registers = per <= 32;  // row_op()'s v[]
+  const char* exp = node.outputs[0].dtype == ir::DType::f32 ? "expf" : "yr_exp_ftz";
+  const std::string body = fmt::format(
+      R"(  float m = -INFINITY;
 #pragma unroll
-  for (int j = 0; j < {0}; ++j) if (VALID(j)) m = fmaxf(m, V(j));
+  for (int j = 0; j < {per}; ++j) if (VALID(j)) m = fmaxf(m, V(j));
   m = yr_block_reduce(m, scratch, true);
   float a = 0.0f;
 #pragma unroll
-  for (int j = 0; j < {0}; ++j) if (VALID(j)) a += expf(V(j) - m);
+  for (int j = 0; j < {per}; ++j) if (VALID(j)) {{ const float e = {exp}(V(j) - m); a += e;{keep} }}
   const float inv = 1.0f / yr_block_reduce(a, scratch, false);
 #pragma unroll
-  for (int j = 0; j < {0}; ++j) if (VALID(j)) yr_store(out0 + AT(R(j)), expf(V(j) - m) * inv);
+  for (int j = 0; j < {per}; ++j) if (VALID(j)) yr_store(out0 + AT(R(j)), {again} * inv);
 )",
-                                       per);
+      fmt::arg("per", per), fmt::arg("exp", exp),
+      fmt::arg("keep", in_registers ? " v[j] = e;" : ""),
+      fmt::arg("again", in_registers ? std::string("v[j]") : fmt::format("{}(V(j) - m)", exp)));
   return row_op(graph, node, in, out, s, body);
 }
 
