@@ -25,6 +25,13 @@ namespace {
 const CodegenOptions kH200Pairs{
     .max_shared_bytes = 227 * 1024, .multiprocessors = 132, .tensor_maps = true, .clusters = true};
 
+// How many times `what` occurs in `text`.
+int occurrences(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
 // Compiles every kernel of `graph` not compiled before for both architectures.
 void compile_all(const ir::KernelGraph& graph, const std::string& what, std::set<std::string>& seen,
                  const CodegenOptions& options = {}) {
@@ -385,36 +392,32 @@ TEST(CudaCompile, UnfusedSuiteGraphs) {
 // Softmax's row kernel takes one exponential an element where its row is in registers: ex2.approx
 // for a 16-bit output, expf for f32. A row too long for registers computes it again per pass.
 TEST(CudaCompile, SoftmaxTakesOneExponentialAnElement) {
-  auto source = [](ir::DType t, int64_t len) {
+  auto softmax_graph = [](ir::DType t, int64_t len) {
     ir::KernelGraph g;
     g.mark_output(g.softmax(g.input("X", {8, len}, t), 1), "out");
-    const Program p = lower(g);
+    return g;
+  };
+  auto source = [&](ir::DType t, int64_t len) {
+    const Program p = lower(softmax_graph(t, len));
     EXPECT_EQ(p.kernels.size(), 1u);
     return p.kernels.at(0).source;
   };
-  auto calls = [](const std::string& text, const std::string& what) {
-    int n = 0;
-    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-    return n;
-  };
   const std::string half = source(ir::DType::f16, 32000);
   const std::string body = half.substr(half.find("__global__"));
-  EXPECT_EQ(calls(body, "yr_exp_ftz("), 1) << body;
-  EXPECT_EQ(calls(body, "expf("), 0) << body;
+  EXPECT_EQ(occurrences(body, "yr_exp_ftz("), 1) << body;
+  EXPECT_EQ(occurrences(body, "expf("), 0) << body;
   EXPECT_NE(body.find("v[j] = e;"), std::string::npos) << body;
   const std::string single = source(ir::DType::f32, 32000);
   const std::string f32_body = single.substr(single.find("__global__"));
-  EXPECT_EQ(calls(f32_body, "expf("), 1) << f32_body;
-  EXPECT_EQ(calls(f32_body, "yr_exp_ftz("), 0) << f32_body;
+  EXPECT_EQ(occurrences(f32_body, "expf("), 1) << f32_body;
+  EXPECT_EQ(occurrences(f32_body, "yr_exp_ftz("), 0) << f32_body;
   const std::string long_row = source(ir::DType::f16, 40000);
-  EXPECT_EQ(calls(long_row.substr(long_row.find("__global__")), "yr_exp_ftz("), 2);
+  EXPECT_EQ(occurrences(long_row.substr(long_row.find("__global__")), "yr_exp_ftz("), 2);
   std::set<std::string> seen;
   for (ir::DType t : {ir::DType::f32, ir::DType::f16, ir::DType::bf16})
-    for (int64_t len : {int64_t{3000}, int64_t{32000}, int64_t{40000}}) {
-      ir::KernelGraph g;
-      g.mark_output(g.softmax(g.input("X", {8, len}, t), 1), "out");
-      compile_all(g, fmt::format("softmax of {} {}", len, ir::dtype_name(t)), seen);
-    }
+    for (int64_t len : {int64_t{3000}, int64_t{32000}, int64_t{40000}})
+      compile_all(softmax_graph(t, len), fmt::format("softmax of {} {}", len, ir::dtype_name(t)),
+                  seen);
 }
 
 TEST(CudaCompile, BlockTestGraphs) {
@@ -446,11 +449,7 @@ TEST(CudaCompile, RowChainsStayInRegisters) {
   EXPECT_EQ(body(ntrans).find("__syncthreads"), std::string::npos) << ntrans.source;
   EXPECT_LE(ntrans.shared_bytes, 64u) << "the block reductions' scratch only";
   // Two rms_norms, a block reduction each.
-  size_t reductions = 0;
-  for (size_t at = ntrans.source.find("yr_block_reduce(a, red"); at != std::string::npos;
-       at = ntrans.source.find("yr_block_reduce(a, red", at + 1))
-    ++reductions;
-  EXPECT_EQ(reductions, 2u) << ntrans.source;
+  EXPECT_EQ(occurrences(ntrans.source, "yr_block_reduce(a, red"), 2) << ntrans.source;
   CodegenOptions off;
   off.register_rows = false;
   const KernelLaunch staged =
@@ -490,11 +489,9 @@ TEST(CudaCompile, AttentionTakesTheRegisterChain) {
     const size_t end = src.find("\n  }\n  __syncthreads();", loop);
     ASSERT_NE(end, std::string::npos) << src;
     const std::string body = src.substr(loop, end - loop);
-    int barriers = 0;
-    for (size_t at = body.find("__syncthreads"); at != std::string::npos;
-         at = body.find("__syncthreads", at + 1))
-      ++barriers;
-    EXPECT_EQ(barriers, 1) << "one barrier per iteration, none in the chain:\n" << src;
+    EXPECT_EQ(occurrences(body, "__syncthreads"), 1)
+        << "one barrier per iteration, none in the chain:\n"
+        << src;
     // exp as ex2.approx.ftz, without __expf's range fix-ups.
     EXPECT_NE(body.find("yr_exp_ftz("), std::string::npos) << src;
     EXPECT_EQ(body.find("__expf"), std::string::npos) << src;
@@ -721,14 +718,8 @@ TEST(CudaCompile, SplitsReadByFusedKernelsAreStridedViews) {
   EXPECT_EQ(view_slots(views), (std::vector<std::pair<size_t, size_t>>{{8192, 0}, {8192, 1024}}));
   // Gate and up rows 1024 elements apart; the output's 512.
   const std::string& silu_mul = views.kernels[1].source;
-  auto count = [&](const std::string& text) {
-    size_t n = 0;
-    for (size_t at = silu_mul.find(text); at != std::string::npos; at = silu_mul.find(text, at + 1))
-      ++n;
-    return n;
-  };
-  EXPECT_EQ(count("% 8) * 1024ll"), 2u) << silu_mul;
-  EXPECT_EQ(count("% 8) * 512ll"), 1u) << silu_mul;
+  EXPECT_EQ(occurrences(silu_mul, "% 8) * 1024ll"), 2) << silu_mul;
+  EXPECT_EQ(occurrences(silu_mul, "% 8) * 512ll"), 1) << silu_mul;
   std::set<std::string> seen;
   compile_all(split_graph(false), "strided split views", seen);
   const Program copies = lower(split_graph(true));
