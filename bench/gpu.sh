@@ -28,6 +28,9 @@ YIRAGE_CUDA_CUBLASLT=0 YIRAGE_REQUIRE_CUDA=1 "$BUILD/tests/cuda/yirage_cuda_test
 # The adds after library matmuls again as kernels of their own.
 YIRAGE_CUDA_FOLD_ADDS=0 YIRAGE_REQUIRE_CUDA=1 "$BUILD/tests/cuda/yirage_cuda_tests" \
   --gtest_filter='CudaGpu.KernelLevel*' >> "$RESULTS/gpu_tests.log" 2>&1 || tests_rc=$?
+# Library products that share A again as calls of their own.
+YIRAGE_CUDA_GROUP_PRODUCTS=0 YIRAGE_REQUIRE_CUDA=1 "$BUILD/tests/cuda/yirage_cuda_tests" \
+  --gtest_filter='CudaGpu.KernelLevel*' >> "$RESULTS/gpu_tests.log" 2>&1 || tests_rc=$?
 # The weight tiles again by cp.async and the streamed weights through registers, as on GPUs
 # before sm_90; then the streamed weights' products through shared memory, as before they streamed.
 YIRAGE_CUDA_TMA=0 YIRAGE_REQUIRE_CUDA=1 "$BUILD/tests/cuda/yirage_cuda_tests" \

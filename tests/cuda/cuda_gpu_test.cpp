@@ -270,6 +270,61 @@ TEST(CudaGpu, KernelLevelProductsWithFoldedAddsMatchReference) {
   }
 }
 
+// Library products that share A, run as one call over arrays of addresses (LibraryGemm::group):
+// three products of X, one read by an add, at each float dtype; then the same module launched on
+// two sets of buffers in turn, each launch checked, since the arrays must follow the addresses
+// (run directly when they change, replayed from the captured graph when they repeat).
+TEST(CudaGpu, KernelLevelProductsSharingAMatchReference) {
+  CUDA_OR_SKIP(cuda);
+  auto graph = [](ir::DType t) {
+    ir::KernelGraph g;
+    auto x = g.input("X", {24, 96}, t);
+    auto w1 = g.input("W1", {96, 40}, t);
+    auto w2 = g.input("W2", {96, 40}, t);
+    auto w3 = g.input("W3", {96, 40}, t);
+    auto r = g.input("R", {24, 40}, t);
+    g.mark_output(g.mul(g.silu(g.matmul(x, w1)), g.matmul(x, w2)), "gated");
+    g.mark_output(g.add(g.matmul(x, w3), r), "plus_r");
+    return g;
+  };
+  for (ir::DType t : {ir::DType::f32, ir::DType::f16, ir::DType::bf16})
+    expect_matches(graph(t), *cuda, fresh_seed(), fmt::format("grouped {}", ir::dtype_name(t)));
+
+  const ir::KernelGraph g = graph(ir::DType::f16);
+  std::unique_ptr<Module> module = cuda->compile(g);
+  std::vector<std::unique_ptr<Buffer>> owned;
+  std::vector<Buffer*> in[2], out[2];
+  for (int set = 0; set < 2; ++set) {
+    for (ir::TensorRef t : g.inputs())
+      in[set].push_back(
+          owned.emplace_back(cuda->allocate(ir::HostTensor(g.type(t)).bytes.size())).get());
+    for (const ir::GraphOutput& o : g.outputs())
+      out[set].push_back(
+          owned.emplace_back(cuda->allocate(ir::HostTensor(g.type(o.tensor)).bytes.size())).get());
+  }
+  for (int set : {0, 1, 0, 0, 1, 1}) {
+    std::mt19937_64 rng(fresh_seed());
+    std::vector<ir::HostTensor> inputs;
+    for (size_t i = 0; i < in[set].size(); ++i) {
+      ir::fill_random(inputs.emplace_back(g.type(g.inputs()[i])), rng);
+      in[set][i]->write(inputs.back().bytes);
+    }
+    std::vector<ir::HostTensor> results;
+    for (size_t o = 0; o < out[set].size(); ++o) {
+      ir::poison(results.emplace_back(g.type(g.outputs()[o].tensor)));
+      out[set][o]->write(results.back().bytes);
+    }
+    module->launch(in[set], out[set]);
+    cuda->synchronize();
+    const std::vector<ir::HostTensor> expected = verify::run_reference(g, inputs);
+    for (size_t o = 0; o < results.size(); ++o) {
+      out[set][o]->read(results[o].bytes);
+      EXPECT_LE(cuda_testing::rel_l2_error(results[o], expected[o]), 2e-3)
+          << "buffer set " << set << ", output " << o;
+    }
+  }
+}
+
 // Launching again on the same buffers replays a captured CUDA graph; it must see new inputs.
 TEST(CudaGpu, GraphReplaySeesNewInputs) {
   CUDA_OR_SKIP(cuda);

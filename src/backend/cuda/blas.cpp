@@ -104,7 +104,9 @@ void BlasHandle::prepare(const LibraryGemm& g, std::string_view what) {
   // A zero stride broadcasts an operand over the batches, which cuBLAS's strided batches allow;
   // such products keep cuBLAS's default rather than rely on cuBLASLt doing the same.
   const bool broadcast = g.batches > 1 && (!g.stride_a || !g.stride_b || !g.stride_c);
-  if (!lt_) {
+  if (g.group > 1) {
+    plan->untimed = "a batch over arrays of pointers runs cuBLAS's default";
+  } else if (!lt_) {
     plan->untimed = blas().lt_reason;
   } else if (broadcast) {
     plan->untimed = "an operand is broadcast over the batches";
@@ -285,6 +287,32 @@ void BlasHandle::gemm(const LibraryGemm& g, CUdeviceptr a, CUdeviceptr b, CUdevi
                       CUdeviceptr d, std::string_view what) const {
   const Plan& plan = plan_of(g, what);
   run(g, plan, plan.chosen, a, b, c, d, what);
+}
+
+void BlasHandle::gemm_group(const LibraryGemm& g, CUdeviceptr pointers,
+                            std::string_view what) const {
+  plan_of(g, what);
+  const float one = 1.0f, zero = 0.0f;
+  const int type = cuda_type(g.dtype);
+  const auto* table = reinterpret_cast<void* const*>(pointers);
+  // Row-major C_i = A · B_i is column-major C_iᵀ = B_iᵀ · Aᵀ: cuBLAS's first operands are the B_i.
+  const std::ptrdiff_t group = g.group;
+  check_blas(blas().api.gemm_batched(handle_, kCublasOpN, kCublasOpN, int(g.n), int(g.m), int(g.k),
+                                     &one, table + group, type, int(g.n), table, type, int(g.k),
+                                     &zero, table + 2 * group, type, int(g.n), int(g.group),
+                                     kCublasCompute32F, kCublasGemmDefault),
+             fmt::format("cublasGemmBatchedEx for {}", what));
+}
+
+std::vector<CUdeviceptr> BlasHandle::group_pointers(const std::vector<CUdeviceptr>& args) {
+  const size_t group = (args.size() - 1) / 2;
+  std::vector<CUdeviceptr> table(3 * group);
+  for (size_t i = 0; i < group; ++i) {
+    table[i] = args[0];
+    table[group + i] = args[1 + 2 * i];
+    table[2 * group + i] = args[2 + 2 * i];
+  }
+  return table;
 }
 
 std::string BlasHandle::describe(const Plan& plan) {

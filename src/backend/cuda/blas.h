@@ -16,6 +16,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "backend/cuda/codegen.h"
 #include "backend/cuda/driver.h"
@@ -38,6 +39,13 @@ class BlasHandle {
   // `g.adds`, on the stream, the way prepare() chose; prepare() must have seen `g`.
   void gemm(const LibraryGemm& g, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, CUdeviceptr d,
             std::string_view what) const;
+
+  // Enqueues a group's products (`g.group` > 1): `pointers` is a device array of 3 x g.group
+  // addresses, laid out by group_pointers(). cuBLAS's default algorithm runs it, untimed.
+  void gemm_group(const LibraryGemm& g, CUdeviceptr pointers, std::string_view what) const;
+  // That array's contents: A once per product, then the B_i, then the C_i (`args` as in
+  // KernelLaunch: A, B_0, C_0, B_1, C_1, ...), in the order cuBLAS's column-major call takes them.
+  static std::vector<CUdeviceptr> group_pointers(const std::vector<CUdeviceptr>& args);
 
  private:
   struct Plan;

@@ -42,12 +42,15 @@ struct Slot {
 // A kernel-level matmul handed to cuBLAS: C[b] = A[b] · B[b] for `batches` row-major products of
 // M x K by K x N, operand b at element offset b · stride (0: one matrix shared by every product).
 // With `adds`, C[b] = A[b] · B[b] + D[b]: the add that was the product's only reader, folded into
-// the call (D laid out as C).
+// the call (D laid out as C). With `group` > 1 (and one batch), the call computes `group` products
+// of the same sizes that share A, C_i = A · B_i, as one batch over arrays of pointers: products
+// the graph has as separate nodes, like a gated MLP's gate and up, whose B_i and C_i lie anywhere.
 struct LibraryGemm {
   int64_t m = 0, n = 0, k = 0, batches = 1;
   int64_t stride_a = 0, stride_b = 0, stride_c = 0;
   ir::DType dtype = ir::DType::f16;  // of A, B and C
   bool adds = false;
+  int64_t group = 1;
   friend auto operator<=>(const LibraryGemm&, const LibraryGemm&) = default;
 };
 
@@ -65,7 +68,8 @@ struct TensorMapArg {
 
 struct KernelLaunch {
   // Set when this step is a library call instead of a generated kernel; `args` are then the
-  // slots of A, B and C (and D, when it adds), and `source` is empty.
+  // slots of A, B and C (and D, when it adds), or of A, B_0, C_0, B_1, C_1, ... for a group, and
+  // `source` is empty.
   std::optional<LibraryGemm> gemm;
   std::string name;    // the __global__ function's name in `source`
   std::string source;  // a complete CUDA C++ translation unit, no includes needed
@@ -101,6 +105,9 @@ struct CodegenOptions {
   // With library_matmul, fold an add that is a library product's only reader into the call
   // (LibraryGemm::adds).
   bool fold_adds = true;
+  // With library_matmul, run library products of the same sizes that share A as one call
+  // (LibraryGemm::group).
+  bool group_products = true;
   // Stream weight tiles with the Tensor Memory Accelerator (cp.async.bulk.tensor; sm_90 and a
   // driver that encodes tensor maps), where codegen_block_tma.cpp allows it.
   bool tensor_maps = false;

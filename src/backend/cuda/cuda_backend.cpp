@@ -181,6 +181,10 @@ class CudaBuffer final : public Buffer {
 struct LoadedKernel {
   CUfunction function = nullptr;  // null for a library call
   const KernelLaunch* launch = nullptr;
+  // A group of library products (LibraryGemm::group): the device array of its operands'
+  // addresses, and what was last copied there (kept until the stream has read it).
+  std::unique_ptr<CudaBuffer> pointer_table;
+  std::vector<CUdeviceptr> uploaded;
 };
 
 class CudaModule final : public Module {
@@ -200,7 +204,12 @@ class CudaModule final : public Module {
       if (k.gemm) {
         if (!blas_) fail("cuda: {} needs cuBLAS, which is not loaded", k.what);
         blas_->prepare(*k.gemm, k.what);
-        kernels_.push_back({nullptr, &k});
+        LoadedKernel call;
+        call.launch = &k;
+        if (k.gemm->group > 1)
+          call.pointer_table = std::make_unique<CudaBuffer>(
+              context_, size_t(3 * k.gemm->group) * sizeof(CUdeviceptr));
+        kernels_.push_back(std::move(call));
         continue;
       }
       auto [at, fresh] = by_source.emplace(k.source, nullptr);
@@ -211,7 +220,8 @@ class CudaModule final : public Module {
               fmt::format("cuModuleLoadData for {}", k.what));
         modules_.push_back(at->second);
       }
-      LoadedKernel loaded{nullptr, &k};
+      LoadedKernel loaded;
+      loaded.launch = &k;
       check(api.module_get_function(&loaded.function, at->second, k.name.c_str()),
             fmt::format("cuModuleGetFunction({})", k.name));
       if (k.shared_bytes > size_t(max_shared))
@@ -221,7 +231,7 @@ class CudaModule final : public Module {
         check(api.func_set_attribute(loaded.function, kFuncAttrMaxDynamicSharedBytes,
                                      int(k.shared_bytes)),
               fmt::format("cuFuncSetAttribute(max dynamic shared memory) for {}", k.what));
-      kernels_.push_back(loaded);
+      kernels_.push_back(std::move(loaded));
     }
     for (const Slot& slot : program_.slots)
       if (slot.kind == SlotKind::scratch)
@@ -246,6 +256,7 @@ class CudaModule final : public Module {
     }
     drop_graph();
     graph_addresses_ = addresses;
+    upload_pointer_tables(addresses);
     enqueue(addresses);
   }
 
@@ -283,9 +294,29 @@ class CudaModule final : public Module {
     return addresses;
   }
 
+  // The groups' arrays of addresses, for `addresses`: copied in stream order, so that calls
+  // still queued read the arrays they were enqueued with. A captured graph reads the arrays as
+  // they are when it replays, so this runs whenever the addresses change, before the launch that
+  // runs the steps directly; the next launch on the same addresses captures them.
+  void upload_pointer_tables(const std::vector<CUdeviceptr>& addresses) {
+    for (LoadedKernel& k : kernels_) {
+      if (!k.pointer_table) continue;
+      std::vector<CUdeviceptr> args;
+      for (int slot : k.launch->args) args.push_back(addresses[size_t(slot)]);
+      k.uploaded = BlasHandle::group_pointers(args);
+      check(driver().api.memcpy_htod_async(k.pointer_table->address(), k.uploaded.data(),
+                                           k.uploaded.size() * sizeof(CUdeviceptr), stream_),
+            fmt::format("cuMemcpyHtoDAsync (the operands' addresses) for {}", k.launch->what));
+    }
+  }
+
   void enqueue(const std::vector<CUdeviceptr>& addresses) {
     const DriverApi& api = driver().api;
     for (const LoadedKernel& k : kernels_) {
+      if (k.pointer_table) {
+        blas_->gemm_group(*k.launch->gemm, k.pointer_table->address(), k.launch->what);
+        continue;
+      }
       if (const std::optional<LibraryGemm>& g = k.launch->gemm) {
         const std::vector<int>& slots = k.launch->args;
         blas_->gemm(*g, addresses[size_t(slots[0])], addresses[size_t(slots[1])],
@@ -403,6 +434,8 @@ class CudaBackend final : public Backend {
     options.library_matmul = blas().loaded;
     // YIRAGE_CUDA_FOLD_ADDS=0 keeps adds after library products as kernels, for comparing.
     options.fold_adds = !turned_off("YIRAGE_CUDA_FOLD_ADDS");
+    // YIRAGE_CUDA_GROUP_PRODUCTS=0 keeps library products that share A as calls of their own.
+    options.group_products = !turned_off("YIRAGE_CUDA_GROUP_PRODUCTS");
     options.tensor_maps = tensor_maps_usable();
     // YIRAGE_CUDA_STREAM=0 keeps skinny products' weight tiles in shared memory, for comparing.
     options.register_weights = !turned_off("YIRAGE_CUDA_STREAM");

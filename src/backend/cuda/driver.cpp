@@ -85,6 +85,7 @@ Driver load_driver() {
     bind(lib, n, a.memcpy_htod, "cuMemcpyHtoD_v2");
     bind(lib, n, a.memcpy_dtoh, "cuMemcpyDtoH_v2");
     bind(lib, n, a.memcpy_dtod_async, "cuMemcpyDtoDAsync_v2");
+    bind(lib, n, a.memcpy_htod_async, "cuMemcpyHtoDAsync_v2");
     bind(lib, n, a.module_load_data, "cuModuleLoadData");
     bind(lib, n, a.module_unload, "cuModuleUnload");
     bind(lib, n, a.module_get_function, "cuModuleGetFunction");
@@ -160,6 +161,7 @@ Blas load_blas() {
     bind(lib, l, a.set_stream, "cublasSetStream_v2");
     bind(lib, l, a.set_workspace, "cublasSetWorkspace_v2");
     bind(lib, l, a.gemm_strided_batched, "cublasGemmStridedBatchedEx");
+    bind(lib, l, a.gemm_batched, "cublasGemmBatchedEx");
     b.loaded = true;
   } catch (const LoadFailure& failure) {
     b.reason = failure.reason;

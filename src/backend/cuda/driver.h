@@ -61,6 +61,7 @@ struct DriverApi {
   CUresult (*memcpy_htod)(CUdeviceptr, const void*, size_t);
   CUresult (*memcpy_dtoh)(void*, CUdeviceptr, size_t);
   CUresult (*memcpy_dtod_async)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
+  CUresult (*memcpy_htod_async)(CUdeviceptr, const void*, size_t, CUstream);
   CUresult (*module_load_data)(CUmodule*, const void*);
   CUresult (*module_unload)(CUmodule);
   CUresult (*module_get_function)(CUfunction*, CUmodule, const char*);
@@ -137,6 +138,11 @@ struct BlasApi {
                               long long stride_a, const void* b, int b_type, int ldb,
                               long long stride_b, const void* beta, void* c, int c_type, int ldc,
                               long long stride_c, int batches, int compute_type, int algo);
+  // Products whose operands are device arrays of pointers, one entry per product.
+  int (*gemm_batched)(CublasHandle, int transa, int transb, int m, int n, int k, const void* alpha,
+                      const void* const* a, int a_type, int lda, const void* const* b, int b_type,
+                      int ldb, const void* beta, void* const* c, int c_type, int ldc, int batches,
+                      int compute_type, int algo);
 };
 // Values from cublas_api.h and library_types.h.
 inline constexpr int kCublasOpN = 0;
