@@ -312,8 +312,10 @@ std::optional<FoldedAdd> folded_add(const ir::KernelGraph& graph, const ir::Node
 // of the same sizes and dtype, that reads the same A, where this product's B exists by the time
 // that call runs (a graph input, or computed before its first product). The product's own slot
 // is fresh, so writing it earlier changes nothing. Why: a gated MLP's gate and up each read a
-// weight of 32 MB; as two calls they took 24.1 µs at 64 rows on the H200, as one batch of two
-// 20.1 µs (bench/results/grouped_products_h200.txt).
+// weight of 32 MB; as one batch its library graph went from 25.7 to 22.4 µs at 64 rows and from
+// 27.0 to 20.7 µs at 8 on the H200 (bench/results/grouped_products_h200.txt). Not profiled; a
+// likely reason is that one call of a few rows leaves cuBLAS few blocks, and two calls pay two
+// ramps and tails over weights that, 64 MB together, never stay in the 60 MB L2.
 constexpr int64_t kMaxGroup = 8;
 std::optional<size_t> group_to_join(const ir::KernelGraph& graph, const ir::Node& node,
                                     const LibraryGemm& gemm, const std::vector<int>& in,
