@@ -420,6 +420,41 @@ TEST(CudaCompile, SoftmaxTakesOneExponentialAnElement) {
                   seen);
 }
 
+// Contiguous 16-bit rows of up to 8192 elements in whole runs of 8 go through the row ops in
+// 16-byte vectors, 256 threads a block; f32 rows, longer rows, rows of other lengths and rows
+// along a non-innermost dim keep element-wise access.
+TEST(CudaCompile, RowOpsMoveRunsOfEight) {
+  auto lowered = [](ir::DType t, int64_t len, bool across) {
+    ir::KernelGraph g;
+    auto x = g.input("X", across ? ir::Dims{len, 4} : ir::Dims{16, len}, t);
+    g.mark_output(across ? g.softmax(x, 0) : g.rms_norm(x, {len}, g.input("G", {len}, t)), "out");
+    return lower(g).kernels.at(0);
+  };
+  const KernelLaunch runs = lowered(ir::DType::f16, 4096, false);
+  EXPECT_EQ(runs.threads, 256u);
+  EXPECT_EQ(occurrences(runs.source, "*reinterpret_cast<const uint4*>(in0"), 1) << runs.source;
+  EXPECT_EQ(occurrences(runs.source, "*reinterpret_cast<uint4*>(out0"), 1) << runs.source;
+  EXPECT_EQ(occurrences(runs.source, "#define PER 16"), 1) << runs.source;
+  const KernelLaunch widest = lowered(ir::DType::bf16, 8192, false);
+  EXPECT_EQ(widest.threads, 256u);
+  EXPECT_EQ(occurrences(widest.source, "#define PER 32"), 1) << widest.source;
+  for (const KernelLaunch& k :
+       {lowered(ir::DType::f32, 4096, false), lowered(ir::DType::f16, 32000, false),
+        lowered(ir::DType::f16, 4100, false), lowered(ir::DType::f16, 4096, true)}) {
+    EXPECT_EQ(occurrences(k.source, "uint4"), 0) << k.what << ":\n" << k.source;
+  }
+  std::set<std::string> seen;
+  for (ir::DType t : {ir::DType::f16, ir::DType::bf16})
+    for (int64_t len : {int64_t{24}, int64_t{3000}, int64_t{4096}, int64_t{8192}}) {
+      ir::KernelGraph g;
+      auto x = g.input("X", {4, len}, t);
+      g.mark_output(g.layer_norm(x, {len}), "ln");
+      g.mark_output(g.softmax(x, 1), "sm");
+      g.mark_output(g.rms_norm(x, {len}, g.input("G", {len}, t)), "rms");
+      compile_all(g, fmt::format("row ops in runs, {} {}", len, ir::dtype_name(t)), seen);
+    }
+}
+
 TEST(CudaCompile, BlockTestGraphs) {
   using namespace ir::testing;
   std::set<std::string> seen;

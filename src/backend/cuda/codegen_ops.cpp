@@ -108,44 +108,112 @@ KernelLaunch reduce(const ir::KernelGraph& graph, const ir::Node& node, const ir
 }
 
 // rms_norm, layer_norm and softmax: one block per row of `extent` elements at stride `inner`.
-// Bodies see element r = R(j) = threadIdx.x + j * threads as V(j), for j < per, valid where
-// VALID(j). Rows of up to 32 elements a thread are read from memory once, into registers, with
-// 1024 threads for long rows: the row then takes one round of loads, where a 256-thread loop over
-// a 4096-element row took 16 dependent rounds and a second pass (ncu: a 2 x 4096 rms_norm took
-// 4.5 us, longer than launching it). Longer rows re-read V(j) from memory in each pass.
-int64_t row_threads(int64_t extent) {
-  return extent >= 2048 ? 1024 : 256;
-}
-int64_t row_per_thread(int64_t extent) {
-  return (extent + row_threads(extent) - 1) / row_threads(extent);
+// Bodies see the thread's elements j < PER: element R(j) of the row, its value V(j), valid where
+// VALID(j), and give element j's result by OUT(j, value). Rows of up to 32 elements a thread are
+// read from memory once, into registers, with 1024 threads for long rows: the row then takes one
+// round of loads, where a 256-thread loop over a 4096-element row took 16 dependent rounds and a
+// second pass (ncu: a 2 x 4096 rms_norm took 4.5 us, longer than launching it). Longer rows
+// re-read V(j) from memory in each pass.
+//
+// A contiguous 16-bit row of up to 8192 elements in whole 8-element runs goes in 16-byte vectors
+// instead, 256 threads a block: each thread holds runs of 8 (R(j) = 8 x run + j % 8), loaded and
+// stored whole, and results go back into v[] for the stores after the body. Why: element by
+// element, a warp's load or store instruction moved 64 bytes, and a row of 4096 took 1024
+// threads, whose block reductions wait on 32 warps. On the H200 the plain graphs gained 0.2-0.3
+// µs a row kernel (gemm_layernorm 11.63 -> 11.41 µs, rmsnorm_linear bs8 17.2 -> 16.9); longer
+// rows in runs of 1024 threads did not (gemm_softmax's 32000: 40.4 -> 40.6 µs), so they keep
+// element-wise access (bench/results/row_runs_h200.txt). Slots start 256-byte aligned (views at
+// offsets that are multiples of 256: codegen.cpp), so a run is a 16-byte aligned vector.
+struct RowLayout {
+  int64_t threads = 256;
+  int64_t per = 1;  // elements a thread holds
+  bool runs = false;
+  bool in_registers() const { return per <= 32; }
+};
+
+constexpr int64_t kRunElements = 8;
+constexpr int64_t kMaxRunsPerThread = 4;
+
+RowLayout row_layout(const ir::KernelGraph& graph, const ir::Node& node, const Split3& s) {
+  RowLayout l;
+  const auto is_16_bit = [](ir::DType t) { return t == ir::DType::f16 || t == ir::DType::bf16; };
+  const int64_t runs = s.extent / kRunElements;
+  l.runs = s.inner == 1 && s.extent % kRunElements == 0 &&
+           is_16_bit(graph.type(node.inputs[0]).dtype) && is_16_bit(node.outputs[0].dtype) &&
+           runs <= kMaxRunsPerThread * 256;
+  if (l.runs) {
+    l.per = kRunElements * ((runs + l.threads - 1) / l.threads);
+    return l;
+  }
+  l.threads = s.extent >= 2048 ? 1024 : 256;
+  l.per = (s.extent + l.threads - 1) / l.threads;
+  return l;
 }
 
 KernelLaunch row_op(const ir::KernelGraph& graph, const ir::Node& node, const std::vector<int>& in,
-                    const std::vector<int>& out, const Split3& s, const std::string& body) {
+                    const std::vector<int>& out, const Split3& s, const RowLayout& l,
+                    const std::string& body) {
   Emit e = start(graph, node, in, out);
-  e.k.threads = unsigned(row_threads(s.extent));
-  const int64_t per = row_per_thread(s.extent);
-  const std::string values =
-      per <= 32 ? fmt::format(
-                      "  float v[{0}];\n#pragma unroll\n  for (int j = 0; j < {0}; ++j) v[j] = "
-                      "VALID(j) ? yr_to_f(in0[AT(R(j))]) : 0.0f;\n#define V(j) v[j]\n",
-                      per)
-                : "#define V(j) yr_to_f(in0[AT(R(j))])\n";
+  e.k.threads = unsigned(l.threads);
+  const std::string in_type = ctype(graph.type(node.inputs[0]).dtype);
+  const std::string out_type = ctype(node.outputs[0].dtype);
+  std::string element, values, stores;
+  if (l.runs) {
+    element = fmt::format("((threadIdx.x + ((j) >> 3) * {0}) * 8 + ((j) & 7))", l.threads);
+    values = fmt::format(
+        "  float v[PER];\n"
+        "#pragma unroll\n"
+        "  for (int q = 0; q < PER / 8; ++q) {{\n"
+        "    const int at = (threadIdx.x + q * {threads}) * 8;\n"
+        "    uint4 raw = make_uint4(0u, 0u, 0u, 0u);\n"
+        "    if (at < {extent}) raw = *reinterpret_cast<const uint4*>(in0 + base + at);\n"
+        "    const unsigned w[4] = {{raw.x, raw.y, raw.z, raw.w}};\n"
+        "#pragma unroll\n"
+        "    for (int i = 0; i < 8; ++i)\n"
+        "      v[q * 8 + i] = yr_to_f({type}{{(unsigned short)(w[i >> 1] >> (16 * (i & 1)))}});\n"
+        "  }}\n"
+        "#define V(j) v[j]\n"
+        "#define OUT(j, x) (v[j] = (x))\n",
+        fmt::arg("threads", l.threads), fmt::arg("extent", s.extent), fmt::arg("type", in_type));
+    stores = fmt::format(
+        "#pragma unroll\n"
+        "  for (int q = 0; q < PER / 8; ++q) {{\n"
+        "    const int at = (threadIdx.x + q * {threads}) * 8;\n"
+        "    if (at >= {extent}) continue;\n"
+        "    unsigned w[4];\n"
+        "#pragma unroll\n"
+        "    for (int i = 0; i < 4; ++i)\n"
+        "      w[i] = yr_pack(yr_bits({type}{{}}, v[q * 8 + 2 * i]), yr_bits({type}{{}}, "
+        "v[q * 8 + 2 * i + 1]));\n"
+        "    *reinterpret_cast<uint4*>(out0 + base + at) = make_uint4(w[0], w[1], w[2], w[3]);\n"
+        "  }}\n",
+        fmt::arg("threads", l.threads), fmt::arg("extent", s.extent), fmt::arg("type", out_type));
+  } else {
+    element = fmt::format("(threadIdx.x + (j) * {})", l.threads);
+    values = l.in_registers()
+                 ? "  float v[PER];\n#pragma unroll\n  for (int j = 0; j < PER; ++j) v[j] = "
+                   "VALID(j) ? yr_to_f(in0[AT(R(j))]) : 0.0f;\n#define V(j) v[j]\n"
+                 : "#define V(j) yr_to_f(in0[AT(R(j))])\n";
+    values += "#define OUT(j, x) yr_store(out0 + AT(R(j)), (x))\n";
+  }
   finish(e, fmt::format(R"(  __shared__ float scratch[32];
   const long long row = blockIdx.x;
   const long long base = (row / {inner}ll) * {extent}ll * {inner}ll + row % {inner}ll;
 #define AT(r) (base + (long long)(r) * {inner}ll)
-#define R(j) (threadIdx.x + (j) * {threads})
+#define R(j) {element}
 #define VALID(j) (R(j) < {extent})
-{values}{body}
+#define PER {per}
+{values}{body}{stores}#undef OUT
 #undef V
+#undef PER
 #undef VALID
 #undef R
 #undef AT
 )",
                         fmt::arg("inner", s.inner), fmt::arg("extent", s.extent),
-                        fmt::arg("threads", e.k.threads), fmt::arg("values", values),
-                        fmt::arg("body", body)));
+                        fmt::arg("element", element), fmt::arg("per", l.per),
+                        fmt::arg("values", values), fmt::arg("body", body),
+                        fmt::arg("stores", stores)));
   e.k.grid = {unsigned(s.outer * s.inner), 1, 1};
   return e.k;
 }
@@ -157,30 +225,30 @@ KernelLaunch norm(const ir::KernelGraph& graph, const ir::Node& node, const Dims
   Split3 s;
   s.extent = ir::num_elements(normalized);
   s.outer = ir::num_elements(dims) / s.extent;
+  const RowLayout l = row_layout(graph, node, s);
   const std::string n = fmt::format("{}", s.extent);
-  const int64_t per = row_per_thread(s.extent);
   std::string body = "  float mean = 0.0f;\n";
   if (layer)
     body += fmt::format(
-        "  {{ float a = 0.0f;\n#pragma unroll\n  for (int j = 0; j < {1}; ++j) a += VALID(j) ? "
+        "  {{ float a = 0.0f;\n#pragma unroll\n  for (int j = 0; j < PER; ++j) a += VALID(j) ? "
         "V(j) : 0.0f;\n"
         "    mean = yr_block_reduce(a, scratch, false) / {0}.0f; }}\n",
-        n, per);
+        n);
   body += fmt::format(
-      "  float a = 0.0f;\n#pragma unroll\n  for (int j = 0; j < {1}; ++j) {{ const float d = "
+      "  float a = 0.0f;\n#pragma unroll\n  for (int j = 0; j < PER; ++j) {{ const float d = "
       "VALID(j) ? V(j) - mean : 0.0f; a += d * d; }}\n"
       "  const float scale = 1.0f / sqrtf(yr_block_reduce(a, scratch, false) / {0}.0f + "
-      "{2:.9e}f);\n"
+      "{1:.9e}f);\n"
       "#pragma unroll\n"
-      "  for (int j = 0; j < {1}; ++j) {{\n"
+      "  for (int j = 0; j < PER; ++j) {{\n"
       "    if (!VALID(j)) continue;\n"
       "    const int r = R(j);\n"
       "    float y = (V(j) - mean) * scale;\n",
-      n, per, float(eps));
+      n, float(eps));
   if (has_weight) body += "    y *= yr_to_f(in1[r]);\n";
   if (has_bias) body += fmt::format("    y += yr_to_f(in{}[r]);\n", has_weight ? 2 : 1);
-  body += "    yr_store(out0 + AT(r), y);\n  }\n";
-  return row_op(graph, node, in, out, s, body);
+  body += "    OUT(j, y);\n  }\n";
+  return row_op(graph, node, in, out, s, l, body);
 }
 
 // Softmax keeps each e^(x - max) where the row's values are in registers, so the division pass
@@ -191,25 +259,24 @@ KernelLaunch norm(const ir::KernelGraph& graph, const ir::Node& node, const Dims
 KernelLaunch softmax(const ir::KernelGraph& graph, const ir::Node& node, int dim,
                      const std::vector<int>& in, const std::vector<int>& out) {
   const Split3 s = around(graph.type(node.inputs[0]).dims, dim);
-  const int64_t per = row_per_thread(s.extent);
-  const bool in_registers = per <= 32;  // row_op()'s v[]
+  const RowLayout l = row_layout(graph, node, s);
+  const bool in_registers = l.in_registers();
   const char* exp = node.outputs[0].dtype == ir::DType::f32 ? "expf" : "yr_exp_ftz";
   const std::string body = fmt::format(
       R"(  float m = -INFINITY;
 #pragma unroll
-  for (int j = 0; j < {per}; ++j) if (VALID(j)) m = fmaxf(m, V(j));
+  for (int j = 0; j < PER; ++j) if (VALID(j)) m = fmaxf(m, V(j));
   m = yr_block_reduce(m, scratch, true);
   float a = 0.0f;
 #pragma unroll
-  for (int j = 0; j < {per}; ++j) if (VALID(j)) {{ const float e = {exp}(V(j) - m); a += e;{keep} }}
+  for (int j = 0; j < PER; ++j) if (VALID(j)) {{ const float e = {exp}(V(j) - m); a += e;{keep} }}
   const float inv = 1.0f / yr_block_reduce(a, scratch, false);
 #pragma unroll
-  for (int j = 0; j < {per}; ++j) if (VALID(j)) yr_store(out0 + AT(R(j)), {again} * inv);
+  for (int j = 0; j < PER; ++j) if (VALID(j)) OUT(j, {again} * inv);
 )",
-      fmt::arg("per", per), fmt::arg("exp", exp),
-      fmt::arg("keep", in_registers ? " v[j] = e;" : ""),
+      fmt::arg("exp", exp), fmt::arg("keep", in_registers ? " v[j] = e;" : ""),
       fmt::arg("again", in_registers ? std::string("v[j]") : fmt::format("{}(V(j) - m)", exp)));
-  return row_op(graph, node, in, out, s, body);
+  return row_op(graph, node, in, out, s, l, body);
 }
 
 KernelLaunch matmul(const ir::KernelGraph& graph, const ir::Node& node, const std::vector<int>& in,
