@@ -132,6 +132,7 @@ struct RowLayout {
 };
 
 constexpr int64_t kRunElements = 8;
+constexpr int64_t kRunThreads = 256;
 constexpr int64_t kMaxRunsPerThread = 4;
 
 RowLayout row_layout(const ir::KernelGraph& graph, const ir::Node& node, const Split3& s) {
@@ -140,8 +141,9 @@ RowLayout row_layout(const ir::KernelGraph& graph, const ir::Node& node, const S
   const int64_t runs = s.extent / kRunElements;
   l.runs = s.inner == 1 && s.extent % kRunElements == 0 &&
            is_16_bit(graph.type(node.inputs[0]).dtype) && is_16_bit(node.outputs[0].dtype) &&
-           runs <= kMaxRunsPerThread * 256;
+           runs <= kMaxRunsPerThread * kRunThreads;
   if (l.runs) {
+    l.threads = kRunThreads;
     l.per = kRunElements * ((runs + l.threads - 1) / l.threads);
     return l;
   }

@@ -294,6 +294,14 @@ class CudaModule final : public Module {
     return addresses;
   }
 
+  // The addresses of a step's arguments, its slots resolved against `addresses`.
+  static std::vector<CUdeviceptr> arguments(const KernelLaunch& step,
+                                            const std::vector<CUdeviceptr>& addresses) {
+    std::vector<CUdeviceptr> values;
+    for (int slot : step.args) values.push_back(addresses[size_t(slot)]);
+    return values;
+  }
+
   // The groups' arrays of addresses, for `addresses`: copied in stream order, so that calls
   // still queued read the arrays they were enqueued with. A captured graph reads the arrays as
   // they are when it replays, so this runs whenever the addresses change, before the launch that
@@ -301,9 +309,7 @@ class CudaModule final : public Module {
   void upload_pointer_tables(const std::vector<CUdeviceptr>& addresses) {
     for (LoadedKernel& k : kernels_) {
       if (!k.pointer_table) continue;
-      std::vector<CUdeviceptr> args;
-      for (int slot : k.launch->args) args.push_back(addresses[size_t(slot)]);
-      k.uploaded = BlasHandle::group_pointers(args);
+      k.uploaded = BlasHandle::group_pointers(arguments(*k.launch, addresses));
       check(driver().api.memcpy_htod_async(k.pointer_table->address(), k.uploaded.data(),
                                            k.uploaded.size() * sizeof(CUdeviceptr), stream_),
             fmt::format("cuMemcpyHtoDAsync (the operands' addresses) for {}", k.launch->what));
@@ -324,8 +330,7 @@ class CudaModule final : public Module {
                     k.launch->what);
         continue;
       }
-      std::vector<CUdeviceptr> values;
-      for (int slot : k.launch->args) values.push_back(addresses[size_t(slot)]);
+      std::vector<CUdeviceptr> values = arguments(*k.launch, addresses);
       std::vector<void*> params;
       for (CUdeviceptr& v : values) params.push_back(&v);
       std::vector<EncodedTensorMap> maps;
