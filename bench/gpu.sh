@@ -38,9 +38,10 @@ YIRAGE_CUDA_TMA=0 YIRAGE_REQUIRE_CUDA=1 "$BUILD/tests/cuda/yirage_cuda_tests" \
   tests_rc=$?
 YIRAGE_CUDA_STREAM=0 YIRAGE_REQUIRE_CUDA=1 "$BUILD/tests/cuda/yirage_cuda_tests" \
   --gtest_filter='CudaGpu.*Streams*' >> "$RESULTS/gpu_tests.log" 2>&1 || tests_rc=$?
-# The weight streams again as single blocks, without sm_90's cluster pairs.
+# The weight streams again as single blocks, without sm_90's cluster pairs; long rows a block each.
 YIRAGE_CUDA_CLUSTER=0 YIRAGE_REQUIRE_CUDA=1 "$BUILD/tests/cuda/yirage_cuda_tests" \
-  --gtest_filter='CudaGpu.*Streams*' >> "$RESULTS/gpu_tests.log" 2>&1 || tests_rc=$?
+  --gtest_filter='CudaGpu.*Streams*:CudaGpu.LongRowOps*' >> "$RESULTS/gpu_tests.log" 2>&1 ||
+  tests_rc=$?
 # Attention's chains again by mma.sync, as on GPUs other than sm_90a.
 YIRAGE_CUDA_WGMMA=0 YIRAGE_REQUIRE_CUDA=1 "$BUILD/tests/cuda/yirage_cuda_tests" \
   --gtest_filter='CudaGpu.Attention*' >> "$RESULTS/gpu_tests.log" 2>&1 || tests_rc=$?

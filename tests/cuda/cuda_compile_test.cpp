@@ -455,6 +455,58 @@ TEST(CudaCompile, RowOpsMoveRunsOfEight) {
     }
 }
 
+// On sm_90 a few long rows each spread over a cluster of blocks that meet in distributed shared
+// memory; many rows, rows of 8192 or less, and devices without clusters keep a block a row.
+TEST(CudaCompile, LongRowsSpreadOverClusters) {
+  auto lowered = [](ir::KernelGraph g, const CodegenOptions& options = kH200Pairs) {
+    return lower(g, options).kernels.at(0);
+  };
+  auto rows_graph = [](ir::DType t, ir::Dims dims, bool softmax) {
+    ir::KernelGraph g;
+    auto x = g.input("X", dims, t);
+    const int64_t len = dims.back();
+    g.mark_output(softmax ? g.softmax(x, 1) : g.rms_norm(x, {len}, g.input("G", {len}, t)), "out");
+    return g;
+  };
+  // gemm_softmax's 8 rows of 32000: 8 blocks a row, 4000 elements a block in runs of eight.
+  const KernelLaunch spread = lowered(rows_graph(ir::DType::f16, {8, 32000}, true));
+  EXPECT_EQ(occurrences(spread.source, "__cluster_dims__(8, 1, 1)"), 1) << spread.source;
+  EXPECT_EQ(spread.grid[0], 64u);
+  EXPECT_EQ(spread.threads, 256u);
+  EXPECT_EQ(occurrences(spread.source, "hi = min(lo + 4000, 32000)"), 1) << spread.source;
+  EXPECT_EQ(occurrences(spread.source, "*reinterpret_cast<const uint4*>(in0"), 1);
+  EXPECT_EQ(occurrences(spread.source, "#define PER 16"), 1) << spread.source;
+  EXPECT_EQ(occurrences(spread.source, "yr_cluster_reduce(v, scratch, &slots"), 1);
+  // A norm's 3 rows of 40000 f32: element by element, 5000 a block.
+  const KernelLaunch norm = lowered(rows_graph(ir::DType::f32, {3, 40000}, false));
+  EXPECT_EQ(norm.grid[0], 24u);
+  EXPECT_EQ(occurrences(norm.source, "hi = min(lo + 5000, 40000)"), 1) << norm.source;
+  EXPECT_EQ(occurrences(norm.source, "uint4"), 0);
+  // Many rows fill the multiprocessors by themselves: 100 x 2 blocks exceed 132.
+  const KernelLaunch many = lowered(rows_graph(ir::DType::f16, {100, 32000}, true));
+  EXPECT_EQ(many.grid[0], 100u);
+  EXPECT_EQ(occurrences(many.source, "__cluster_dims__"), 0);
+  // 40 rows take clusters of 2 (40 x 4 blocks would exceed 132).
+  EXPECT_EQ(lowered(rows_graph(ir::DType::f16, {40, 32000}, true)).grid[0], 80u);
+  EXPECT_EQ(occurrences(lowered(rows_graph(ir::DType::f16, {8, 8192}, true)).source, "cluster"), 0);
+  CodegenOptions off = kH200Pairs;
+  off.clusters = false;
+  EXPECT_EQ(lowered(rows_graph(ir::DType::f16, {8, 32000}, true), off).grid[0], 8u);
+  std::set<std::string> seen;
+  for (ir::DType t : {ir::DType::f32, ir::DType::f16, ir::DType::bf16})
+    for (int64_t len : {int64_t{32000}, int64_t{40003}}) {
+      ir::KernelGraph g;
+      auto x = g.input("X", {3, len}, t);
+      g.mark_output(g.softmax(x, 1), "sm");
+      g.mark_output(g.layer_norm(x, {len}), "ln");
+      g.mark_output(g.rms_norm(x, {len}, g.input("G", {len}, t)), "rms");
+      // A column of a row-major tensor: a long row at a stride.
+      g.mark_output(g.softmax(g.input("Y", {len, 3}, t), 0), "across");
+      compile_all(g, fmt::format("long rows over clusters, {} {}", len, ir::dtype_name(t)), seen,
+                  kH200Pairs);
+    }
+}
+
 TEST(CudaCompile, BlockTestGraphs) {
   using namespace ir::testing;
   std::set<std::string> seen;

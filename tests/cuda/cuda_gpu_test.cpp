@@ -222,18 +222,21 @@ TEST(CudaGpu, RegisterRowsMatchReference) {
 }
 
 // Row ops (norms, softmax) at the lengths where their kernel changes shape: 1024 threads from
-// 2048 elements, a tail row (3000), and rows too long for registers (40000) read per pass; in
-// f32, where softmax takes expf, and in 16 bits, where it takes ex2.approx.
+// 2048 elements, a tail row (3000), and long rows (40000, and 40003 in uneven parts), which on
+// sm_90 spread over clusters of 8 blocks (YIRAGE_CUDA_CLUSTER=0: a block a row, read per pass),
+// also along a strided dim; in f32, where softmax takes expf, and in 16 bits, where it takes
+// ex2.approx.
 TEST(CudaGpu, LongRowOpsMatchReference) {
   CUDA_OR_SKIP(cuda);
   for (ir::DType t : {ir::DType::f32, ir::DType::f16, ir::DType::bf16})
-    for (int64_t len : {int64_t{3000}, int64_t{40000}}) {
+    for (int64_t len : {int64_t{3000}, int64_t{40000}, int64_t{40003}}) {
       ir::KernelGraph g;
       auto x = g.input("X", {3, len}, t);
       auto w = g.input("W", {len}, t);
       g.mark_output(g.softmax(x, 1), "softmax");
       g.mark_output(g.rms_norm(x, {len}, w), "rms_norm");
       g.mark_output(g.layer_norm(x, {len}), "layer_norm");
+      g.mark_output(g.softmax(g.input("Y", {len, 3}, t), 0), "softmax_across");
       expect_matches(g, *cuda, fresh_seed(),
                      fmt::format("row ops of {} {}", len, ir::dtype_name(t)));
     }

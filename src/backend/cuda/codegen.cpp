@@ -473,7 +473,7 @@ Program lower(const ir::KernelGraph& graph, const CodegenOptions& options) {
       program.kernels.push_back(
           detail::lower_fused(*fused->body, node.name, in, out, options, std::move(strides)));
     } else {
-      for (KernelLaunch& k : detail::lower_op(graph, node, in, out))
+      for (KernelLaunch& k : detail::lower_op(graph, node, in, out, options))
         program.kernels.push_back(std::move(k));
     }
   }

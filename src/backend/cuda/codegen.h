@@ -116,7 +116,8 @@ struct CodegenOptions {
   bool register_weights = true;
   // Thread-block clusters (sm_90): a kernel whose weight streams through registers may run each
   // block as a pair of blocks on two multiprocessors, each streaming half of the weight, their
-  // sums met in distributed shared memory (codegen_block_cluster.cpp).
+  // sums met in distributed shared memory (codegen_block_cluster.cpp); and a few long rows of a
+  // norm or softmax may each spread over a cluster of up to 8 blocks (codegen_ops.cpp).
   bool clusters = false;
   // Keep a block graph that is one row-wise chain (elementwise ops and norms over a single loop
   // iteration) in registers, with no shared-memory tiles (codegen_block_rows.cpp).

@@ -19,12 +19,12 @@ namespace yirage::backend::cuda::detail {
 
 const std::string& cluster_prelude() {
   static const std::string text = R"(
-// Every thread of both blocks of the pair arrives; writes before it are seen after it.
-__device__ __forceinline__ void yr_pair_sync() {
+// Every thread of every block of the cluster arrives; writes before it are seen after it.
+__device__ __forceinline__ void yr_cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\n"
                "barrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
-// `p` in the other block's shared memory: the same offset in block `rank` of the cluster.
+// `p` in a peer block's shared memory: the same offset in block `rank` of the cluster.
 __device__ __forceinline__ float yr_peer_load(const float* p, unsigned rank) {
   const unsigned local = (unsigned)__cvta_generic_to_shared(p);
   unsigned remote;
@@ -128,9 +128,9 @@ std::string BlockLowering::pair_sum() const {
           fmt::arg("n", elements(reader_[size_t(id)])), fmt::arg("threads", kBlockThreads),
           fmt::arg("t", tile_var(reader_[size_t(id)])));
   return fmt::format(
-      "  yr_pair_sync();\n"
+      "  yr_cluster_sync();\n"
       "  if ((blockIdx.x & 1) == 0) {{\n{}  }}\n"
-      "  yr_pair_sync();  // block 1's shared memory stays until block 0 has read it\n"
+      "  yr_cluster_sync();  // block 1's shared memory stays until block 0 has read it\n"
       "  if (blockIdx.x & 1) return;\n",
       adds);
 }

@@ -1,13 +1,14 @@
 // Plain kernels for the kernel-level ops outside fused nodes. They are simple and correct rather
 // than fast: the fast path for a program is a fused node. Elementwise ops use a grid-stride loop,
-// reductions a warp per output, the row ops (norms, softmax) a block per row, matmul a 64x64
-// shared-memory tile per block with f32 accumulation.
+// reductions a warp per output, the row ops (norms, softmax) a block per row (a cluster of blocks
+// per long row on sm_90), matmul a 64x64 shared-memory tile per block with f32 accumulation.
 #include <algorithm>
 #include <limits>
 #include <optional>
 
 #include <fmt/format.h>
 
+#include "backend/cuda/block_lowering.h"
 #include "backend/cuda/codegen_util.h"
 #include "support/error.h"
 
@@ -42,11 +43,14 @@ Emit start(const ir::KernelGraph& graph, const ir::Node& node, const std::vector
   return e;
 }
 
-void finish(Emit& e, const std::string& body) {
-  e.k.source = prelude() + fmt::format(
-                               "\nextern \"C\" __global__ void __launch_bounds__({}) {}({}) {{\n"
-                               "  yr_wait_prior_grids();\n{}}}\n",
-                               e.k.threads, e.k.name, e.params, body);
+// `attributes` go before __launch_bounds__; `helpers` is device code the body calls.
+void finish(Emit& e, const std::string& body, const std::string& attributes = {},
+            const std::string& helpers = {}) {
+  e.k.source = prelude() + helpers +
+               fmt::format(
+                   "\nextern \"C\" __global__ void {}__launch_bounds__({}) {}({}) {{\n"
+                   "  yr_wait_prior_grids();\n{}}}\n",
+                   attributes, e.k.threads, e.k.name, e.params, body);
   e.k.waits_on_prior_grids = true;
 }
 
@@ -115,60 +119,111 @@ KernelLaunch reduce(const ir::KernelGraph& graph, const ir::Node& node, const ir
 // second pass (ncu: a 2 x 4096 rms_norm took 4.5 us, longer than launching it). Longer rows
 // re-read V(j) from memory in each pass.
 //
-// A contiguous 16-bit row of up to 8192 elements in whole 8-element runs goes in 16-byte vectors
-// instead, 256 threads a block: each thread holds runs of 8 (R(j) = 8 x run + j % 8), loaded and
-// stored whole, and results go back into v[] for the stores after the body. Why: element by
-// element, a warp's load or store instruction moved 64 bytes, and a row of 4096 took 1024
+// A block's contiguous 16-bit part of up to 8192 elements in whole 8-element runs goes in 16-byte
+// vectors instead, 256 threads a block: each thread holds runs of 8 (R(j) = 8 x run + j % 8),
+// loaded and stored whole, and results go back into v[] for the stores after the body. Why: element
+// by element, a warp's load or store instruction moved 64 bytes, and a row of 4096 took 1024
 // threads, whose block reductions wait on 32 warps. On the H200 the plain graphs gained 0.2-0.3
 // µs a row kernel (gemm_layernorm 11.63 -> 11.41 µs, rmsnorm_linear bs8 17.2 -> 16.9); longer
-// rows in runs of 1024 threads did not (gemm_softmax's 32000: 40.4 -> 40.6 µs), so they keep
-// element-wise access (bench/results/row_runs_h200.txt). Slots start 256-byte aligned (views at
-// offsets that are multiples of 256: codegen.cpp), so a run is a 16-byte aligned vector.
+// rows in runs of 1024 threads did not (gemm_softmax's 32000: 40.4 -> 40.6 µs), so a block that
+// holds more keeps element-wise access (bench/results/row_runs_h200.txt). Slots start 256-byte
+// aligned (views at offsets that are multiples of 256: codegen.cpp), so a run is a 16-byte aligned
+// vector.
+//
+// A long row (over 8192 elements) among few rows spreads over a thread-block cluster of up to 8
+// blocks on sm_90: block `rank` of the cluster holds the row's elements [rank x chunk, + chunk),
+// and each block reduction meets its peers' through distributed shared memory
+// (yr_cluster_reduce). Why: gemm_softmax's 8 rows of 32000 ran a block each, so 8 of the 132
+// multiprocessors took all 256,000 exponentials (16 a cycle each) and every load. Spread over 64
+// blocks in runs, its plain graph went from 40.2 to 37.4-38.1 µs on the H200
+// (bench/results/row_clusters_h200.txt).
 struct RowLayout {
   int64_t threads = 256;
   int64_t per = 1;  // elements a thread holds
   bool runs = false;
+  int64_t cluster = 1;  // blocks a row
+  int64_t chunk = 0;    // elements a block of the row holds
   bool in_registers() const { return per <= 32; }
 };
 
 constexpr int64_t kRunElements = 8;
 constexpr int64_t kRunThreads = 256;
 constexpr int64_t kMaxRunsPerThread = 4;
+constexpr int64_t kLongRow = 8192;
+constexpr int64_t kMaxRowCluster = 8;  // the portable cluster size
+constexpr int64_t kMinClusterChunk = 2048;
 
-RowLayout row_layout(const ir::KernelGraph& graph, const ir::Node& node, const Split3& s) {
+int64_t row_cluster(const CodegenOptions& options, const Split3& s) {
+  int64_t cluster = 1;
+  if (!options.clusters || options.multiprocessors <= 0 || s.extent <= kLongRow) return cluster;
+  const int64_t rows = s.outer * s.inner;
+  while (cluster < kMaxRowCluster && rows * cluster * 2 <= options.multiprocessors &&
+         s.extent / (cluster * 2) >= kMinClusterChunk)
+    cluster *= 2;
+  return cluster;
+}
+
+RowLayout row_layout(const ir::KernelGraph& graph, const ir::Node& node, const Split3& s,
+                     const CodegenOptions& options) {
   RowLayout l;
+  l.cluster = row_cluster(options, s);
   const auto is_16_bit = [](ir::DType t) { return t == ir::DType::f16 || t == ir::DType::bf16; };
-  const int64_t runs = s.extent / kRunElements;
+  const int64_t runs = (s.extent / kRunElements + l.cluster - 1) / l.cluster;  // a block's
   l.runs = s.inner == 1 && s.extent % kRunElements == 0 &&
            is_16_bit(graph.type(node.inputs[0]).dtype) && is_16_bit(node.outputs[0].dtype) &&
            runs <= kMaxRunsPerThread * kRunThreads;
   if (l.runs) {
+    l.chunk = runs * kRunElements;
     l.threads = kRunThreads;
     l.per = kRunElements * ((runs + l.threads - 1) / l.threads);
     return l;
   }
-  l.threads = s.extent >= 2048 ? 1024 : 256;
-  l.per = (s.extent + l.threads - 1) / l.threads;
+  l.chunk = (s.extent + l.cluster - 1) / l.cluster;
+  l.threads = l.chunk >= 2048 ? 1024 : 256;
+  l.per = (l.chunk + l.threads - 1) / l.threads;
   return l;
 }
+
+// A row's blocks meet in distributed shared memory: each block's result in `slot`, one slot a
+// reduction so that no block overwrites a value a peer may still read, then every block reads
+// all of them in rank order, so that every block gets the same bits.
+const char* const kClusterReduce = R"(
+__device__ __forceinline__ float yr_cluster_reduce(float v, float* scratch, float* slot, bool is_max,
+                                                   unsigned blocks) {
+  const float mine = yr_block_reduce(v, scratch, is_max);
+  if (threadIdx.x == 0) *slot = mine;
+  yr_cluster_sync();
+  float r = is_max ? -INFINITY : 0.0f;
+  for (unsigned q = 0; q < blocks; ++q) {
+    const float p = yr_peer_load(slot, q);
+    r = is_max ? fmaxf(r, p) : r + p;
+  }
+  return r;
+}
+)";
+constexpr int kMaxRowReductions = 4;  // slots; the bodies below reduce at most twice
 
 KernelLaunch row_op(const ir::KernelGraph& graph, const ir::Node& node, const std::vector<int>& in,
                     const std::vector<int>& out, const Split3& s, const RowLayout& l,
                     const std::string& body) {
   Emit e = start(graph, node, in, out);
   e.k.threads = unsigned(l.threads);
+  const bool clustered = l.cluster > 1;
   const std::string in_type = ctype(graph.type(node.inputs[0]).dtype);
   const std::string out_type = ctype(node.outputs[0].dtype);
+  // This block's elements of the row: [lo, hi).
+  const std::string lo = clustered ? "lo + " : "";
+  const std::string hi = clustered ? "hi" : fmt::format("{}", s.extent);
   std::string element, values, stores;
   if (l.runs) {
-    element = fmt::format("((threadIdx.x + ((j) >> 3) * {0}) * 8 + ((j) & 7))", l.threads);
+    element = fmt::format("({}(threadIdx.x + ((j) >> 3) * {}) * 8 + ((j) & 7))", lo, l.threads);
     values = fmt::format(
         "  float v[PER];\n"
         "#pragma unroll\n"
         "  for (int q = 0; q < PER / 8; ++q) {{\n"
-        "    const int at = (threadIdx.x + q * {threads}) * 8;\n"
+        "    const int at = {lo}(threadIdx.x + q * {threads}) * 8;\n"
         "    uint4 raw = make_uint4(0u, 0u, 0u, 0u);\n"
-        "    if (at < {extent}) raw = *reinterpret_cast<const uint4*>(in0 + base + at);\n"
+        "    if (at < {hi}) raw = *reinterpret_cast<const uint4*>(in0 + base + at);\n"
         "    const unsigned w[4] = {{raw.x, raw.y, raw.z, raw.w}};\n"
         "#pragma unroll\n"
         "    for (int i = 0; i < 8; ++i)\n"
@@ -176,12 +231,13 @@ KernelLaunch row_op(const ir::KernelGraph& graph, const ir::Node& node, const st
         "  }}\n"
         "#define V(j) v[j]\n"
         "#define OUT(j, x) (v[j] = (x))\n",
-        fmt::arg("threads", l.threads), fmt::arg("extent", s.extent), fmt::arg("type", in_type));
+        fmt::arg("lo", lo), fmt::arg("hi", hi), fmt::arg("threads", l.threads),
+        fmt::arg("type", in_type));
     stores = fmt::format(
         "#pragma unroll\n"
         "  for (int q = 0; q < PER / 8; ++q) {{\n"
-        "    const int at = (threadIdx.x + q * {threads}) * 8;\n"
-        "    if (at >= {extent}) continue;\n"
+        "    const int at = {lo}(threadIdx.x + q * {threads}) * 8;\n"
+        "    if (at >= {hi}) continue;\n"
         "    unsigned w[4];\n"
         "#pragma unroll\n"
         "    for (int i = 0; i < 4; ++i)\n"
@@ -189,57 +245,79 @@ KernelLaunch row_op(const ir::KernelGraph& graph, const ir::Node& node, const st
         "v[q * 8 + 2 * i + 1]));\n"
         "    *reinterpret_cast<uint4*>(out0 + base + at) = make_uint4(w[0], w[1], w[2], w[3]);\n"
         "  }}\n",
-        fmt::arg("threads", l.threads), fmt::arg("extent", s.extent), fmt::arg("type", out_type));
+        fmt::arg("lo", lo), fmt::arg("hi", hi), fmt::arg("threads", l.threads),
+        fmt::arg("type", out_type));
   } else {
-    element = fmt::format("(threadIdx.x + (j) * {})", l.threads);
+    element = fmt::format("({}threadIdx.x + (j) * {})", lo, l.threads);
     values = l.in_registers()
                  ? "  float v[PER];\n#pragma unroll\n  for (int j = 0; j < PER; ++j) v[j] = "
                    "VALID(j) ? yr_to_f(in0[AT(R(j))]) : 0.0f;\n#define V(j) v[j]\n"
                  : "#define V(j) yr_to_f(in0[AT(R(j))])\n";
     values += "#define OUT(j, x) yr_store(out0 + AT(R(j)), (x))\n";
   }
-  finish(e, fmt::format(R"(  __shared__ float scratch[32];
-  const long long row = blockIdx.x;
-  const long long base = (row / {inner}ll) * {extent}ll * {inner}ll + row % {inner}ll;
+  std::string place = "  const long long row = blockIdx.x;\n";
+  std::string reduce = "#define ROW_REDUCE(v, is_max) yr_block_reduce(v, scratch, is_max)\n";
+  std::string leave;
+  if (clustered) {
+    place = fmt::format(
+        "  const long long row = blockIdx.x / {0};\n"
+        "  const int lo = int(blockIdx.x % {0}) * {1}, hi = min(lo + {1}, {2});\n",
+        l.cluster, l.chunk, s.extent);
+    reduce = fmt::format(
+        "  __shared__ float slots[{}];\n"
+        "  int reductions = 0;\n"
+        "#define ROW_REDUCE(v, is_max) yr_cluster_reduce(v, scratch, &slots[reductions++], is_max, "
+        "{})\n",
+        kMaxRowReductions, l.cluster);
+    // A block leaves only once its peers have read its slots.
+    leave = "  yr_cluster_sync();\n";
+  }
+  finish(e,
+         fmt::format(R"(  __shared__ float scratch[32];
+{place}  const long long base = (row / {inner}ll) * {extent}ll * {inner}ll + row % {inner}ll;
 #define AT(r) (base + (long long)(r) * {inner}ll)
 #define R(j) {element}
-#define VALID(j) (R(j) < {extent})
+#define VALID(j) (R(j) < {hi})
 #define PER {per}
-{values}{body}{stores}#undef OUT
+{reduce}{values}{body}{stores}{leave}#undef ROW_REDUCE
+#undef OUT
 #undef V
 #undef PER
 #undef VALID
 #undef R
 #undef AT
 )",
-                        fmt::arg("inner", s.inner), fmt::arg("extent", s.extent),
-                        fmt::arg("element", element), fmt::arg("per", l.per),
-                        fmt::arg("values", values), fmt::arg("body", body),
-                        fmt::arg("stores", stores)));
-  e.k.grid = {unsigned(s.outer * s.inner), 1, 1};
+                     fmt::arg("place", place), fmt::arg("inner", s.inner),
+                     fmt::arg("extent", s.extent), fmt::arg("element", element), fmt::arg("hi", hi),
+                     fmt::arg("per", l.per), fmt::arg("reduce", reduce), fmt::arg("values", values),
+                     fmt::arg("body", body), fmt::arg("stores", stores), fmt::arg("leave", leave)),
+         clustered ? fmt::format("__cluster_dims__({}, 1, 1) ", l.cluster) : "",
+         clustered ? cluster_prelude() + kClusterReduce : "");
+  e.k.grid = {unsigned(s.outer * s.inner * l.cluster), 1, 1};
   return e.k;
 }
 
 KernelLaunch norm(const ir::KernelGraph& graph, const ir::Node& node, const Dims& normalized,
                   double eps, bool layer, bool has_weight, bool has_bias,
-                  const std::vector<int>& in, const std::vector<int>& out) {
+                  const std::vector<int>& in, const std::vector<int>& out,
+                  const CodegenOptions& options) {
   const Dims& dims = graph.type(node.inputs[0]).dims;
   Split3 s;
   s.extent = ir::num_elements(normalized);
   s.outer = ir::num_elements(dims) / s.extent;
-  const RowLayout l = row_layout(graph, node, s);
+  const RowLayout l = row_layout(graph, node, s, options);
   const std::string n = fmt::format("{}", s.extent);
   std::string body = "  float mean = 0.0f;\n";
   if (layer)
     body += fmt::format(
         "  {{ float a = 0.0f;\n#pragma unroll\n  for (int j = 0; j < PER; ++j) a += VALID(j) ? "
         "V(j) : 0.0f;\n"
-        "    mean = yr_block_reduce(a, scratch, false) / {0}.0f; }}\n",
+        "    mean = ROW_REDUCE(a, false) / {0}.0f; }}\n",
         n);
   body += fmt::format(
       "  float a = 0.0f;\n#pragma unroll\n  for (int j = 0; j < PER; ++j) {{ const float d = "
       "VALID(j) ? V(j) - mean : 0.0f; a += d * d; }}\n"
-      "  const float scale = 1.0f / sqrtf(yr_block_reduce(a, scratch, false) / {0}.0f + "
+      "  const float scale = 1.0f / sqrtf(ROW_REDUCE(a, false) / {0}.0f + "
       "{1:.9e}f);\n"
       "#pragma unroll\n"
       "  for (int j = 0; j < PER; ++j) {{\n"
@@ -259,20 +337,21 @@ KernelLaunch norm(const ir::KernelGraph& graph, const ir::Node& node, const Dims
 // longer accurate sequence. Why: gemm_softmax's rows (8 of 32000) run a block each, so a row's
 // 64,000 exponentials queued on one multiprocessor's special-function units.
 KernelLaunch softmax(const ir::KernelGraph& graph, const ir::Node& node, int dim,
-                     const std::vector<int>& in, const std::vector<int>& out) {
+                     const std::vector<int>& in, const std::vector<int>& out,
+                     const CodegenOptions& options) {
   const Split3 s = around(graph.type(node.inputs[0]).dims, dim);
-  const RowLayout l = row_layout(graph, node, s);
+  const RowLayout l = row_layout(graph, node, s, options);
   const bool in_registers = l.in_registers();
   const char* exp = node.outputs[0].dtype == ir::DType::f32 ? "expf" : "yr_exp_ftz";
   const std::string body = fmt::format(
       R"(  float m = -INFINITY;
 #pragma unroll
   for (int j = 0; j < PER; ++j) if (VALID(j)) m = fmaxf(m, V(j));
-  m = yr_block_reduce(m, scratch, true);
+  m = ROW_REDUCE(m, true);
   float a = 0.0f;
 #pragma unroll
   for (int j = 0; j < PER; ++j) if (VALID(j)) {{ const float e = {exp}(V(j) - m); a += e;{keep} }}
-  const float inv = 1.0f / yr_block_reduce(a, scratch, false);
+  const float inv = 1.0f / ROW_REDUCE(a, false);
 #pragma unroll
   for (int j = 0; j < PER; ++j) if (VALID(j)) OUT(j, {again} * inv);
 )",
@@ -407,7 +486,8 @@ std::optional<LibraryGemm> library_gemm(const ir::KernelGraph& graph, const ir::
 }
 
 std::vector<KernelLaunch> lower_op(const ir::KernelGraph& graph, const ir::Node& node,
-                                   const std::vector<int>& in, const std::vector<int>& out) {
+                                   const std::vector<int>& in, const std::vector<int>& out,
+                                   const CodegenOptions& options) {
   auto unsupported = [&]() -> std::vector<KernelLaunch> {
     fail("cuda: cannot lower node '{}': op '{}' has no CUDA kernel yet", node.name,
          ir::op_name(node.op));
@@ -429,14 +509,14 @@ std::vector<KernelLaunch> lower_op(const ir::KernelGraph& graph, const ir::Node&
           },
           [&](const ir::RmsNormOp& op) -> std::vector<KernelLaunch> {
             return {norm(graph, node, op.normalized_shape, op.eps, false, op.has_weight, false, in,
-                         out)};
+                         out, options)};
           },
           [&](const ir::LayerNormOp& op) -> std::vector<KernelLaunch> {
             return {norm(graph, node, op.normalized_shape, op.eps, true, op.has_weight, op.has_bias,
-                         in, out)};
+                         in, out, options)};
           },
           [&](const ir::SoftmaxOp& op) -> std::vector<KernelLaunch> {
-            return {softmax(graph, node, op.dim, in, out)};
+            return {softmax(graph, node, op.dim, in, out, options)};
           },
           [&](const ir::ConcatOp& op) -> std::vector<KernelLaunch> {
             std::vector<KernelLaunch> ks;

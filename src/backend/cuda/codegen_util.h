@@ -31,10 +31,12 @@ std::string broadcast_index(const ir::Dims& out, const ir::Dims& in, const std::
 std::string identifier(const std::string& text);
 
 // Kernel-level ops other than fused nodes (codegen_ops.cpp). `args` are the slots of the
-// node's inputs then outputs; returns one or more launches.
+// node's inputs then outputs; returns one or more launches. `options` says whether long rows may
+// spread over clusters.
 std::vector<KernelLaunch> lower_op(const ir::KernelGraph& graph, const ir::Node& node,
                                    const std::vector<int>& input_slots,
-                                   const std::vector<int>& output_slots);
+                                   const std::vector<int>& output_slots,
+                                   const CodegenOptions& options);
 // The cuBLAS form of a kernel-level matmul node, or nothing when it is not a matmul or its batch
 // dims broadcast in a way one stride per operand cannot express.
 std::optional<LibraryGemm> library_gemm(const ir::KernelGraph& graph, const ir::Node& node);
