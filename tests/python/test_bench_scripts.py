@@ -1,0 +1,24 @@
+"""The benchmark's analysis scripts on the committed GPU results: their tables must agree with the
+suite run they read, so that a change to either shows here and not in a misleading report."""
+import json
+import re
+import subprocess
+import sys
+
+
+def test_suite_ceilings_agree_with_the_committed_run(source_dir):
+    suite = source_dir / "bench/results/h200_suite.json"
+    run = json.loads(suite.read_text())
+    out = subprocess.run([sys.executable, str(source_dir / "bench/suite_ceilings.py"), str(suite)],
+                         check=True, capture_output=True, text=True).stdout
+    rows = [line for line in out.splitlines() if re.match(r"\| \w+ \| \d+ \|", line)]
+    assert len(rows) == len(run["rows"])
+    measured, at_ceiling_all, at_ceiling_bytes = map(
+        float, re.findall(r"(\d+\.\d+)×\.", out.splitlines()[-1]))
+    assert measured == round(run["geomean_speedup_vs_best_peer"], 2)
+    # No call beats its floor plus the launch gap, so ceilings only raise the geo-mean.
+    assert measured <= at_ceiling_bytes <= at_ceiling_all
+    for line, row in zip(rows, run["rows"]):
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        assert (cells[0], int(cells[1])) == (row["workload"], row["bs"])
+        assert float(cells[6]) == round(row["floor_us"] + 1.7, 1)
