@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Evidence for bench/gpu_notes.md, run on the device machine from the repository root: ncu's
 # counters (throughput, occupancy, warp stall reasons, the SASS lines that stall most) for the
-# first fused kernel of chosen suite variants. Builds like bench/gpu.sh.
+# first fused kernel of chosen suite variants. Builds like bench/gpu.sh. KERNELS (an ncu kernel
+# filter, default regex:yr_fused) and LAUNCHES (default 1) profile other or more kernels, such as
+# a variant's library calls: KERNELS='regex:gemm|yr_' LAUNCHES=2.
 #
 #   bash bench/gpu_profile.sh WORKLOAD:BS:VARIANT [...]
 #   e.g. bash bench/gpu_profile.sh rmsnorm_linear:1:n32_k256 gated_mlp:8:n32_k128
@@ -15,7 +17,8 @@ export YIRAGE_CUDA_LINEINFO=1
 for spec in "$@"; do
   IFS=: read -r workload bs variant <<< "$spec"
   report="$RESULTS/ncu_${workload}_${bs}_${variant}"
-  ncu --clock-control none -k regex:yr_fused --launch-count 1 -f -o "$report" \
+  ncu --clock-control none -k "${KERNELS:-regex:yr_fused}" --launch-count "${LAUNCHES:-1}" \
+    -f -o "$report" \
     --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy \
     --section LaunchStats --section WarpStateStats --section SchedulerStats \
     --section SourceCounters \
