@@ -111,7 +111,8 @@ KernelLaunch reduce(const ir::KernelGraph& graph, const ir::Node& node, const ir
   return e.k;
 }
 
-// rms_norm, layer_norm and softmax: one block per row of `extent` elements at stride `inner`.
+// rms_norm, layer_norm and softmax: one block per row of `extent` elements at stride `inner` (a
+// cluster of blocks for a few long rows: see RowLayout).
 // Bodies see the thread's elements j < PER: element R(j) of the row, its value V(j), valid where
 // VALID(j), and give element j's result by OUT(j, value). Rows of up to 32 elements a thread are
 // read from memory once, into registers, with 1024 threads for long rows: the row then takes one
