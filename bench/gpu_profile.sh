@@ -3,7 +3,7 @@
 # counters (throughput, occupancy, warp stall reasons, the SASS lines that stall most) for the
 # first fused kernel of chosen suite variants. Builds like bench/gpu.sh. KERNELS (an ncu kernel
 # filter, default regex:yr_fused) and LAUNCHES (default 1) profile other or more kernels, such as
-# a variant's library calls: KERNELS='regex:gemm|yr_' LAUNCHES=2.
+# a variant's library calls (cuBLAS's are named nvjet_*, not gemm): KERNELS='regex:.' LAUNCHES=3.
 #
 #   bash bench/gpu_profile.sh WORKLOAD:BS:VARIANT [...]
 #   e.g. bash bench/gpu_profile.sh rmsnorm_linear:1:n32_k256 gated_mlp:8:n32_k128
