@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The GPU job, run on the device machine from the repository root: builds the cuda targets,
 # records `yirage backends`, runs the CUDA tests with the GPU required (every generated kernel
-# against the reference executor), then the suite benchmark against PyTorch (bench/gpu_bench.py).
-# Results go to $RESULTS (default $OUT, else bench/results/run): h200_suite.{md,json},
-# backends.json, and the logs.
+# against the reference executor), then the suite benchmark against PyTorch (bench/gpu_bench.py:
+# what tune::optimize chose on the cuda backend, in --rounds full runs). Results go to $RESULTS
+# (default $OUT, else bench/results/run): h200_suite.{md,json}, backends.json, the tuning cache
+# and the logs. GIT_COMMIT names the commit in the results (the device copy has no .git).
 #
-#   bash bench/gpu.sh [--no-compile] [--workloads a,b,...]
+#   GIT_COMMIT=$(git rev-parse --short HEAD) bash bench/gpu.sh [--rounds 3] [--search-seconds 30]
+#       [--no-compile] [--workloads a,b,...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/gpu_env.sh
@@ -55,8 +57,11 @@ grep -E "^\[|Failure|error|expected|Which is" "$RESULTS/gpu_tests.log" | tail -4
 echo "CUDA GPU tests exit status: $tests_rc"
 # The benchmark keeps the generated sources for the SASS summary below.
 export YIRAGE_CUDA_DUMP="$PWD/$BUILD/dump"
-# BENCH_TIMEOUT bounds the benchmark (seconds); results are written after every row.
-timeout "${BENCH_TIMEOUT:-100000}" python3 bench/gpu_bench.py \
+# BENCH_TIMEOUT bounds the benchmark (seconds), or DEADLINE this whole script; results are
+# written after every round.
+bench_timeout=${BENCH_TIMEOUT:-100000}
+[[ -n "${DEADLINE:-}" ]] && bench_timeout=$((DEADLINE - SECONDS))
+timeout "$bench_timeout" python3 bench/gpu_bench.py \
   --ours-bin "$BUILD/tests/cuda/yirage_cuda_bench" --out "$RESULTS" \
   --command "${GPU_COMMAND:-bash bench/gpu.sh $*}" "$@" 2>&1 | tee "$RESULTS/bench.log" |
   grep -v '^ours '

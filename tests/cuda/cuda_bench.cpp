@@ -1,11 +1,20 @@
-// bench/gpu.sh's driver: for each suite workload at fp16 (bs 1 and 8 where it has a batch),
-// compiles each hand-built µGraph variant (suite_mugraphs.h) and the unfused graph for the cuda
-// backend, checks each against the reference executor on random inputs (outputs poisoned first),
-// times the correct ones with CUDA events over CUDA-graph replays, and prints one JSON object per
-// line.
+// bench/gpu.sh's driver: the public suite at fp16 through YiRage's own pipeline on the cuda
+// backend. For each workload (bs 1 and 8 where it has a batch) it calls tune::optimize, which
+// searches, compiles the search's candidates and the unfused graph (whose kernel-level matmuls
+// are cuBLAS calls where cuBLAS loaded), checks them, profiles them on the GPU and caches the
+// fastest. It then checks the chosen µGraph against the reference executor on fresh random inputs
+// (outputs poisoned first) and times it with CUDA events over CUDA-graph replays, and prints one
+// JSON object per line naming the winner and every candidate's tuned time. Nothing here picks a
+// µGraph by hand: what is timed is what the tuner chose.
 //
-//   yirage_cuda_bench [--workloads a,b,...] [--bs 1,8] [--variants n32_k256,...]
+// With --compile-only (for CI, where there is no GPU) it runs the same search under an H200's
+// description and lowers and compiles every candidate the tuner would compile, printing what it
+// compiled, so that the GPU run cannot fail on code that CI never built.
+//
+//   yirage_cuda_bench [--workloads a,b,...] [--bs 1,8] [--cache PATH] [--search-seconds S]
+//                     [--compile-only]
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -16,8 +25,11 @@
 
 #include "backend/backend.h"
 #include "backend/cuda/cuda.h"
+#include "backend/cuda/driver.h"
+#include "search/search.h"
 #include "suite/suite.h"
-#include "suite_mugraphs.h"
+#include "support/error.h"
+#include "tune/tune.h"
 #include "verify/verify.h"
 
 namespace yirage {
@@ -29,6 +41,41 @@ std::vector<std::string> split_list(const std::string& text) {
   for (std::string part; std::getline(in, part, ',');)
     if (!part.empty()) parts.push_back(part);
   return parts;
+}
+
+struct Options {
+  std::vector<std::string> workloads;
+  std::vector<int> batch_sizes{1, 8};
+  std::string cache_path;  // empty: the user's tuning cache
+  double search_seconds = 30;
+  bool compile_only = false;
+};
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (const suite::WorkloadInfo& w : suite::workloads()) o.workloads.push_back(w.name);
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (flag == "--compile-only") {
+      o.compile_only = true;
+      continue;
+    }
+    if (i + 1 >= argc) fail("yirage_cuda_bench: {} needs a value", flag);
+    const std::string value = argv[++i];
+    if (flag == "--workloads") {
+      o.workloads = split_list(value);
+    } else if (flag == "--bs") {
+      o.batch_sizes.clear();
+      for (const std::string& b : split_list(value)) o.batch_sizes.push_back(std::stoi(b));
+    } else if (flag == "--cache") {
+      o.cache_path = value;
+    } else if (flag == "--search-seconds") {
+      o.search_seconds = std::stod(value);
+    } else {
+      fail("yirage_cuda_bench: unknown flag '{}'", flag);
+    }
+  }
+  return o;
 }
 
 struct Check {
@@ -53,79 +100,150 @@ Check compare(const ir::HostTensor& actual, const ir::HostTensor& expected) {
   return c;
 }
 
-int run(int argc, char** argv) {
-  std::vector<std::string> names;
-  for (const suite::WorkloadInfo& w : suite::workloads()) names.push_back(w.name);
-  std::vector<int> batch_sizes{1, 8};
-  std::vector<std::string> only_variants;  // empty: every variant
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string flag = argv[i];
-    if (flag == "--workloads")
-      names = split_list(argv[i + 1]);
-    else if (flag == "--variants")
-      only_variants = split_list(argv[i + 1]);
-    else if (flag == "--bs") {
-      batch_sizes.clear();
-      for (const std::string& b : split_list(argv[i + 1])) batch_sizes.push_back(std::stoi(b));
-    } else {
-      fail("yirage_cuda_bench: unknown flag '{}'", flag);
-    }
+nlohmann::json candidates_of(const tune::CacheEntry& entry) {
+  nlohmann::json list = nlohmann::json::array();
+  for (size_t i = 0; i < entry.candidates.size(); ++i) {
+    const tune::CandidateRecord& c = entry.candidates[i];
+    nlohmann::json row = {
+        {"label", c.label}, {"status", c.status}, {"chosen", int(i) == entry.chosen}};
+    if (c.seconds >= 0) row["tuned_us"] = c.seconds * 1e6;
+    if (!c.message.empty()) row["message"] = c.message.substr(0, 300);
+    list.push_back(row);
   }
-  backend::Backend& cuda = backend::get_backend("cuda");
+  return list;
+}
+
+// The winner against the reference executor on fresh inputs, then timed by CUDA events.
+void check_and_time(backend::Backend& cuda, const suite::WorkloadInfo& w,
+                    const ir::KernelGraph& graph, const ir::KernelGraph& chosen,
+                    nlohmann::json& row) {
   const uint64_t seed = std::random_device{}();
-  for (const suite::WorkloadInfo& w : suite::workloads()) {
-    if (std::find(names.begin(), names.end(), w.name) == names.end()) continue;
-    for (int bs : batch_sizes) {
-      if (!w.has_batch && bs != 1) continue;
-      const ir::KernelGraph reference_graph = suite::build_workload(w.name, bs, ir::DType::f16);
-      const std::vector<ir::HostTensor> inputs = suite::random_inputs(w, reference_graph, seed);
-      const std::vector<ir::HostTensor> expected = verify::run_reference(reference_graph, inputs);
-      int64_t bytes = 0;
-      for (const ir::HostTensor& t : inputs) bytes += int64_t(t.bytes.size());
-      for (const ir::HostTensor& t : expected) bytes += int64_t(t.bytes.size());
-      // The plain graph competes too: its kernel-level matmuls are cuBLAS calls where cuBLAS
-      // loaded, so a fused variant has to beat the library path to be chosen.
-      std::vector<cuda_suite::Variant> candidates = cuda_suite::variants(w.name, bs);
-      candidates.push_back({"unfused", reference_graph});
-      for (const cuda_suite::Variant& v : candidates) {
-        if (!only_variants.empty() &&
-            std::find(only_variants.begin(), only_variants.end(), v.name) == only_variants.end())
-          continue;
-        nlohmann::json row = {{"workload", w.name},
-                              {"bs", bs},
-                              {"variant", v.name},
-                              {"seed", seed},
-                              {"bytes", bytes}};
-        try {
-          const std::vector<ir::HostTensor> actual = backend::run_on(cuda, v.graph, inputs);
-          const Check c = compare(actual.at(0), expected.at(0));
-          row["rel_l2"] = c.rel_l2;
-          row["max_abs_err"] = c.max_abs;
-          row["not_finite"] = c.not_finite;
-          row["correct"] = c.not_finite == 0 && c.rel_l2 <= 1e-2;
-          std::unique_ptr<backend::Module> module = cuda.compile(v.graph);
-          row["kernels"] = backend::cuda::kernel_count(*module);
-          std::vector<std::unique_ptr<backend::Buffer>> in, out;
-          std::vector<backend::Buffer*> in_ptr, out_ptr;
-          for (const ir::HostTensor& t : inputs) {
-            in.push_back(cuda.allocate(t.bytes.size()));
-            in.back()->write(t.bytes);
-            in_ptr.push_back(in.back().get());
-          }
-          out.push_back(cuda.allocate(expected[0].bytes.size()));
-          out_ptr.push_back(out.back().get());
-          const backend::cuda::Timing t = backend::cuda::time_module(*module, in_ptr, out_ptr);
-          row["median_us"] = t.median_us;
-          row["min_us"] = t.min_us;
-        } catch (const std::exception& e) {
-          row["correct"] = false;
-          row["error"] = e.what();
-        }
-        std::cout << row.dump() << std::endl;
+  const std::vector<ir::HostTensor> inputs = suite::random_inputs(w, graph, seed);
+  const std::vector<ir::HostTensor> expected = verify::run_reference(graph, inputs);
+  int64_t bytes = 0;
+  for (const ir::HostTensor& t : inputs) bytes += int64_t(t.bytes.size());
+  for (const ir::HostTensor& t : expected) bytes += int64_t(t.bytes.size());
+  row["seed"] = seed;
+  row["bytes"] = bytes;
+  const std::vector<ir::HostTensor> actual = backend::run_on(cuda, chosen, inputs);
+  const Check c = compare(actual.at(0), expected.at(0));
+  row["rel_l2"] = c.rel_l2;
+  row["max_abs_err"] = c.max_abs;
+  row["not_finite"] = c.not_finite;
+  row["correct"] = c.not_finite == 0 && c.rel_l2 <= 1e-2;
+
+  std::unique_ptr<backend::Module> module = cuda.compile(chosen);
+  row["kernels"] = backend::cuda::kernel_count(*module);
+  std::vector<std::unique_ptr<backend::Buffer>> owned;
+  std::vector<backend::Buffer*> in, out;
+  for (const ir::HostTensor& t : inputs) {
+    owned.push_back(cuda.allocate(t.bytes.size()));
+    owned.back()->write(t.bytes);
+    in.push_back(owned.back().get());
+  }
+  for (const ir::HostTensor& t : expected) {
+    owned.push_back(cuda.allocate(t.bytes.size()));
+    out.push_back(owned.back().get());
+  }
+  const backend::cuda::Timing t = backend::cuda::time_module(*module, in, out);
+  row["median_us"] = t.median_us;
+  row["min_us"] = t.min_us;
+}
+
+nlohmann::json tuned_row(backend::Backend& cuda, const Options& o, const suite::WorkloadInfo& w,
+                         int bs) {
+  const ir::KernelGraph graph = suite::build_workload(w.name, bs, ir::DType::f16);
+  nlohmann::json row = {{"workload", w.name}, {"bs", bs}};
+  tune::OptimizeOptions options;
+  options.cache_path = o.cache_path;
+  options.search_seconds = o.search_seconds;
+  options.log = [&](const std::string& line) {
+    std::fprintf(stderr, "[%s bs%d] %s\n", w.name.c_str(), bs, line.c_str());
+  };
+  const auto start = std::chrono::steady_clock::now();
+  const tune::OptimizeResult result = tune::optimize(graph, cuda, options);
+  row["tune_seconds"] =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  row["cache_hit"] = result.cache_hit;
+  row["winner"] = result.entry.candidates.at(size_t(result.entry.chosen)).label;
+  row["candidates"] = candidates_of(result.entry);
+  check_and_time(cuda, w, graph, result.chosen, row);
+  return row;
+}
+
+// What an H200 reports to the search, for running the search where no GPU is.
+backend::DeviceDescription h200_description() {
+  backend::DeviceDescription d;
+  d.name = "NVIDIA H200 (described, not present)";
+  d.fingerprint = "offline-h200";
+  d.capabilities = {{"compute_capability", "9.0"},
+                    {"sm_arch", "sm_90"},
+                    {"multiprocessors", 132},
+                    {"shared_memory_per_block_optin_bytes", 232448}};
+  d.capabilities["search"] = backend::cuda::search_space(132, 232448);
+  return d;
+}
+
+// The search's candidates and the unfused graph, lowered as the backend would on an H200 and
+// compiled with NVRTC; one row per candidate. Returns how many failed.
+int compile_only(const Options& o, const suite::WorkloadInfo& w, int bs) {
+  const ir::KernelGraph graph = suite::build_workload(w.name, bs, ir::DType::f16);
+  search::SearchOptions so;
+  so.budget_seconds = o.search_seconds;
+  const search::SearchResult found = search::superoptimize(graph, h200_description(), so);
+  std::vector<std::pair<std::string, ir::KernelGraph>> candidates{{"unfused", graph}};
+  const int max_candidates = tune::OptimizeOptions{}.max_candidates;
+  for (size_t i = 0; i < found.ranked.size() && int(candidates.size()) <= max_candidates; ++i)
+    candidates.emplace_back(fmt::format("search #{}", i), found.ranked[i].mugraph);
+  const backend::cuda::CodegenOptions options =
+      backend::cuda::default_codegen_options(h200_description(), true, true);
+  int failures = 0;
+  for (const auto& [label, candidate] : candidates) {
+    nlohmann::json row = {{"workload", w.name}, {"bs", bs}, {"candidate", label}};
+    try {
+      const backend::cuda::Program program = backend::cuda::lower(candidate, options);
+      int compiled = 0;
+      for (const backend::cuda::KernelLaunch& k : program.kernels) {
+        if (k.gemm) continue;  // a cuBLAS call: nothing to compile
+        backend::cuda::compile_cuda(k.source, k.arch_specific ? "sm_90a" : "sm_90", k.name);
+        ++compiled;
       }
+      row["kernels_compiled"] = compiled;
+      row["steps"] = program.kernels.size();
+      row["ok"] = true;
+    } catch (const std::exception& e) {
+      row["ok"] = false;
+      row["error"] = e.what();
+      ++failures;
+    }
+    std::cout << row.dump() << std::endl;
+  }
+  return failures;
+}
+
+int run(int argc, char** argv) {
+  const Options o = parse(argc, argv);
+  backend::Backend* cuda = o.compile_only ? nullptr : &backend::get_backend("cuda");
+  int failures = 0;
+  for (const suite::WorkloadInfo& w : suite::workloads()) {
+    if (std::find(o.workloads.begin(), o.workloads.end(), w.name) == o.workloads.end()) continue;
+    for (int bs : o.batch_sizes) {
+      if (!w.has_batch && bs != 1) continue;
+      if (o.compile_only) {
+        failures += compile_only(o, w, bs);
+        continue;
+      }
+      nlohmann::json row;
+      try {
+        row = tuned_row(*cuda, o, w, bs);
+      } catch (const std::exception& e) {
+        row = {{"workload", w.name}, {"bs", bs}, {"correct", false}, {"error", e.what()}};
+        ++failures;
+      }
+      std::cout << row.dump() << std::endl;
     }
   }
-  return 0;
+  return failures == 0 ? 0 : 1;
 }
 
 }  // namespace

@@ -28,4 +28,15 @@ size_t kernel_count(const Module& module);
 // The device architecture the backend compiles for ("sm_90").
 std::string device_arch(Backend& backend);
 
+// The search space (backend.h's capabilities["search"]) of a GPU with this many multiprocessors
+// and this much opt-in shared memory per block.
+nlohmann::json search_space(int64_t multiprocessors, int64_t shared_memory_per_block);
+
+// The options the backend lowers with on `device` (its capabilities: compute_capability,
+// multiprocessors, shared_memory_per_block_optin_bytes), before the YIRAGE_CUDA_* switches that
+// turn features off: with cuBLAS where `library_matmul`, and TMA where the driver encodes tensor
+// maps. Also for describing a GPU that is not present, as the compile-only benchmark does.
+CodegenOptions default_codegen_options(const DeviceDescription& device, bool library_matmul,
+                                       bool tensor_map_encoding);
+
 }  // namespace yirage::backend::cuda

@@ -62,22 +62,6 @@ int attribute(CUdevice device, int which, std::string_view what) {
   return value;
 }
 
-// The search space of backend.h: a block is a thread block, whose tiles live in shared memory
-// (half of it for the loop body, so loads can be double-buffered); a grid of up to 64 blocks per
-// SM. The rates are rough per-SM figures of recent data-centre GPUs, used only to rank
-// candidates until profiles exist.
-nlohmann::json search_space(int64_t multiprocessors, int64_t shared_memory_per_block) {
-  return {
-      {"max_tile_bytes_in_loop", shared_memory_per_block / 2},
-      {"max_tile_bytes_total", shared_memory_per_block},
-      {"max_grid_blocks", multiprocessors * 64},
-      {"parallel_units", multiprocessors},
-      {"bytes_per_second", 25e9 * double(multiprocessors)},
-      {"flops_per_second", 2e12 * double(multiprocessors)},
-      {"launch_seconds", 4e-6},
-  };
-}
-
 // Describes GPU 0; the count says how many more of the same kind may follow.
 DeviceDescription describe_gpu(CUdevice device, int device_count, int driver_version) {
   const DriverApi& api = driver().api;
@@ -103,9 +87,9 @@ DeviceDescription describe_gpu(CUdevice device, int device_count, int driver_ver
       {"driver_version", driver_version},
       {"device_count", device_count},
   };
-  description.capabilities["search"] =
-      search_space(description.capabilities["multiprocessors"].get<int64_t>(),
-                   description.capabilities["shared_memory_per_block_optin_bytes"].get<int64_t>());
+  description.capabilities["search"] = cuda::search_space(
+      description.capabilities["multiprocessors"].get<int64_t>(),
+      description.capabilities["shared_memory_per_block_optin_bytes"].get<int64_t>());
   return description;
 }
 
@@ -433,21 +417,16 @@ class CudaBackend final : public Backend {
 
   std::unique_ptr<Module> compile(const ir::KernelGraph& graph) override {
     CUcontext ctx = context();
-    CodegenOptions options;
-    options.max_shared_bytes = probe_.max_shared;
-    options.multiprocessors = probe_.device.capabilities.value("multiprocessors", int64_t{0});
-    options.library_matmul = blas().loaded;
-    // YIRAGE_CUDA_FOLD_ADDS=0 keeps adds after library products as kernels, for comparing.
-    options.fold_adds = !turned_off("YIRAGE_CUDA_FOLD_ADDS");
-    // YIRAGE_CUDA_GROUP_PRODUCTS=0 keeps library products that share A as calls of their own.
-    options.group_products = !turned_off("YIRAGE_CUDA_GROUP_PRODUCTS");
-    options.tensor_maps = tensor_maps_usable();
-    // YIRAGE_CUDA_STREAM=0 keeps skinny products' weight tiles in shared memory, for comparing.
-    options.register_weights = !turned_off("YIRAGE_CUDA_STREAM");
-    options.clusters = clusters_usable();
-    // YIRAGE_CUDA_ROWS=0 passes row-wise chains through shared memory, for comparing.
-    options.register_rows = !turned_off("YIRAGE_CUDA_ROWS");
-    options.wgmma = wgmma_usable();
+    CodegenOptions options = cuda::default_codegen_options(
+        probe_.device, blas().loaded, driver().api.tensor_map_encode_tiled != nullptr);
+    // The YIRAGE_CUDA_* switches turn features off, for comparing against the code without them.
+    options.fold_adds = options.fold_adds && !turned_off("YIRAGE_CUDA_FOLD_ADDS");
+    options.group_products = options.group_products && !turned_off("YIRAGE_CUDA_GROUP_PRODUCTS");
+    options.tensor_maps = options.tensor_maps && !turned_off("YIRAGE_CUDA_TMA");
+    options.register_weights = options.register_weights && !turned_off("YIRAGE_CUDA_STREAM");
+    options.clusters = options.clusters && !turned_off("YIRAGE_CUDA_CLUSTER");
+    options.register_rows = options.register_rows && !turned_off("YIRAGE_CUDA_ROWS");
+    options.wgmma = options.wgmma && !turned_off("YIRAGE_CUDA_WGMMA");
     if (options.library_matmul)
       std::call_once(blas_once_,
                      [&] { blas_handle_ = std::make_unique<BlasHandle>(ctx, stream_); });
@@ -463,34 +442,12 @@ class CudaBackend final : public Backend {
 
   std::string arch() const { return probe_.device.capabilities.value("sm_arch", "sm_80"); }
 
-  // TMA needs sm_90 and a driver that encodes tensor maps; YIRAGE_CUDA_TMA=0 turns it off, for
-  // comparing against the cp.async loads.
-  bool tensor_maps_usable() const {
-    if (turned_off("YIRAGE_CUDA_TMA")) return false;
-    const std::string cc = probe_.device.capabilities.value("compute_capability", "0.0");
-    return driver().api.tensor_map_encode_tiled && std::stoi(cc) >= 9;
-  }
-
-  // wgmma exists on sm_90a only: compute capability 9.0 exactly. YIRAGE_CUDA_WGMMA=0 turns it
-  // off, for comparing against the mma.sync chains.
-  bool wgmma_usable() const {
-    if (turned_off("YIRAGE_CUDA_WGMMA")) return false;
-    return probe_.device.capabilities.value("compute_capability", "0.0") == "9.0";
-  }
-
   // Programmatic dependent launch needs sm_90 and cuLaunchKernelEx; YIRAGE_CUDA_PDL=0 turns it
   // off, for comparing.
   bool programmatic_launch_usable() const {
     if (turned_off("YIRAGE_CUDA_PDL")) return false;
     const std::string cc = probe_.device.capabilities.value("compute_capability", "0.0");
     return driver().api.launch_kernel_ex && std::stoi(cc) >= 9;
-  }
-
-  // Thread-block clusters need sm_90; YIRAGE_CUDA_CLUSTER=0 turns them off, for comparing.
-  bool clusters_usable() const {
-    if (turned_off("YIRAGE_CUDA_CLUSTER")) return false;
-    const std::string cc = probe_.device.capabilities.value("compute_capability", "0.0");
-    return std::stoi(cc) >= 9;
   }
 
  private:
@@ -525,6 +482,37 @@ class CudaBackend final : public Backend {
 }  // namespace
 
 namespace cuda {
+
+// A block is a thread block, whose tiles live in shared memory (half of it for the loop body, so
+// loads can be double-buffered); a grid of up to 64 blocks per SM. The rates are rough per-SM
+// figures of recent data-centre GPUs, used only to rank candidates until profiles exist.
+nlohmann::json search_space(int64_t multiprocessors, int64_t shared_memory_per_block) {
+  return {
+      {"max_tile_bytes_in_loop", shared_memory_per_block / 2},
+      {"max_tile_bytes_total", shared_memory_per_block},
+      {"max_grid_blocks", multiprocessors * 64},
+      {"parallel_units", multiprocessors},
+      {"bytes_per_second", 25e9 * double(multiprocessors)},
+      {"flops_per_second", 2e12 * double(multiprocessors)},
+      {"launch_seconds", 4e-6},
+  };
+}
+
+CodegenOptions default_codegen_options(const DeviceDescription& device, bool library_matmul,
+                                       bool tensor_map_encoding) {
+  const std::string cc = device.capabilities.value("compute_capability", "0.0");
+  const bool hopper_or_later = std::stoi(cc) >= 9;
+  CodegenOptions options;
+  options.max_shared_bytes =
+      device.capabilities.value("shared_memory_per_block_optin_bytes", options.max_shared_bytes);
+  options.multiprocessors = device.capabilities.value("multiprocessors", int64_t{0});
+  options.library_matmul = library_matmul;
+  options.tensor_maps = tensor_map_encoding && hopper_or_later;
+  options.clusters = hopper_or_later;
+  // wgmma exists on sm_90a only: compute capability 9.0 exactly.
+  options.wgmma = cc == "9.0";
+  return options;
+}
 
 Timing time_module(Module& module, std::span<Buffer* const> inputs,
                    std::span<Buffer* const> outputs, int warmup, int iters, int reps) {
