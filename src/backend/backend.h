@@ -84,6 +84,12 @@ class Backend {
   // Optional: waits until every launched module has finished. Backends that run synchronously
   // keep this default.
   virtual void synchronize() {}
+
+  // Optional: the settings of this backend's code generator and runtime that change what a
+  // compiled module runs or how fast (features turned on or off, debugging overrides, compiler
+  // and flags, threads), as one stable line. The tuning cache keys its entries by it, so that a
+  // winner tuned under other settings is never reused. Backends without such settings keep "".
+  virtual std::string codegen_settings() const { return {}; }
 };
 
 struct BackendInfo {

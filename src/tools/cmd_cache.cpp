@@ -51,6 +51,7 @@ void show(const std::string& path, const std::string& id) {
   fmt::print("backend:     {}\n", e->key.backend);
   fmt::print("device:      {} (fingerprint {})\n", e->device_name, e->key.fingerprint);
   fmt::print("engine:      {}\n", e->key.engine_version);
+  fmt::print("codegen:     {}\n", e->key.codegen.empty() ? "-" : e->key.codegen);
   fmt::print("created:     {}\n", e->created);
   fmt::print("candidates:\n");
   for (size_t i = 0; i < e->candidates.size(); ++i) {

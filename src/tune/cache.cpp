@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <ctime>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
@@ -18,7 +19,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr int kSchemaVersion = 1;
+// Version 2 added entries.codegen; a version-1 file gains the column on open (its entries, made
+// by older builds, have another engine version and are never matched again).
+constexpr int kSchemaVersion = 2;
 
 constexpr const char* kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v TEXT NOT NULL);
@@ -29,6 +32,7 @@ CREATE TABLE IF NOT EXISTS entries(
   backend TEXT NOT NULL,
   fingerprint TEXT NOT NULL,
   engine_version TEXT NOT NULL,
+  codegen TEXT NOT NULL DEFAULT '',
   device_name TEXT NOT NULL,
   original_json TEXT NOT NULL,
   chosen INTEGER NOT NULL,
@@ -66,7 +70,8 @@ std::string now_utc() {
 
 std::string CacheKey::id() const {
   std::string joined;
-  for (const std::string* f : {&graph_hash, &signature, &backend, &fingerprint, &engine_version}) {
+  for (const std::string* f :
+       {&graph_hash, &signature, &backend, &fingerprint, &engine_version, &codegen}) {
     joined += *f;
     joined += '\x1f';
   }
@@ -160,14 +165,26 @@ TuningCache::TuningCache(fs::path path) : path_(std::move(path)), db_(new Db) {
     db_->exec("PRAGMA synchronous=NORMAL;", "setting synchronous mode");
     db_->exec((std::string("BEGIN IMMEDIATE;") + kSchema + "COMMIT;").c_str(),
               "creating the schema");
-    Statement version(*db_, "SELECT v FROM meta WHERE k = 'schema'");
-    if (version.step()) {
-      if (version.text(0) != std::to_string(kSchemaVersion))
-        fail("tuning cache {}: schema version {} is not the {} this build reads; remove the file",
-             path_.string(), version.text(0), kSchemaVersion);
-    } else {
+    // Under a write lock, so that two processes opening an old file upgrade it once.
+    db_->exec("BEGIN IMMEDIATE;", "reading the schema version");
+    std::optional<std::string> version;
+    {
+      Statement read(*db_, "SELECT v FROM meta WHERE k = 'schema'");
+      if (read.step()) version = read.text(0);
+    }
+    if (!version) {
       Statement set(*db_, "INSERT OR IGNORE INTO meta(k, v) VALUES('schema', ?)");
       set.bind(1, std::to_string(kSchemaVersion)).step();
+    } else if (*version == "1") {
+      db_->exec(
+          "ALTER TABLE entries ADD COLUMN codegen TEXT NOT NULL DEFAULT ''; "
+          "UPDATE meta SET v = '2' WHERE k = 'schema';",
+          "upgrading the schema from version 1");
+    }
+    db_->exec("COMMIT;", "committing the schema version");
+    if (version && *version != "1" && *version != std::to_string(kSchemaVersion)) {
+      fail("tuning cache {}: schema version {} is not the {} this build reads; remove the file",
+           path_.string(), *version, kSchemaVersion);
     }
   } catch (...) {
     sqlite3_close(db_->handle);
@@ -194,17 +211,17 @@ fs::path TuningCache::default_path() {
 namespace {
 
 constexpr const char* kEntryColumns =
-    "id, graph_hash, signature, backend, fingerprint, engine_version, device_name, "
+    "id, graph_hash, signature, backend, fingerprint, engine_version, codegen, device_name, "
     "original_json, chosen, chosen_seconds, created";
 
 CacheEntry read_entry(const Statement& s) {
   CacheEntry e;
-  e.key = {s.text(1), s.text(2), s.text(3), s.text(4), s.text(5)};
-  e.device_name = s.text(6);
-  e.original_json = s.text(7);
-  e.chosen = s.integer(8);
-  e.chosen_seconds = s.real(9);
-  e.created = s.text(10);
+  e.key = {s.text(1), s.text(2), s.text(3), s.text(4), s.text(5), s.text(6)};
+  e.device_name = s.text(7);
+  e.original_json = s.text(8);
+  e.chosen = s.integer(9);
+  e.chosen_seconds = s.real(10);
+  e.created = s.text(11);
   return e;
 }
 
@@ -247,7 +264,7 @@ void TuningCache::store(const CacheEntry& e) {
     Statement del(*db_, "DELETE FROM candidates WHERE entry_id = ?");
     del.bind(1, id).step();
     Statement put(*db_, fmt::format("INSERT OR REPLACE INTO entries({}) VALUES(?, ?, ?, ?, ?, ?, "
-                                    "?, ?, ?, ?, ?)",
+                                    "?, ?, ?, ?, ?, ?)",
                                     kEntryColumns)
                             .c_str());
     put.bind(1, id)
@@ -256,11 +273,12 @@ void TuningCache::store(const CacheEntry& e) {
         .bind(4, e.key.backend)
         .bind(5, e.key.fingerprint)
         .bind(6, e.key.engine_version)
-        .bind(7, e.device_name)
-        .bind(8, e.original_json)
-        .bind(9, e.chosen)
-        .bind(10, e.chosen_seconds)
-        .bind(11, e.created.empty() ? now_utc() : e.created)
+        .bind(7, e.key.codegen)
+        .bind(8, e.device_name)
+        .bind(9, e.original_json)
+        .bind(10, e.chosen)
+        .bind(11, e.chosen_seconds)
+        .bind(12, e.created.empty() ? now_utc() : e.created)
         .step();
     for (size_t i = 0; i < e.candidates.size(); ++i) {
       const CandidateRecord& c = e.candidates[i];

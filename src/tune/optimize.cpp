@@ -12,6 +12,7 @@
 
 #include "search/search.h"
 #include "support/error.h"
+#include "support/source_hash.h"
 #include "support/version.h"
 #include "tune/tune.h"
 
@@ -122,8 +123,12 @@ std::string compare_outputs(const std::vector<ir::HostTensor>& actual,
 }  // namespace
 
 CacheKey cache_key(const ir::KernelGraph& graph, const backend::Backend& backend) {
-  return {ir::structural_hash_hex(graph), signature_of(graph), std::string(backend.name()),
-          backend.device().fingerprint, kVersion};
+  return {ir::structural_hash_hex(graph),
+          signature_of(graph),
+          std::string(backend.name()),
+          backend.device().fingerprint,
+          fmt::format("{}+{}", kVersion, kSourceHash),
+          backend.codegen_settings()};
 }
 
 std::optional<ir::KernelGraph> cached_winner(const ir::KernelGraph& graph,

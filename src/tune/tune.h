@@ -6,9 +6,11 @@
 // skipped), checks each one's outputs against the unfused graph's on the same random inputs,
 // times the survivors with the profiler, and stores the fastest in the tuning cache with every
 // candidate's time. The cache is an SQLite database in WAL mode keyed by (structural graph hash,
-// input and output types, backend, device fingerprint, engine version); a second optimize() of the
+// input and output types, backend, device fingerprint, engine version and source hash, code
+// generator settings); a second optimize() of the
 // same program on the same device is a hit that skips search and profiling, and an entry made on
-// a device with another fingerprint is never used. The profiler warms up, repeats and takes the
+// a device with another fingerprint, by another build, or under other code-generator settings
+// (Backend::codegen_settings) is never used. The profiler warms up, repeats and takes the
 // median, and rotates several copies of the inputs so that weights that would not stay in the
 // caches in real use are not timed from them. SQLite stays inside this library.
 #pragma once
@@ -62,8 +64,9 @@ struct CacheKey {
   std::string signature;       // input and output types in canonical order
   std::string backend;         // "cpu"
   std::string fingerprint;     // the device's
-  std::string engine_version;  // yirage's version
-  // A 32-hex-digit id of the five fields: the entry's primary key.
+  std::string engine_version;  // yirage's version and the hash of the sources it was built from
+  std::string codegen;         // Backend::codegen_settings()
+  // A 32-hex-digit id of the six fields: the entry's primary key.
   std::string id() const;
 };
 

@@ -26,7 +26,7 @@ fs::path fresh_db(const std::string& name) {
 
 tune::CacheEntry sample_entry(const std::string& graph_hash, const std::string& fingerprint) {
   tune::CacheEntry e;
-  e.key = {graph_hash, "(f32[2]) -> (f32[2])", "cpu", fingerprint, "0.1.0"};
+  e.key = {graph_hash, "(f32[2]) -> (f32[2])", "cpu", fingerprint, "0.1.0", ""};
   e.device_name = "test cpu";
   e.original_json = "{}";
   e.chosen = 1;

@@ -12,6 +12,9 @@
 #include <mutex>
 #include <optional>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include "backend/backend_factories.h"
 #include "backend/cpu/codegen.h"
 #include "backend/cpu/cpu_device.h"
@@ -175,6 +178,13 @@ class CpuBackend final : public Backend {
   std::unique_ptr<Buffer> allocate(size_t bytes) override {
     require_available();
     return std::make_unique<CpuBuffer>(bytes);
+  }
+
+  // The compiler, its flags and the thread count: each changes which candidate is fastest.
+  std::string codegen_settings() const override {
+    if (!availability().available) return "unavailable";
+    return fmt::format("compiler={} flags={} threads={}", toolchain_->version,
+                       fmt::join(toolchain_->flags, " "), threads_);
   }
 
   std::unique_ptr<Module> compile(const ir::KernelGraph& graph) override {

@@ -417,16 +417,7 @@ class CudaBackend final : public Backend {
 
   std::unique_ptr<Module> compile(const ir::KernelGraph& graph) override {
     CUcontext ctx = context();
-    CodegenOptions options = cuda::default_codegen_options(
-        probe_.device, blas().loaded, driver().api.tensor_map_encode_tiled != nullptr);
-    // The YIRAGE_CUDA_* switches turn features off, for comparing against the code without them.
-    options.fold_adds = options.fold_adds && !turned_off("YIRAGE_CUDA_FOLD_ADDS");
-    options.group_products = options.group_products && !turned_off("YIRAGE_CUDA_GROUP_PRODUCTS");
-    options.tensor_maps = options.tensor_maps && !turned_off("YIRAGE_CUDA_TMA");
-    options.register_weights = options.register_weights && !turned_off("YIRAGE_CUDA_STREAM");
-    options.clusters = options.clusters && !turned_off("YIRAGE_CUDA_CLUSTER");
-    options.register_rows = options.register_rows && !turned_off("YIRAGE_CUDA_ROWS");
-    options.wgmma = options.wgmma && !turned_off("YIRAGE_CUDA_WGMMA");
+    const CodegenOptions options = codegen_options();
     if (options.library_matmul)
       std::call_once(blas_once_,
                      [&] { blas_handle_ = std::make_unique<BlasHandle>(ctx, stream_); });
@@ -440,7 +431,32 @@ class CudaBackend final : public Backend {
     check(driver().api.stream_synchronize(stream_), "cuStreamSynchronize (a kernel failed)");
   }
 
+  std::string codegen_settings() const override {
+    const CodegenOptions o = codegen_options();
+    return fmt::format(
+        "arch={} library_matmul={} fold_adds={} group_products={} tensor_maps={} "
+        "register_weights={} clusters={} register_rows={} wgmma={} programmatic_launch={} "
+        "cublaslt={}",
+        arch(), o.library_matmul, o.fold_adds, o.group_products, o.tensor_maps, o.register_weights,
+        o.clusters, o.register_rows, o.wgmma, programmatic_launch_usable(), blas().lt_loaded);
+  }
+
   std::string arch() const { return probe_.device.capabilities.value("sm_arch", "sm_80"); }
+
+  // The device's defaults, less the features a YIRAGE_CUDA_* switch turns off (for comparing
+  // against the code without them; codegen_settings() keys the tuning cache by the result).
+  CodegenOptions codegen_options() const {
+    CodegenOptions options = cuda::default_codegen_options(
+        probe_.device, blas().loaded, driver().api.tensor_map_encode_tiled != nullptr);
+    options.fold_adds = options.fold_adds && !turned_off("YIRAGE_CUDA_FOLD_ADDS");
+    options.group_products = options.group_products && !turned_off("YIRAGE_CUDA_GROUP_PRODUCTS");
+    options.tensor_maps = options.tensor_maps && !turned_off("YIRAGE_CUDA_TMA");
+    options.register_weights = options.register_weights && !turned_off("YIRAGE_CUDA_STREAM");
+    options.clusters = options.clusters && !turned_off("YIRAGE_CUDA_CLUSTER");
+    options.register_rows = options.register_rows && !turned_off("YIRAGE_CUDA_ROWS");
+    options.wgmma = options.wgmma && !turned_off("YIRAGE_CUDA_WGMMA");
+    return options;
+  }
 
   // Programmatic dependent launch needs sm_90 and cuLaunchKernelEx; YIRAGE_CUDA_PDL=0 turns it
   // off, for comparing.
