@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Evidence for bench/gpu_notes.md, run on the device machine from the repository root: ncu's
-# counters (throughput, occupancy, warp stall reasons, the SASS lines that stall most) for the
-# first fused kernel of chosen suite variants. Builds like bench/gpu.sh. KERNELS (an ncu kernel
+# Evidence for docs/design/cuda-findings.md, run on the device machine from the repository root:
+# ncu's counters (throughput, occupancy, warp stall reasons, the SASS lines that stall most) for
+# the first fused kernel of chosen suite variants. Builds like bench/gpu.sh. KERNELS (an ncu kernel
 # filter, default regex:yr_fused) and LAUNCHES (default 1) profile other or more kernels, such as
 # a variant's library calls (cuBLAS's are named nvjet_*, not gemm): KERNELS='regex:.' LAUNCHES=3.
 #
