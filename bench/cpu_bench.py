@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""CPU benchmark of YiRage's cpu backend on the public workload suite (DESIGN.md shapes, bs 1).
+"""CPU benchmark of YiRage's cpu backend on the public workload suite (docs/suite.md, bs 1).
 
 Measured in one run on one machine:
   - ours, fused: the fastest µGraph `yirage optimize --backend cpu` profiled (search -> compile ->

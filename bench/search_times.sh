@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Search time of `yirage optimize` on each search target of DESIGN.md at the suite's real shapes
+# Search time of `yirage optimize` on each search target of docs/suite.md at the suite's real shapes
 # (bs 1, f32, as `yirage suite export` writes them), for the host CPU's device description.
 # Targets: rmsnorm_linear <= 10 s, gqa <= 5 min, none over 10 min; kernel limits from issue 3.
 # "seconds" is the whole superoptimize call: enumeration, fingerprint proofs of the chosen

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """How far the geo-mean could go with the peers of one suite run: each row's speedup if our call
 took its floor (bytes / measured copy bandwidth, or FLOPs / measured matmul rate) plus the launch
-gap a call pays on the device (1.7 µs between graph replays, bench/results/launch_probe_h200.txt).
-That ceiling is optimistic: a bare read of cold memory reached 78-84% of the copy bandwidth
-(bench/gpu_notes.md, versions 10 and 15), and a kernel that computes reads no faster.
+gap a call pays on the device (1.7 µs between graph replays on the H200). That ceiling is
+optimistic: a bare read of cold memory reached 78-84% of the copy bandwidth, and a kernel that
+computes reads no faster (both measured in docs/design/cuda-findings.md).
 
 Rows whose floor is under twice the gap are latency-bound: their time is launches, load latency
 and dependent chains, not bytes. The third geo-mean puts only the byte-bound rows at their

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Several runs of bench/gpu_bench.py side by side: each row's speedup over the best peer in every
 run, the geo-mean of each run, and the medians across runs, so that one lease's spread (mostly
-the peers', see bench/gpu_notes.md) shows next to any single run's number.
+the peers', see docs/design/cuda-findings.md) shows next to any single run's number.
 
     python3 bench/suite_repeats.py RUN1.json RUN2.json ... > bench/results/h200_suite_repeats.md
 """

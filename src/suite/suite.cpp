@@ -1,4 +1,4 @@
-// The eight workloads of DESIGN.md's table. Weights are graph inputs, so one graph serves any
+// The eight workloads of docs/suite.md's table. Weights are graph inputs, so one graph serves any
 // weights; intermediate nodes carry readable names and the result is always "out".
 #include "suite/suite.h"
 

@@ -1,6 +1,6 @@
 // The public workload suite: the blocks of LLM inference every benchmark and search target uses.
 //
-// Each workload is a kernel graph built from the table in DESIGN.md, parameterised by batch
+// Each workload is a kernel graph built from the table in docs/suite.md, parameterised by batch
 // scale `bs` (which scales the leading dimension where the workload has a batch) and dtype. The
 // examples/ folder holds these graphs as JSON, written by `yirage suite export`; a test checks
 // that the files still match this code.
@@ -18,15 +18,15 @@ namespace yirage::suite {
 
 struct WorkloadInfo {
   std::string name;
-  std::string program;  // one line, as in the DESIGN.md table
+  std::string program;  // one line, as in docs/suite.md's table
   bool has_batch;       // whether bs scales it
   // Factors for inputs drawn uniformly from [-1, 1), matching the value ranges the peer scripts
-  // use (shared/bench/*_peers.py), so that f16 runs stay finite: exp(Q@K) of unscaled inputs
+  // use (docs/suite.md), so that f16 runs stay finite: exp(Q@K) of unscaled inputs
   // overflows f16. Inputs not listed keep factor 1.
   std::vector<std::pair<std::string, float>> input_scales = {};
 };
 
-// The eight workloads in DESIGN.md order.
+// The eight workloads in docs/suite.md's order.
 const std::vector<WorkloadInfo>& workloads();
 
 // Builds a workload; throws yirage::Error for an unknown name (listing the known ones), bs < 1,

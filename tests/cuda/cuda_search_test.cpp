@@ -1,4 +1,4 @@
-// The search's output on the CUDA path: for each search target of DESIGN.md at small shapes
+// The search's output on the CUDA path: for each search target of docs/suite.md at small shapes
 // (tests/search/search_targets.h), the µGraphs superoptimize ranks under a CUDA-shaped device
 // description are lowered by the cuda backend. Every ranked candidate compiles with NVRTC for
 // sm_80 and sm_90 (in CI, no GPU needed); on a GPU, the best one computes what the reference

@@ -194,7 +194,7 @@ inline std::vector<Variant> rmsnorm_linear(int bs) {
                                    {64, 4096},
                                    {128, 4096}});
   // At bs8 each block of an n128 pair stages only its half of X's 16 rows, which leaves the weight
-  // three 32 KB chunks in flight (27.6 µs, was 40.2; bench/results/halved_staging_h200.txt).
+  // three 32 KB chunks in flight (27.6 µs, was 40.2; docs/design/cuda-findings.md).
   if (bs == 8) tilings.insert(tilings.end(), {{64, 512}, {128, 512}});
   for (auto [n, kc] : tilings) {
     KernelGraph g;
@@ -290,7 +290,7 @@ inline std::vector<Variant> gated_mlp(int bs) {
   }
   // Library products around one fused pass: X·W1 and X·W2 are kernel-level matmuls (cuBLAS calls
   // where cuBLAS loaded), and one kernel takes silu(gate) · up, where the plain graph takes two
-  // (64-column blocks were slower: bench/results/library_pass_h200.txt).
+  // (64-column blocks were slower: git show 94f00b8:bench/results/library_pass_h200.txt).
   {
     KernelGraph g;
     TensorRef x = g.input("X", {8 * bs, kHidden}, DType::f16);
@@ -576,12 +576,12 @@ inline std::vector<Variant> llama_mlp_block(int bs) {
   // Grids of more than one wave keep the weights in the for-loop's stages. At bs1, 112 blocks of
   // 256 columns for gate_up and 128 of 32 (or 64 pairs of 64) for down stream them, as
   // rmsnorm_linear's and gated_mlp's kernels do. At bs8 such streams took 115.9-130.4 µs against
-  // the library products' 100.4 (bench/results/llama_streams_h200.txt): down's staged A, 8 rows of
+  // the library products' 100.4 (docs/design/cuda-findings.md): down's staged A, 8 rows of
   // all of K, leaves its weight no room unless split over K, and the 8-row gate_up streams slowly.
   // With pairs staging half of K each, down n64_k512 streams whole, but the two streams took
-  // 136.0-138.3 µs against 98.8 (halved_staging_h200.txt), left out. Not profiled; the likely
-  // bound is rmsnorm_linear bs8's: the for-loops' per-element work (bench/gpu_notes.md, version
-  // 23).
+  // 136.0-138.3 µs against 98.8, left out. Not profiled; the likely bound is rmsnorm_linear
+  // bs8's: the for-loops' per-element work (docs/design/cuda-findings.md, streams of 8 and 16
+  // rows).
   std::vector<std::pair<Projection, Projection>> tilings{
       {{64, 1, 256}, {32, 1, 256}},
       {{224, 1, 128}, {32, 1, 512}},

@@ -1,4 +1,4 @@
-// The search targets of DESIGN.md at small shapes, built like src/suite builds them, and the
+// The search targets of docs/suite.md at small shapes, built like src/suite builds them, and the
 // device descriptions the search tests run under.
 #pragma once
 

@@ -30,7 +30,7 @@ using RunFn = int (*)(void* const*, void* const*, char*, int, char*, size_t);
 // Host memory aligned for the widest vectors. Large buffers (weights) are asked for transparent
 // huge pages, as NumPy asks for its arrays: the hardware prefetchers stop at every 4 KiB page
 // boundary, and streaming a 470 MB f32 weight on 2 threads went from 9.6-13.6 ms to 8.3-8.7 ms
-// with 2 MiB pages (bench/cpu_gemm_micro.cpp, 1x28672x4096, interleaved runs).
+// with 2 MiB pages (git show 94f00b8:bench/cpu_gemm_micro.cpp, 1x28672x4096, interleaved runs).
 class CpuBuffer final : public Buffer {
  public:
   explicit CpuBuffer(size_t bytes) : size_(bytes) {

@@ -21,7 +21,7 @@ constexpr int kLtCandidates = 8;
 // one warm-up replay. A small memset between the calls keeps each call from starting early
 // under the one before, as it cannot in a module, where a different kernel precedes it (timed
 // back to back, cuBLASLt's choices for the Llama MLP promised 3.4 µs and lost 1.2 µs in its
-// graph: bench/results/cublaslt_h200.txt).
+// graph: git show 94f00b8:bench/results/cublaslt_h200.txt).
 constexpr int kTimedCalls = 8;
 constexpr int kTimedReplays = 3;
 // The default stays unless a candidate beats it by this fraction: smaller differences did not

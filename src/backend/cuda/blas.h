@@ -8,7 +8,7 @@
 // replayed, the way modules run, on scratch operands. Why time rather than take the heuristic's
 // first answer: on the H200 the default and the heuristic's first choice left 7-9% on the Llama
 // MLP's down projection and 2-3% on its gate_up and on gemm_softmax's product
-// (bench/results/cublaslt_probe_h200.txt).
+// (git show 94f00b8:bench/results/cublaslt_probe_h200.txt).
 #pragma once
 
 #include <map>

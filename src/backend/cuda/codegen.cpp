@@ -139,7 +139,7 @@ __device__ __forceinline__ void yr_cp_wait_all() { asm volatile("cp.async.wait_g
 // reads and overwrites nothing early. No kernel calls griddepcontrol.launch_dependents, so the
 // next grid still launches only as this one's blocks exit, but it skips the launch gap of a plain
 // stream order. Triggering the next grid at the start of each kernel made gqa's split attention
-// slower (9.4 -> 11.4 us), where waiting alone made it faster (9.2); bench/results/pdl_h200.txt.
+// slower (9.4 -> 11.4 us), where waiting alone made it faster (9.2); docs/design/cuda-findings.md.
 // Without the attribute, and before sm_90, this does nothing.
 __device__ __forceinline__ void yr_wait_prior_grids() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -313,7 +313,7 @@ std::optional<FoldedAdd> folded_add(const ir::KernelGraph& graph, const ir::Node
 // that call runs (a graph input, or computed before its first product). The product's own slot
 // is fresh, so writing it earlier changes nothing. Why: a gated MLP's gate and up each read a
 // weight of 32 MB; as one batch its library graph went from 25.7 to 22.4 µs at 64 rows and from
-// 27.0 to 20.7 µs at 8 on the H200 (bench/results/grouped_products_h200.txt). Not profiled; a
+// 27.0 to 20.7 µs at 8 on the H200 (docs/design/cuda-findings.md). Not profiled; a
 // likely reason is that one call of a few rows leaves cuBLAS few blocks, and two calls pay two
 // ramps and tails over weights that, 64 MB together, never stay in the 60 MB L2.
 constexpr int64_t kMaxGroup = 8;

@@ -233,7 +233,7 @@ std::string BlockLowering::chain_body(const Chain& c) const {
 // stall samples on their retries). Where no warps split them (writes_once()), each element has
 // one writer, so the flush stores instead of adding, and the accumulators are never zeroed: the
 // zeroing and the adds took 0.85 of the 7.5 us a call of gqa bs1's first kernel
-// (bench/results/attention_probe_h200.txt).
+// (git show 94f00b8:bench/results/attention_probe_h200.txt).
 std::string BlockLowering::chain_flush(const Chain& c) const {
   const std::string out = tile_var(reader_[size_t(c.second)]);
   const char* const op = c.writes_once() ? "=" : "+=";

@@ -7,10 +7,10 @@
 //
 // Why: a grid of wide tiles leaves multiprocessors idle, and a grid of narrow ones reads few
 // bytes of each weight row per block. A pair puts two multiprocessors behind each block's
-// columns without a second kernel to add the halves. bench/cluster_gemv_probe.cu read
-// rmsnorm_linear's weight in 14.4 us with 128-column blocks split over pairs, against 15.5 us
-// for 64-column blocks alone. In the lowering, pairs took gated_mlp's n64 tiles from 31.1 to
-// 26.8 us and rmsnorm_linear's n128 from 19.6 to 17.7 us (bench/gpu_notes.md, version 11).
+// columns without a second kernel to add the halves. A probe read rmsnorm_linear's weight in
+// 14.4 us with 128-column blocks split over pairs, against 15.5 us for 64-column blocks alone.
+// In the lowering, pairs took gated_mlp's n64 tiles from 31.1 to 26.8 us and rmsnorm_linear's
+// n128 from 19.6 to 17.7 us (docs/design/cuda-findings.md, weight streams).
 #include <fmt/format.h>
 
 #include "backend/cuda/block_lowering.h"
@@ -45,8 +45,8 @@ bool BlockLowering::pairable(int32_t id) const {
   const auto& grid = g_.grid().extent;
   if (2 * grid[0] * grid[1] * grid[2] > options_.multiprocessors) return false;
   // Gate and up by TMA in one loop ran slower as pairs: gated_mlp n64_k1024, 25.2 us in 64
-  // single blocks against 26.6 us in 64 pairs (bench/gpu_notes.md, version 12), and 22.0 against
-  // 23.1 us with each block of a pair staging half of X (version 24).
+  // single blocks against 26.6 us in 64 pairs, and 22.0 against 23.1 us with each block of a
+  // pair staging half of X (docs/design/cuda-findings.md, weight streams).
   if (stream_tma(id) && stream_tma_order_.size() > 1) return false;
   if (stream_tma(id)) return tma_stream_plan(id).chunks % 2 == 0;
   return stream_plan(id).units % 2 == 0;
@@ -68,8 +68,8 @@ void BlockLowering::choose_stream_ranks() {
 // they are first chosen with each block of a pair staging only its half of A's K (the iterations
 // of the units or chunks it streams), kept where the kernel then pairs; otherwise chosen as for
 // single blocks, staging all of K. Staging all of K, 16 rows of 4096 took 128 KB and left
-// rmsnorm_linear bs8's TMA stream two 16 KB stages (bench/gpu_notes.md, version 22); a half leaves
-// it three of 32 KB.
+// rmsnorm_linear bs8's TMA stream two 16 KB stages; a half leaves it three of 32 KB
+// (docs/design/cuda-findings.md, streams of 8 and 16 rows).
 void BlockLowering::find_streamed_with_halved_staging() {
   const std::vector<bool> resident = resident_;
   const std::vector<int32_t> resident_of = resident_of_;

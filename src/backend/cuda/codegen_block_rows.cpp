@@ -6,8 +6,8 @@
 //
 // Why: the general frame stages the inputs by cp.async, then passes each op's tile through
 // shared memory with a barrier after it. ntrans took 4.6 us a call that way at bs1 and 2.6-2.8 us
-// in registers (bench/results/register_rows_h200.txt). A probe found no gain in more threads a
-// row, nor in a row split over a cluster (bench/row_probe.cu).
+// in registers. A probe found no gain in more threads a row, nor in a row split over a cluster
+// (docs/design/cuda-findings.md, row kernels).
 //
 // Two reductions of an iterator fit the same frame, each thread reducing its own elements'
 // operands straight from global memory: a sum or mean over a dimension other than the last whose
@@ -15,8 +15,8 @@
 // last dimension, kept, whose result is one value per row of the chain's shape (the partial row
 // sums). Such a row value takes one register per vector, since a vector's 8 elements share a row.
 // That is the finish of split attention, which took 3.7-4.1 us a kernel through shared memory
-// (bench/gpu_notes.md, version 21). A tile of fewer than 8 elements a thread leaves some threads
-// idle; norms, whose block reductions count every thread, need them all.
+// (docs/design/cuda-findings.md, attention). A tile of fewer than 8 elements a thread leaves
+// some threads idle; norms, whose block reductions count every thread, need them all.
 #include <algorithm>
 
 #include <fmt/format.h>

@@ -5,7 +5,7 @@
 // Why: with M = 1-16 rows the product is a matrix-vector stream, and the shared-memory path
 // spent ~275 instructions a warp per 32 KB stage (ldmatrix of a 16-row A of which M rows are
 // real, ldmatrix of B, mma, the stage's barrier), which bounded rmsnorm_linear at 1.95 TB/s
-// (bench/gpu_notes.md, version 8). Here the product is computed transposed, Cᵀ = Bᵀ·Aᵀ, so that
+// (docs/design/cuda-findings.md). Here the product is computed transposed, Cᵀ = Bᵀ·Aᵀ, so that
 // the weight is the 16x16 A operand of m16n8k16 and the M rows are its 8 (or 16) columns. Each
 // lane loads four 16-byte vectors (4 rows x 8 columns of the tile) and builds the fragments of
 // four mmas from them with byte permutes: the mma sums over k in any order both operands agree
@@ -172,7 +172,7 @@ void BlockLowering::find_streamed() {
 // out before the weights' first copies; the loop's later tiles likely queued behind those (not
 // measured). Where the loop then walks no tile at all, the TMA streams take the room its stages
 // had (a gated MLP's X: 3 stages of 16.5 KB). gated_mlp bs1 went from 25.1 to 21.9 us
-// (bench/gpu_notes.md, version 16).
+// (docs/design/cuda-findings.md, weight streams).
 void BlockLowering::find_staged_directly() {
   const size_t count = g_.nodes().size();
   staged_directly_.assign(count, false);

@@ -4,7 +4,7 @@
 // Why: streamed through registers, a multiprocessor kept too few bytes in flight. With one block
 // of 96 on each of 96 multiprocessors, rmsnorm_linear ran at 2.3 TB/s, every warp stalled on its
 // loads (ncu: long-scoreboard stalls on the byte permutes, DRAM 48% busy), about what the GEMV
-// probe got from 96 blocks (bench/results/gemv_probe_h200.txt). The copy engine takes the
+// probe got from 96 blocks (docs/design/cuda-findings.md). The copy engine takes the
 // per-thread requests out of the way: thread 0 issues one 2-D box per 64-column panel and chunk
 // of `chunk` rows, `stages` chunks ahead, each landing 128-byte swizzled on its stage's mbarrier.
 //
@@ -16,7 +16,7 @@
 //
 // Two streams that share A (a gated MLP's gate and up) split the room, each with its own stages
 // and mbarriers, and one loop takes their chunks in turn. Through registers instead, gated_mlp's
-// n64_k1024 took 26.9 us; by TMA, 25.2 us (bench/gpu_notes.md, version 12).
+// n64_k1024 took 26.9 us; by TMA, 25.2 us (docs/design/cuda-findings.md, weight streams).
 #include <algorithm>
 #include <numeric>
 

@@ -4,7 +4,7 @@
 // at which a multiprocessor keeps bytes in flight. With cp.async every thread issues 16-byte
 // copies and the stream stalled near 2.1 TB/s on the H200 however deep the pipeline; copies of
 // one tile row each (cp.async.bulk) were slower still, being too small for the copy engine
-// (bench/gpu_notes.md, versions 5 to 7). Here one thread issues a few 2-D boxes per stage, up to
+// (docs/design/cuda-findings.md). Here one thread issues a few 2-D boxes per stage, up to
 // 256 rows of 128 bytes each, described by a tensor map the backend encodes on the host.
 //
 // The boxes land 128-byte swizzled, so that the eight rows one ldmatrix reads fall in different
@@ -93,7 +93,7 @@ bool BlockLowering::tma_eligible(int32_t id) const {
   if (tile[1] % kSwizzlePanel != 0 || tile[0] % 8 != 0 ||
       (tile[0] > kBoxRows && tile[0] % kBoxRows != 0) || operand.dims[1] % 8 != 0)
     return false;
-  // Small boxes lost to cp.async on the H200 (bench/gpu_notes.md, version 8): tiles of 32 rows
+  // Small boxes lost to cp.async on the H200 (docs/design/cuda-findings.md): tiles of 32 rows
   // (split16_n512_k32: 37.5 -> 41.6 us) and of 8 KB (gated_mlp bs8 n64_k64: 113 -> 132 us), where
   // tiles of 64 rows and 16 KB or more gained (rmsnorm_linear split8_n256_k64: 33.3 -> 30.0 us,
   // n64_k256: 28.7 -> 25.6 us).

@@ -5,7 +5,7 @@
 // so a block of 8 warps reads each tile 8 times over. For gqa that is about 1 KB of shared memory
 // read per 4 KFLOP product, and the H200's multiprocessors read 128 bytes a cycle: ncu found the
 // tensor pipe active 31% of the time and the products waiting on ldmatrix
-// (bench/results/ncu_gqa_8_split4_qb128_lc64_fq8_exp_ftz_h200.txt). A warpgroup product reads
+// (docs/design/cuda-findings.md, attention). A warpgroup product reads
 // its B operand from shared memory once for 64 rows, so the block reads K and V twice, not
 // 8 times. Q's fragments still come by ldmatrix (A from registers), as do the exponentials
 // (E = f(S) packed to 16 bits, the same register layout as mma.sync's A).
@@ -139,7 +139,7 @@ __device__ __forceinline__ unsigned long long yr_wgmma_desc(const void* tile, un
 // since the next iteration's copies reuse the stage V's tile is in.
 // Not pipelined across iterations: issuing the next tile's scores before this tile's exponentials
 // (as FlashAttention-3 does within a warpgroup) took 173 registers where this takes 106, and was
-// no faster on the H200 (gqa bs8 20.9 us against 20.3; bench/gpu_notes.md, version 21): the
+// no faster on the H200 (gqa bs8 20.9 us against 20.3; docs/design/cuda-findings.md): the
 // block's two warpgroups already overlap one's exponentials with the other's products.
 std::string BlockLowering::wgmma_chain_body(const Chain& c) const {
   const int32_t a = node(c.first).inputs[0], b = node(c.first).inputs[1];

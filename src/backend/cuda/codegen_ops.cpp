@@ -127,7 +127,7 @@ KernelLaunch reduce(const ir::KernelGraph& graph, const ir::Node& node, const ir
 // threads, whose block reductions wait on 32 warps. On the H200 the plain graphs gained 0.2-0.3
 // µs a row kernel (gemm_layernorm 11.63 -> 11.41 µs, rmsnorm_linear bs8 17.2 -> 16.9); longer
 // rows in runs of 1024 threads did not (gemm_softmax's 32000: 40.4 -> 40.6 µs), so a block that
-// holds more keeps element-wise access (bench/results/row_runs_h200.txt). Slots start 256-byte
+// holds more keeps element-wise access (docs/design/cuda-findings.md). Slots start 256-byte
 // aligned (views at offsets that are multiples of 256: codegen.cpp), so a run is a 16-byte aligned
 // vector.
 //
@@ -137,7 +137,7 @@ KernelLaunch reduce(const ir::KernelGraph& graph, const ir::Node& node, const ir
 // (yr_cluster_reduce). Why: gemm_softmax's 8 rows of 32000 ran a block each, so 8 of the 132
 // multiprocessors took all 256,000 exponentials (16 a cycle each) and every load. Spread over 64
 // blocks in runs, its plain graph went from 40.2 to 37.4-38.1 µs on the H200
-// (bench/results/row_clusters_h200.txt).
+// (git show 94f00b8:bench/results/row_clusters_h200.txt).
 struct RowLayout {
   int64_t threads = 256;
   int64_t per = 1;  // elements a thread holds
