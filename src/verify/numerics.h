@@ -1,0 +1,66 @@
+// Numerically safe acceptance: the input distributions a candidate is float-checked on, the
+// tolerance it is held to, and the comparison of its outputs with the input graph's.
+//
+// Fingerprints prove that a candidate computes the same real function; they cannot see that it
+// computes it unsafely, e.g. softmax as exp(x) / Σexp(x) without subtracting the row max, which
+// is equal to the input graph's softmax until exp overflows. So both programs also run in their
+// own dtype on inputs that stress the range: a candidate that gives inf or NaN where the input
+// graph does not is rejected, whatever its error elsewhere. The search's float check and the
+// tuner's output check both use this.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/ir.h"
+
+namespace yirage::verify {
+
+enum class InputDistribution {
+  uniform,        // [-1, 1): the ordinary case
+  large,          // symmetric, scaled so that the longest dot products reach ±30…±80
+  outliers,       // [-1, 1) with a few last-dim channels 30 times larger, as LLM activations have
+  near_overflow,  // positive, scaled so that dot products (or the values) sit at log(max dtype)
+};
+inline constexpr InputDistribution kAllDistributions[] = {
+    InputDistribution::uniform, InputDistribution::large, InputDistribution::outliers,
+    InputDistribution::near_overflow};
+const char* distribution_name(InputDistribution d);
+
+// The longest reduction in `graph`: matmul inner dims, reduce and softmax dims, norm sizes; 1
+// when it has none. It sets both the tolerance and the input scale of the stress distributions.
+int64_t reduction_length(const ir::KernelGraph& graph);
+
+// One input per graph input, in KernelGraph::inputs() order, drawn from `d`; the same (graph, d,
+// seed) gives the same inputs. Integer inputs are drawn as ir::fill_random draws them whatever d.
+std::vector<ir::HostTensor> make_inputs(const ir::KernelGraph& graph, InputDistribution d,
+                                        uint64_t seed);
+
+// Machine epsilon (the spacing at 1): 2^-23 for f32, 2^-10 for f16, 2^-7 for bf16.
+double machine_epsilon(ir::DType dtype);
+
+// The largest error compare() accepts for outputs of `dtype` from a graph whose longest reduction
+// is `reduction_length` (the formula is explained in numerics.cpp).
+double tolerance(ir::DType dtype, int64_t reduction_length);
+
+// A candidate's outputs against the input graph's, on one set of inputs.
+struct Comparison {
+  double max_error = 0;  // max |actual - expected| / (|expected| + rms), where both are finite
+  double tolerance = 0;  // the largest over the outputs' dtypes
+  int64_t new_non_finite = 0;        // elements non-finite in the candidate only
+  int64_t reference_non_finite = 0;  // elements non-finite in the input graph (not compared)
+  std::string first_new_non_finite;  // "output 0 element 12: nan where the input graph gives 0.5"
+  bool passed = false;               // no new non-finite element and max_error <= tolerance
+  // One clause: "max error 1.2e-07, tolerance 2.3e-05: ok", or what failed.
+  std::string summary() const;
+};
+
+// `rms` is the root mean square of the output's finite expected values: errors are measured
+// against the output's scale, so an element near zero in a sum of large terms is not held to a
+// relative error its rounding cannot meet. Elements the input graph gives as inf or NaN are not
+// compared: a candidate may match them.
+Comparison compare(const std::vector<ir::HostTensor>& actual,
+                   const std::vector<ir::HostTensor>& expected, int64_t reduction_length);
+
+}  // namespace yirage::verify
