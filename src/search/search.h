@@ -24,6 +24,7 @@
 
 #include "backend/backend.h"
 #include "ir/ir.h"
+#include "verify/numerics.h"
 #include "verify/verify.h"
 
 namespace yirage::search {
@@ -64,11 +65,23 @@ struct SearchOptions {
   std::function<bool()> should_stop;
 };
 
+// The float check of one candidate: it and the input graph run on fresh inputs from each of
+// verify::kAllDistributions in turn, until one fails (verify/numerics.h).
+struct FloatCheck {
+  bool passed = false;
+  double max_error = 0;  // the largest verify::Comparison::max_error over the distributions run
+  double tolerance = 0;  // verify::tolerance for the outputs' dtypes and the graph's reductions
+  // Per distribution run, in order; the last is the one that failed when !passed.
+  std::vector<std::pair<verify::InputDistribution, verify::Comparison>> distributions;
+  std::string summary;  // every distribution run, its result and the tolerance, on one line
+};
+
 struct Candidate {
   ir::KernelGraph mugraph;  // the input graph's inputs and outputs, with fused nodes
   int kernels = 0;          // count_kernels(mugraph)
   double estimated_seconds = 0;
   verify::EquivalenceResult proof;  // against the input graph
+  FloatCheck float_check;           // passed: a candidate that fails it is not returned
 };
 
 // The Z3 pruner's work in one search: queries asked, answered from the cache, and of those Z3
@@ -93,17 +106,13 @@ struct SearchStats {
   bool resumed = false;    // work items were taken from the checkpoint
 };
 
-struct FloatCheck {
-  bool passed = false;
-  double max_error = 0;  // the largest |actual - expected| / (1 + |expected|) over outputs
-  std::string summary;
-};
-
 struct SearchResult {
   // Best first; never empty: the unfused input graph is always a valid candidate.
   std::vector<Candidate> ranked;
   SearchStats stats;
-  FloatCheck float_check;  // of ranked[0] against the reference executor on fresh inputs
+  // ranked[0].float_check. Every fused candidate is float-checked, not only the best: the tuner
+  // compiles and may choose any of them. Notes say which were dropped by the check, and why.
+  FloatCheck float_check;
   // Why the search could not do better, one line each: ops it cannot place in a fused kernel,
   // groups with no verified block graph, an exhausted budget, a cancellation. Empty when nothing to
   // report.
