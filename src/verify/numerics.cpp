@@ -89,16 +89,19 @@ int64_t reduction_length(const ir::KernelGraph& graph) {
 
 std::vector<ir::HostTensor> make_inputs(const ir::KernelGraph& graph, InputDistribution d,
                                         uint64_t seed) {
-  // Which nodes reach a matmul: their inputs are scaled so that the product, not the input,
-  // lands in the stress range (a norm between them keeps the scale of its weight).
+  // The inner dim of the first matmul on each path from a node, the shortest of them; 0 when no
+  // path reaches one. An input is scaled so that the product, not the input, lands in the stress
+  // range (a norm between them keeps the scale of its weight), and the first matmul it reaches is
+  // the one whose products feed an exp or a sum soonest.
   const std::vector<ir::Node>& nodes = graph.nodes();
-  std::vector<bool> feeds_matmul(nodes.size(), false);
-  int64_t matmul_k = 1;
+  std::vector<int64_t> first_k(nodes.size(), 0);
   for (size_t id = nodes.size(); id-- > 0;) {
-    const bool reaches = feeds_matmul[id] || is_matmul(nodes[id]);
-    if (is_matmul(nodes[id])) matmul_k = std::max(matmul_k, node_reduction(graph, nodes[id]));
-    for (const ir::TensorRef& t : nodes[id].inputs)
-      if (reaches) feeds_matmul[size_t(t.node)] = true;
+    const int64_t k = is_matmul(nodes[id]) ? node_reduction(graph, nodes[id]) : first_k[id];
+    if (k == 0) continue;
+    for (const ir::TensorRef& t : nodes[id].inputs) {
+      int64_t& f = first_k[size_t(t.node)];
+      f = f == 0 ? k : std::min(f, k);
+    }
   }
 
   std::mt19937_64 rng(seed ^ (0x9e3779b97f4a7c15ull * (uint64_t(d) + 1)));
@@ -110,8 +113,8 @@ std::vector<ir::HostTensor> make_inputs(const ir::KernelGraph& graph, InputDistr
       ir::fill_random(t, rng);
       continue;
     }
-    const bool matmul = feeds_matmul[size_t(in.node)];
-    const double k = double(matmul_k);
+    const bool matmul = first_k[size_t(in.node)] > 0;
+    const double k = double(first_k[size_t(in.node)]);
     const int64_t n = t.size();
     switch (d) {
       case InputDistribution::uniform:
