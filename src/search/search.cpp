@@ -431,7 +431,8 @@ SearchResult superoptimize(const ir::KernelGraph& graph, const backend::DeviceDe
 
   // The float check of every fused candidate; one that fails it is dropped (and said so).
   ReferenceOutputs reference;
-  for (size_t i = 0; i < result.ranked.size() && (i == 0 || !budget.poll_cancel());) {
+  // Not cut by a cancellation: there are at most kRankedFused of them, and none may go unchecked.
+  for (size_t i = 0; i < result.ranked.size();) {
     Candidate& c = result.ranked[i];
     if (c.proof.assumptions ==
         std::vector<std::string>{"the candidate is the input graph itself"}) {
@@ -449,9 +450,6 @@ SearchResult superoptimize(const ir::KernelGraph& graph, const backend::DeviceDe
                      c.kernels, c.float_check.summary));
     result.ranked.erase(result.ranked.begin() + std::ptrdiff_t(i));
   }
-  // Cancelled: the best is checked all the same, the others not checked go (the input graph,
-  // which needs no check, stays).
-  std::erase_if(result.ranked, [](const Candidate& c) { return !c.float_check.passed; });
   result.float_check = result.ranked.front().float_check;
 
   result.stats.states = budget.states + resumed_states;

@@ -7,9 +7,10 @@
 // are enumerated in a canonical order, each prefix pruned unless its abstract expression can be
 // part of the group's (abstract_expr.h documents the axioms). Complete candidates are ranked by a
 // documented cost estimate (cost.cpp); the cheapest µGraphs are proved equivalent to the input
-// graph by finite-field fingerprints (verify::check_equivalent), each once, and the best is
-// checked in floating point against the reference executor. The unfused input graph is always a
-// valid candidate, so the result is never empty.
+// graph by finite-field fingerprints (verify::check_equivalent), each once, and each is checked in
+// floating point against the reference executor on the input distributions of verify/numerics.h,
+// which drops one that overflows where the input graph does not. The unfused input graph is
+// always a valid candidate, so the result is never empty.
 //
 // Determinism: the enumeration order is fixed and work items are merged in item order, so a
 // search that finishes within its budgets returns the same ranking for the same seed whatever
@@ -60,7 +61,7 @@ struct SearchOptions {
   // Cancellation: polled from the searching threads, serialised, where the budget is checked (at
   // the start of every block-level work item, every 256 states) and before every proof. Once it
   // returns true it is not called again, and the search stops as if its budget had run out: the
-  // result holds what was proved before (the unfused input graph at least), ranked[0] is still
+  // result holds what was proved before (the unfused input graph at least), each still
   // float-checked, and stats.cancelled is set. Empty = never cancelled.
   std::function<bool()> should_stop;
 };
