@@ -123,7 +123,7 @@ TEST(Numerics, ACandidateThatOverflowsWhereTheReferenceDoesNotFails) {
 
 // Issue 35 (a): X = 1 and W = 0.1 give logits of 102.4, which the input graph's softmax takes
 // in its stride; the fused µGraph the search proves computes exp / Σexp and gave NaN everywhere,
-// and was returned second, behind the input graph, where the tuner would have taken it.
+// and was returned second, behind the input graph, for the tuner to compile and maybe choose.
 TEST(Numerics, GemmSoftmaxThatOverflowsIsNotAccepted) {
   KernelGraph g;
   auto x = g.input("X", {4, 1024}, DType::f32);
