@@ -10,11 +10,12 @@
 namespace yirage::verify {
 namespace {
 
-// Where the longest dot products of the stress distributions land: `large` gives them a standard
-// deviation of kLargeLogit / 3, so a row of thousands spans about ±30…±80.
+// Where the stress distributions put the dot products of the first matmul each input reaches:
+// `large` gives them a standard deviation of kLargeLogit / 3, so a row of thousands spans about
+// ±30…±80.
 constexpr double kLargeLogit = 60;
 constexpr double kOutlierFactor = 30;
-constexpr int kOutlierOneIn = 64;  // share of last-dim channels that carry outliers
+constexpr int kOutlierOneIn = 64;  // one last-dim channel in this many carries outliers
 
 // Uniform in [0, 1) with 24 random bits, two per 64-bit draw: the suite's weights are millions
 // of elements, and this keeps filling them a small part of a float check.

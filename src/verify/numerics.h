@@ -19,7 +19,7 @@ namespace yirage::verify {
 
 enum class InputDistribution {
   uniform,        // [-1, 1): the ordinary case
-  large,          // symmetric, scaled so that the longest dot products reach ±30…±80
+  large,          // symmetric, scaled so that dot products reach ±30…±80
   outliers,       // [-1, 1) with a few last-dim channels 30 times larger, as LLM activations have
   near_overflow,  // positive, scaled so that dot products (or the values) sit at log(max dtype)
 };
@@ -29,11 +29,13 @@ inline constexpr InputDistribution kAllDistributions[] = {
 const char* distribution_name(InputDistribution d);
 
 // The longest reduction in `graph`: matmul inner dims, reduce and softmax dims, norm sizes; 1
-// when it has none. It sets both the tolerance and the input scale of the stress distributions.
+// when it has none: what the tolerance grows with.
 int64_t reduction_length(const ir::KernelGraph& graph);
 
 // One input per graph input, in KernelGraph::inputs() order, drawn from `d`; the same (graph, d,
-// seed) gives the same inputs. Integer inputs are drawn as ir::fill_random draws them whatever d.
+// seed) gives the same inputs. The stress distributions scale an input by the inner dim of the
+// first matmul it reaches, so that the products land in their range. Integer inputs are drawn as
+// ir::fill_random draws them whatever d.
 std::vector<ir::HostTensor> make_inputs(const ir::KernelGraph& graph, InputDistribution d,
                                         uint64_t seed);
 
