@@ -200,7 +200,7 @@ OptimizeResult optimize(const ir::KernelGraph& graph, backend::Backend& backend,
         const verify::Comparison c = verify::compare(out, *expected, reduction);
         checks[i].push_back(fmt::format("{}: {}", verify::distribution_name(d), c.summary()));
         if (!c.passed) {
-          records[i].status = c.new_non_finite > 0 ? "non_finite" : "mismatch";
+          records[i].status = c.new_overflow() ? "non_finite" : "mismatch";
           records[i].message =
               fmt::format("float check against the unfused graph: {}", fmt::join(checks[i], "; "));
           modules[i].reset();

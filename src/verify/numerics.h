@@ -53,7 +53,12 @@ struct Comparison {
   int64_t new_non_finite = 0;        // elements non-finite in the candidate only
   int64_t reference_non_finite = 0;  // elements non-finite in the input graph (not compared)
   std::string first_new_non_finite;  // "output 0 element 12: nan where the input graph gives 0.5"
-  bool passed = false;               // no new non-finite element and max_error <= tolerance
+  // max_error <= tolerance, and no new non-finite element unless the input graph overflows on
+  // these inputs too: then where the overflow spreads depends on the order of operations, which
+  // a candidate may change (a row sum that is inf gives 0 after e / Σe, and NaN after (e·V) / Σe).
+  bool passed = false;
+  // Rejected for inf or NaN where the input graph is finite, on inputs where it is all finite.
+  bool new_overflow() const { return new_non_finite > 0 && reference_non_finite == 0; }
   // One clause: "max error 1.2e-07, tolerance 2.3e-05: ok", or what failed.
   std::string summary() const;
 };
@@ -61,7 +66,7 @@ struct Comparison {
 // `rms` is the root mean square of the output's finite expected values: errors are measured
 // against the output's scale, so an element near zero in a sum of large terms is not held to a
 // relative error its rounding cannot meet. Elements the input graph gives as inf or NaN are not
-// compared: a candidate may match them.
+// compared: a candidate may match them (see Comparison::passed).
 Comparison compare(const std::vector<ir::HostTensor>& actual,
                    const std::vector<ir::HostTensor>& expected, int64_t reduction_length);
 
