@@ -121,6 +121,26 @@ TEST(Numerics, ACandidateThatOverflowsWhereTheReferenceDoesNotFails) {
   EXPECT_TRUE(self.passed) << self.summary();
 }
 
+// Where an overflow spreads depends on the order of operations: on inputs where the input graph
+// overflows too, a candidate's NaN next to it is allowed; on inputs where it is finite, never.
+TEST(Numerics, NewNonFiniteValuesFailOnlyWhereTheInputGraphIsFinite) {
+  auto tensor = [](std::vector<float> values) {
+    ir::HostTensor t(ir::TensorType{DType::f32, {int64_t(values.size())}});
+    for (size_t i = 0; i < values.size(); ++i) t.set(int64_t(i), values[i]);
+    return std::vector<ir::HostTensor>{t};
+  };
+  const float inf = INFINITY, nan = NAN;
+  const verify::Comparison finite = verify::compare(tensor({nan, 0}), tensor({1, 0}), 4);
+  EXPECT_FALSE(finite.passed);
+  EXPECT_TRUE(finite.new_overflow());
+  EXPECT_NE(finite.summary().find("output 0 element 0"), std::string::npos) << finite.summary();
+  const verify::Comparison both = verify::compare(tensor({nan, nan, 2}), tensor({inf, 0, 2}), 4);
+  EXPECT_TRUE(both.passed) << both.summary();
+  EXPECT_EQ(both.new_non_finite, 1);
+  EXPECT_EQ(both.reference_non_finite, 1);
+  EXPECT_FALSE(verify::compare(tensor({nan, 0, 3}), tensor({inf, 0, 2}), 4).passed);
+}
+
 // Issue 35 (a): X = 1 and W = 0.1 give logits of 102.4, which the input graph's softmax takes
 // in its stride; the fused µGraph the search proves computes exp / Σexp and gave NaN everywhere,
 // and was returned second, behind the input graph, for the tuner to compile and maybe choose.
