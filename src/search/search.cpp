@@ -88,7 +88,7 @@ FloatCheck float_check(const ir::KernelGraph& graph, const ir::KernelGraph& cand
                         [&] { return verify::run_reference(graph, inputs); });
     const std::vector<ir::HostTensor> got = verify::run_reference(candidate, inputs);
     if (want.valid()) reference[d] = want.get();
-    const verify::Comparison c = verify::compare(got, reference[d], k);
+    const verify::Comparison c = verify::compare(got, reference[d], k, d);
     check.max_error = std::max(check.max_error, c.max_error);
     check.tolerance = std::max(check.tolerance, c.tolerance);
     parts.push_back(fmt::format("{}: {}", verify::distribution_name(d), c.summary()));

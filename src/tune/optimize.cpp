@@ -197,7 +197,7 @@ OptimizeResult optimize(const ir::KernelGraph& graph, backend::Backend& backend,
           expected = std::move(out);  // the first that runs: the unfused graph, normally
           continue;
         }
-        const verify::Comparison c = verify::compare(out, *expected, reduction);
+        const verify::Comparison c = verify::compare(out, *expected, reduction, d);
         checks[i].push_back(fmt::format("{}: {}", verify::distribution_name(d), c.summary()));
         if (!c.passed) {
           records[i].status = c.new_overflow() ? "non_finite" : "mismatch";

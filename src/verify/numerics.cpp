@@ -159,6 +159,16 @@ double machine_epsilon(ir::DType dtype) {
   }
 }
 
+double magnitude(InputDistribution d, ir::DType dtype) {
+  switch (d) {
+    case InputDistribution::uniform: return 1;
+    case InputDistribution::large: return kLargeLogit;
+    case InputDistribution::outliers: return kOutlierFactor;
+    case InputDistribution::near_overflow: return log_max(dtype);
+  }
+  return 1;
+}
+
 // Two sources of difference, both measured against the output's scale (compare()):
 //  - storage: the reference rounds every intermediate tensor to the dtype, where a fused kernel's
 //    tiles stay f32, so the two differ by a few roundings of the dtype: 8·eps(dtype);
@@ -168,32 +178,40 @@ double machine_epsilon(ir::DType dtype) {
 //    reductions in a row (a norm before a matmul, a product of two sums) and for the tail of
 //    thousands of outputs.
 // For f32 at K = 2048 that is 1.8e-4 of the scale; for f16 the storage term dominates (7.8e-3).
-double tolerance(ir::DType dtype, int64_t reduction_length) {
+// Both are relative errors of intermediate values; the stress distributions drive those to a
+// magnitude M, where the same relative error is M times larger in absolute terms, and exp turns
+// an absolute error of a logit into a relative error of its output (softmax of logits of ±80),
+// as a norm divides one by the spread of its row (layer norm of values far from their mean). So
+// their tolerance is M times larger: in bf16 at log(max) that leaves only the inf/NaN check,
+// which is all that 3 significant digits of a logit near 88 can support.
+double tolerance(ir::DType dtype, int64_t reduction_length, InputDistribution d) {
   const double eps32 = machine_epsilon(ir::DType::f32);
-  return 8 * machine_epsilon(dtype) +
-         32 * eps32 * std::sqrt(double(std::max<int64_t>(reduction_length, 1)));
+  return magnitude(d, dtype) *
+         (8 * machine_epsilon(dtype) +
+          32 * eps32 * std::sqrt(double(std::max<int64_t>(reduction_length, 1))));
 }
 
 std::string Comparison::summary() const {
   std::string s;
   if (reference_non_finite > 0)
-    s = fmt::format("the input graph overflows here ({} non-finite value{}, not compared)",
-                    reference_non_finite, reference_non_finite == 1 ? "" : "s");
+    s = fmt::format(
+        "the input graph overflows here ({} non-finite value{}), so nothing is held "
+        "against the candidate; ",
+        reference_non_finite, reference_non_finite == 1 ? "" : "s");
   if (new_non_finite > 0)
-    s += fmt::format("{}{} non-finite value{} where the input graph is finite ({}){}",
-                     s.empty() ? "" : ", ", new_non_finite, new_non_finite == 1 ? "" : "s",
-                     first_new_non_finite, reference_non_finite > 0 ? ", allowed" : "");
-  if (!s.empty()) s += "; ";
+    s += fmt::format("{} non-finite value{} where the input graph is finite ({}); ", new_non_finite,
+                     new_non_finite == 1 ? "" : "s", first_new_non_finite);
   return s + fmt::format("max error {:.3g}, tolerance {:.2g}: {}", max_error, tolerance,
                          passed ? "ok" : "FAILED");
 }
 
 Comparison compare(const std::vector<ir::HostTensor>& actual,
-                   const std::vector<ir::HostTensor>& expected, int64_t reduction_length) {
+                   const std::vector<ir::HostTensor>& expected, int64_t reduction_length,
+                   InputDistribution d) {
   Comparison c;
   for (size_t o = 0; o < expected.size(); ++o) {
     const ir::HostTensor &a = actual.at(o), &e = expected[o];
-    c.tolerance = std::max(c.tolerance, tolerance(e.type.dtype, reduction_length));
+    c.tolerance = std::max(c.tolerance, tolerance(e.type.dtype, reduction_length, d));
     double sum_squares = 0;
     int64_t finite = 0;
     for (int64_t i = 0; i < e.size(); ++i)
@@ -215,7 +233,7 @@ Comparison compare(const std::vector<ir::HostTensor>& actual,
       }
     }
   }
-  c.passed = !c.new_overflow() && c.max_error <= c.tolerance;
+  c.passed = c.reference_non_finite > 0 || (c.new_non_finite == 0 && c.max_error <= c.tolerance);
   return c;
 }
 

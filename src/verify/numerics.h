@@ -42,9 +42,13 @@ std::vector<ir::HostTensor> make_inputs(const ir::KernelGraph& graph, InputDistr
 // Machine epsilon (the spacing at 1): 2^-23 for f32, 2^-10 for f16, 2^-7 for bf16.
 double machine_epsilon(ir::DType dtype);
 
+// The magnitude `d` drives values to in `dtype`: 1 for uniform, the scale of the others.
+double magnitude(InputDistribution d, ir::DType dtype);
+
 // The largest error compare() accepts for outputs of `dtype` from a graph whose longest reduction
-// is `reduction_length` (the formula is explained in numerics.cpp).
-double tolerance(ir::DType dtype, int64_t reduction_length);
+// is `reduction_length`, on inputs from `d` (the formula is explained in numerics.cpp).
+double tolerance(ir::DType dtype, int64_t reduction_length,
+                 InputDistribution d = InputDistribution::uniform);
 
 // A candidate's outputs against the input graph's, on one set of inputs.
 struct Comparison {
@@ -53,9 +57,10 @@ struct Comparison {
   int64_t new_non_finite = 0;        // elements non-finite in the candidate only
   int64_t reference_non_finite = 0;  // elements non-finite in the input graph (not compared)
   std::string first_new_non_finite;  // "output 0 element 12: nan where the input graph gives 0.5"
-  // max_error <= tolerance, and no new non-finite element unless the input graph overflows on
-  // these inputs too: then where the overflow spreads depends on the order of operations, which
-  // a candidate may change (a row sum that is inf gives 0 after e / Σe, and NaN after (e·V) / Σe).
+  // max_error <= tolerance and no new non-finite element; or the input graph overflows on these
+  // inputs itself, and then nothing is held against the candidate: the input graph is no oracle
+  // outside its range, and where an overflow spreads depends on the order of operations, which a
+  // candidate may change (a row sum that is inf gives 0 after e / Σe, and NaN after (e·V) / Σe).
   bool passed = false;
   // Rejected for inf or NaN where the input graph is finite, on inputs where it is all finite.
   bool new_overflow() const { return new_non_finite > 0 && reference_non_finite == 0; }
@@ -68,6 +73,7 @@ struct Comparison {
 // relative error its rounding cannot meet. Elements the input graph gives as inf or NaN are not
 // compared: a candidate may match them (see Comparison::passed).
 Comparison compare(const std::vector<ir::HostTensor>& actual,
-                   const std::vector<ir::HostTensor>& expected, int64_t reduction_length);
+                   const std::vector<ir::HostTensor>& expected, int64_t reduction_length,
+                   InputDistribution d = InputDistribution::uniform);
 
 }  // namespace yirage::verify
