@@ -71,7 +71,9 @@ struct SearchOptions {
 struct FloatCheck {
   bool passed = false;
   double max_error = 0;  // the largest verify::Comparison::max_error over the distributions run
-  double tolerance = 0;  // verify::tolerance for the outputs' dtypes and the graph's reductions
+  // verify::tolerance on uniform inputs for the outputs' dtypes and the graph's reductions; the
+  // stress distributions' are larger by their magnitude, each stated in the summary.
+  double tolerance = 0;
   // Per distribution run, in order; the last is the one that failed when !passed.
   std::vector<std::pair<verify::InputDistribution, verify::Comparison>> distributions;
   std::string summary;  // every distribution run, its result and the tolerance, on one line

@@ -224,10 +224,8 @@ Comparison compare(const std::vector<ir::HostTensor>& actual,
         ++c.reference_non_finite;
       } else if (!std::isfinite(av)) {
         if (c.new_non_finite++ == 0)
-          c.first_new_non_finite = fmt::format(
-              "output {} element {}: {} where the input graph "
-              "gives {}",
-              o, i, av, ev);
+          c.first_new_non_finite =
+              fmt::format("output {} element {}: {} where the input graph gives {}", o, i, av, ev);
       } else {
         c.max_error = std::max(c.max_error, std::fabs(av - ev) / (std::fabs(ev) + rms));
       }
