@@ -227,7 +227,7 @@ TEST(Numerics, F32SumsOfALongReductionAreWithinTolerance) {
         const double e = want[0].get(r * n + c);
         old_metric = std::max(old_metric, std::fabs(v - e) / (1 + std::fabs(e)));
       }
-    const verify::Comparison cmp = verify::compare({out}, want, verify::reduction_length(g));
+    const verify::Comparison cmp = verify::compare({out}, want, verify::reduction_length(g), d);
     RecordProperty(verify::distribution_name(d),
                    cmp.summary() + ", 1 + |e| measure " + std::to_string(old_metric));
     EXPECT_TRUE(cmp.passed) << verify::distribution_name(d) << ": " << cmp.summary();
