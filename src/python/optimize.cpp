@@ -174,6 +174,7 @@ nb::dict float_check_dict(const search::FloatCheck& check) {
   nb::dict d;
   d["passed"] = check.passed;
   d["max_error"] = check.max_error;
+  d["tolerance"] = check.tolerance;
   d["summary"] = check.summary;
   return d;
 }

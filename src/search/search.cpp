@@ -11,11 +11,13 @@
 #include <algorithm>
 #include <cmath>
 #include <future>
+#include <map>
 #include <mutex>
 #include <set>
 #include <thread>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "search/abstract_expr_z3.h"
 #include "search/checkpoint.h"
@@ -66,55 +68,40 @@ struct GroupChoice {
   bool exhausted() const { return next >= entries.size() || rejected >= kMaxRejectedPerGroup; }
 };
 
-// Float inputs uniform in [-1, 1) with 24 random bits, two per 64-bit draw (the suite's weights
-// are millions of elements), rounded to the dtype; integer inputs as ir::fill_random draws them.
-void fill_uniform(ir::HostTensor& t, std::mt19937_64& rng) {
-  if (!ir::is_float(t.type.dtype)) return ir::fill_random(t, rng);
-  auto value = [](uint64_t bits) { return float(int32_t(bits & 0xffffff) - (1 << 23)) * 0x1p-23f; };
-  const int64_t n = t.size();
-  for (int64_t i = 0; i < n; i += 2) {
-    const uint64_t bits = rng();
-    t.set(i, value(bits >> 40));
-    if (i + 1 < n) t.set(i + 1, value(bits >> 16));
-  }
-}
+// The input graph's outputs per distribution, computed once for all the candidates checked.
+using ReferenceOutputs = std::map<verify::InputDistribution, std::vector<ir::HostTensor>>;
 
-// The reference executor on both programs, the two at once when `parallel`: at the suite's shapes
-// each is seconds of plain loops.
+// The reference executor on both programs, the two at once when `parallel` (at the suite's
+// shapes each is seconds of plain loops), on every distribution in turn until one fails: a
+// candidate proved equal in exact arithmetic may still overflow where the input graph does not.
 FloatCheck float_check(const ir::KernelGraph& graph, const ir::KernelGraph& candidate,
-                       uint64_t seed, bool parallel) {
+                       uint64_t seed, bool parallel, ReferenceOutputs& reference) {
   FloatCheck check;
-  std::mt19937_64 rng(seed ^ 0x9e3779b97f4a7c15ull);
-  std::vector<ir::HostTensor> inputs;
-  for (const ir::TensorRef& in : graph.inputs()) {
-    ir::HostTensor t(graph.type(in));
-    fill_uniform(t, rng);
-    inputs.push_back(std::move(t));
-  }
-  std::future<std::vector<ir::HostTensor>> reference =
-      std::async(parallel ? std::launch::async : std::launch::deferred,
-                 [&] { return verify::run_reference(graph, inputs); });
-  const std::vector<ir::HostTensor> got = verify::run_reference(candidate, inputs);
-  const std::vector<ir::HostTensor> want = reference.get();
-  // Relative to 1 + |expected|: f32 allows for sums accumulated in another order; f16/bf16 for
-  // the reference rounding every intermediate where fused tiles stay f32.
-  double tolerance = 0;
-  for (size_t o = 0; o < want.size(); ++o) {
-    const ir::DType dtype = want[o].type.dtype;
-    tolerance = std::max(tolerance, dtype == ir::DType::f32   ? 1e-4
-                                    : dtype == ir::DType::f16 ? 1e-2
-                                                              : 4e-2);
-    for (int64_t i = 0; i < want[o].size(); ++i) {
-      const double e = want[o].get(i), a = got[o].get(i);
-      const double err = std::fabs(a - e) / (1.0 + std::fabs(e));
-      check.max_error = std::isnan(err) ? INFINITY : std::max(check.max_error, err);
+  check.passed = true;
+  const int64_t k = verify::reduction_length(graph);
+  std::vector<std::string> parts;
+  for (verify::InputDistribution d : verify::kAllDistributions) {
+    const std::vector<ir::HostTensor> inputs = verify::make_inputs(graph, d, seed);
+    std::future<std::vector<ir::HostTensor>> want;
+    if (!reference.count(d))
+      want = std::async(parallel ? std::launch::async : std::launch::deferred,
+                        [&] { return verify::run_reference(graph, inputs); });
+    const std::vector<ir::HostTensor> got = verify::run_reference(candidate, inputs);
+    if (want.valid()) reference[d] = want.get();
+    const verify::Comparison c = verify::compare(got, reference[d], k, d);
+    check.max_error = std::max(check.max_error, c.max_error);
+    if (d == verify::InputDistribution::uniform) check.tolerance = c.tolerance;
+    parts.push_back(fmt::format("{}: {}", verify::distribution_name(d), c.summary()));
+    check.distributions.emplace_back(d, c);
+    if (!c.passed) {
+      check.passed = false;
+      break;
     }
   }
-  check.passed = check.max_error <= tolerance;
   check.summary = fmt::format(
-      "float check on fresh random inputs: max error {:.3g} (relative to "
-      "1 + |expected|), tolerance {:.0e}: {}",
-      check.max_error, tolerance, check.passed ? "passed" : "FAILED");
+      "float check against the input graph, same dtype, longest reduction {} (error relative to "
+      "|expected| + the output's rms): {}; {}",
+      k, fmt::join(parts, "; "), check.passed ? "passed" : "FAILED");
   return check;
 }
 
@@ -442,20 +429,28 @@ SearchResult superoptimize(const ir::KernelGraph& graph, const backend::DeviceDe
         return std::tie(a.estimated_seconds, a.kernels) < std::tie(b.estimated_seconds, b.kernels);
       });
 
-  // The float check of the best; a candidate that fails it is dropped (and said so).
-  while (true) {
-    const Candidate& best = result.ranked.front();
-    if (best.proof.assumptions ==
+  // The float check of every fused candidate; one that fails it is dropped (and said so).
+  ReferenceOutputs reference;
+  // Not cut by a cancellation: there are at most kRankedFused of them, and none may go unchecked.
+  for (size_t i = 0; i < result.ranked.size();) {
+    Candidate& c = result.ranked[i];
+    if (c.proof.assumptions ==
         std::vector<std::string>{"the candidate is the input graph itself"}) {
-      result.float_check = {true, 0, "float check: the best candidate is the input graph itself"};
-      break;
+      c.float_check.passed = true;
+      c.float_check.summary = "float check: the candidate is the input graph itself";
+      ++i;
+      continue;
     }
-    result.float_check = float_check(graph, best.mugraph, options.seed, threads > 1);
-    if (result.float_check.passed) break;
-    note(fmt::format("dropped a proved candidate that failed the float check: {}",
-                     result.float_check.summary));
-    result.ranked.erase(result.ranked.begin());
+    c.float_check = float_check(graph, c.mugraph, options.seed, threads > 1, reference);
+    if (c.float_check.passed) {
+      ++i;
+      continue;
+    }
+    note(fmt::format("dropped a proved candidate ({} kernels) that failed the float check: {}",
+                     c.kernels, c.float_check.summary));
+    result.ranked.erase(result.ranked.begin() + std::ptrdiff_t(i));
   }
+  result.float_check = result.ranked.front().float_check;
 
   result.stats.states = budget.states + resumed_states;
   result.stats.pruned = budget.pruned + resumed_pruned;

@@ -7,9 +7,10 @@
 // are enumerated in a canonical order, each prefix pruned unless its abstract expression can be
 // part of the group's (abstract_expr.h documents the axioms). Complete candidates are ranked by a
 // documented cost estimate (cost.cpp); the cheapest µGraphs are proved equivalent to the input
-// graph by finite-field fingerprints (verify::check_equivalent), each once, and the best is
-// checked in floating point against the reference executor. The unfused input graph is always a
-// valid candidate, so the result is never empty.
+// graph by finite-field fingerprints (verify::check_equivalent), each once, and each is checked in
+// floating point against the reference executor on the input distributions of verify/numerics.h,
+// which drops one that overflows where the input graph does not. The unfused input graph is
+// always a valid candidate, so the result is never empty.
 //
 // Determinism: the enumeration order is fixed and work items are merged in item order, so a
 // search that finishes within its budgets returns the same ranking for the same seed whatever
@@ -24,6 +25,7 @@
 
 #include "backend/backend.h"
 #include "ir/ir.h"
+#include "verify/numerics.h"
 #include "verify/verify.h"
 
 namespace yirage::search {
@@ -59,9 +61,22 @@ struct SearchOptions {
   // Cancellation: polled from the searching threads, serialised, where the budget is checked (at
   // the start of every block-level work item, every 256 states) and before every proof. Once it
   // returns true it is not called again, and the search stops as if its budget had run out: the
-  // result holds what was proved before (the unfused input graph at least), ranked[0] is still
+  // result holds what was proved before (the unfused input graph at least), each still
   // float-checked, and stats.cancelled is set. Empty = never cancelled.
   std::function<bool()> should_stop;
+};
+
+// The float check of one candidate: it and the input graph run on fresh inputs from each of
+// verify::kAllDistributions in turn, until one fails (verify/numerics.h).
+struct FloatCheck {
+  bool passed = false;
+  double max_error = 0;  // the largest verify::Comparison::max_error over the distributions run
+  // verify::tolerance on uniform inputs for the outputs' dtypes and the graph's reductions; the
+  // stress distributions' are larger by their magnitude, each stated in the summary.
+  double tolerance = 0;
+  // Per distribution run, in order; the last is the one that failed when !passed.
+  std::vector<std::pair<verify::InputDistribution, verify::Comparison>> distributions;
+  std::string summary;  // every distribution run, its result and the tolerance, on one line
 };
 
 struct Candidate {
@@ -69,6 +84,7 @@ struct Candidate {
   int kernels = 0;          // count_kernels(mugraph)
   double estimated_seconds = 0;
   verify::EquivalenceResult proof;  // against the input graph
+  FloatCheck float_check;           // passed: a candidate that fails it is not returned
 };
 
 // The Z3 pruner's work in one search: queries asked, answered from the cache, and of those Z3
@@ -93,17 +109,13 @@ struct SearchStats {
   bool resumed = false;    // work items were taken from the checkpoint
 };
 
-struct FloatCheck {
-  bool passed = false;
-  double max_error = 0;  // the largest |actual - expected| / (1 + |expected|) over outputs
-  std::string summary;
-};
-
 struct SearchResult {
   // Best first; never empty: the unfused input graph is always a valid candidate.
   std::vector<Candidate> ranked;
   SearchStats stats;
-  FloatCheck float_check;  // of ranked[0] against the reference executor on fresh inputs
+  // ranked[0].float_check. Every fused candidate is float-checked, not only the best: the tuner
+  // compiles and may choose any of them. Notes say which were dropped by the check, and why.
+  FloatCheck float_check;
   // Why the search could not do better, one line each: ops it cannot place in a fused kernel,
   // groups with no verified block graph, an exhausted budget, a cancellation. Empty when nothing to
   // report.

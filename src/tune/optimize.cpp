@@ -4,7 +4,6 @@
 #include <cmath>
 #include <future>
 #include <map>
-#include <random>
 #include <thread>
 
 #include <fmt/format.h>
@@ -15,6 +14,7 @@
 #include "support/source_hash.h"
 #include "support/version.h"
 #include "tune/tune.h"
+#include "verify/numerics.h"
 
 namespace yirage::tune {
 namespace {
@@ -97,27 +97,6 @@ ir::KernelGraph bind_to(const ir::KernelGraph& graph, const ir::KernelGraph& ori
     order.push_back(it->second);
   }
   return identity ? winner : reorder_inputs(winner, order);
-}
-
-// Largest |a - e| relative to the expected tensor's scale, per dtype tolerance.
-std::string compare_outputs(const std::vector<ir::HostTensor>& actual,
-                            const std::vector<ir::HostTensor>& expected) {
-  for (size_t o = 0; o < expected.size(); ++o) {
-    const ir::HostTensor &a = actual[o], &e = expected[o];
-    const ir::DType t = e.type.dtype;
-    const double rtol = t == ir::DType::f32 ? 1e-3 : t == ir::DType::f16 ? 3e-2 : 8e-2;
-    double scale = 1e-3;
-    for (int64_t i = 0; i < e.size(); ++i)
-      if (std::isfinite(e.get(i))) scale = std::max(scale, double(std::fabs(e.get(i))));
-    for (int64_t i = 0; i < e.size(); ++i) {
-      const double av = a.get(i), ev = e.get(i);
-      if (std::isnan(ev) && std::isnan(av)) continue;
-      if (!(std::fabs(av - ev) <= rtol * (std::fabs(ev) + 0.1 * scale)))
-        return fmt::format("output {} element {}: {} where the unfused graph gives {}", o, i, av,
-                           ev);
-    }
-  }
-  return {};
 }
 
 }  // namespace
@@ -205,31 +184,43 @@ OptimizeResult optimize(const ir::KernelGraph& graph, backend::Backend& backend,
   }
   log(fmt::format("compiled {} candidates in {:.2f} s", ordered.size(), seconds_since(start)));
 
-  // 3. Same random inputs through every candidate; compare with the unfused graph's outputs.
-  std::mt19937_64 rng(options.profile.seed + 1);
-  std::vector<ir::HostTensor> inputs;
-  for (ir::TensorRef in : graph.inputs()) {
-    inputs.emplace_back(graph.type(in));
-    ir::fill_random(inputs.back(), rng, -0.25f, 0.25f);
-  }
-  std::optional<std::vector<ir::HostTensor>> expected;
-  for (size_t i = 0; i < ordered.size(); ++i) {
-    if (!modules[i]) continue;
-    try {
-      std::vector<ir::HostTensor> out = backend::run_on(backend, ordered[i].graph, inputs);
-      if (!expected) {
-        expected = std::move(out);  // the first that runs: the unfused graph, normally
-      } else if (std::string diff = compare_outputs(out, *expected); !diff.empty()) {
-        records[i].status = "mismatch";
-        records[i].message = diff;
+  // 3. The same inputs through every candidate, from each distribution of verify/numerics.h;
+  // compare with the unfused graph's outputs. A candidate that overflows where the unfused graph
+  // does not is rejected as non_finite, one off by more than the tolerance as a mismatch; the
+  // message of each says what every distribution gave.
+  const int64_t reduction = verify::reduction_length(graph);
+  std::vector<std::vector<std::string>> checks(ordered.size());
+  for (verify::InputDistribution d : verify::kAllDistributions) {
+    const std::vector<ir::HostTensor> inputs =
+        verify::make_inputs(graph, d, options.profile.seed + 1);
+    std::optional<std::vector<ir::HostTensor>> expected;
+    for (size_t i = 0; i < ordered.size(); ++i) {
+      if (!modules[i]) continue;
+      try {
+        std::vector<ir::HostTensor> out = backend::run_on(backend, ordered[i].graph, inputs);
+        if (!expected) {
+          expected = std::move(out);  // the first that runs: the unfused graph, normally
+          continue;
+        }
+        const verify::Comparison c = verify::compare(out, *expected, reduction, d);
+        checks[i].push_back(fmt::format("{}: {}", verify::distribution_name(d), c.summary()));
+        if (!c.passed) {
+          records[i].status = c.new_overflow() ? "non_finite" : "mismatch";
+          records[i].message =
+              fmt::format("float check against the unfused graph: {}", fmt::join(checks[i], "; "));
+          modules[i].reset();
+        }
+      } catch (const std::exception& e) {
+        records[i].status = "run_error";
+        records[i].message = fmt::format("{} inputs: {}", verify::distribution_name(d), e.what());
         modules[i].reset();
       }
-    } catch (const std::exception& e) {
-      records[i].status = "run_error";
-      records[i].message = e.what();
-      modules[i].reset();
     }
   }
+  for (size_t i = 0; i < ordered.size(); ++i)
+    if (modules[i] && !checks[i].empty())
+      records[i].message =
+          fmt::format("float check against the unfused graph: {}", fmt::join(checks[i], "; "));
 
   // 4. Profile the survivors; 5. select the fastest.
   int best = -1;

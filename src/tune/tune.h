@@ -73,10 +73,14 @@ struct CacheKey {
 CacheKey cache_key(const ir::KernelGraph& graph, const backend::Backend& backend);
 
 struct CandidateRecord {
-  std::string label;       // "unfused", "search #2 (1 kernel)", ...
-  std::string status;      // "ok", "compile_error", "mismatch", "run_error", "slower_than_budget"
-  double seconds = -1;     // the profiled median; negative when not profiled
-  std::string message;     // why it was rejected, one line
+  std::string label;  // "unfused", "search #2 (1 kernel)", ...
+  // "ok", "compile_error", "mismatch", "non_finite" (inf or NaN where the unfused graph is
+  // finite), "run_error", "slower_than_budget"
+  std::string status;
+  double seconds = -1;  // the profiled median; negative when not profiled
+  // Why it was rejected, one line; for a candidate checked against the unfused graph, the result
+  // and tolerance of every input distribution it ran on.
+  std::string message;
   std::string graph_json;  // the µGraph
 };
 

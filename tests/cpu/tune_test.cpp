@@ -1,6 +1,6 @@
 // The tuning stage: the SQLite cache (round trip, keys, concurrent writers), the profiler and the
 // optimize pipeline (hit on the second call, a new search when the database goes or the device
-// differs, rejected candidates recorded with their reason).
+// differs, rejected candidates recorded with their reason, overflow among them).
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -180,6 +180,42 @@ TEST(Optimize, TheSecondCallIsAHitThatSkipsSearchAndProfiling) {
   tune::OptimizeResult third = tune::optimize(g, cpu_backend(), test_options(db, calls));
   EXPECT_FALSE(third.cache_hit);
   EXPECT_EQ(calls, 2);
+}
+
+// Issue 35: a candidate that computes softmax as exp / Σexp agrees with the unfused graph on
+// ordinary inputs and overflows on the stress inputs (outliers, near exp's limit); the check
+// rejects it as non_finite, says on which inputs, and keeps the candidate that subtracts the max.
+TEST(Optimize, ACandidateThatOverflowsIsRejectedWithItsReason) {
+  auto logits = [](ir::KernelGraph& g) {
+    auto x = g.input("X", {8, 32}, ir::DType::f32);
+    return g.matmul(x, g.input("W", {32, 64}, ir::DType::f32));
+  };
+  ir::KernelGraph graph;
+  graph.mark_output(graph.softmax(logits(graph), -1), "out");
+  tune::OptimizeOptions o;
+  o.cache_path = fresh_db("non-finite");
+  o.profile.min_seconds = 0.01;
+  o.profile.min_repetitions = 3;
+  o.candidates = [&](const ir::KernelGraph&, const backend::DeviceDescription&) {
+    ir::KernelGraph unsafe, safe;
+    auto e = unsafe.exp(logits(unsafe));
+    unsafe.mark_output(unsafe.div(e, unsafe.reduce(ir::ReduceFn::sum, e, -1)), "out");
+    auto l = logits(safe);
+    auto s = safe.exp(safe.sub(l, safe.reduce(ir::ReduceFn::max, l, -1)));
+    safe.mark_output(safe.div(s, safe.reduce(ir::ReduceFn::sum, s, -1)), "out");
+    return std::vector<tune::Candidate>{{"unsafe", unsafe}, {"safe", safe}};
+  };
+  const tune::OptimizeResult r = tune::optimize(graph, cpu_backend(), o);
+  ASSERT_EQ(r.entry.candidates.size(), 3u);
+  const tune::CandidateRecord &unsafe = r.entry.candidates[1], &safe = r.entry.candidates[2];
+  EXPECT_EQ(unsafe.status, "non_finite") << unsafe.message;
+  EXPECT_NE(unsafe.message.find("uniform: max error"), std::string::npos) << unsafe.message;
+  EXPECT_NE(unsafe.message.find("non-finite"), std::string::npos) << unsafe.message;
+  EXPECT_LT(unsafe.seconds, 0);
+  EXPECT_EQ(safe.status, "ok") << safe.message;
+  for (const char* d : {"uniform", "large", "outliers", "near_overflow", "tolerance"})
+    EXPECT_NE(safe.message.find(d), std::string::npos) << safe.message;
+  EXPECT_NE(r.entry.chosen, 1);
 }
 
 TEST(Optimize, TheDefaultCandidatesComeFromTheSearch) {
