@@ -79,6 +79,8 @@ void fill_uniform(ir::HostTensor& t, std::mt19937_64& rng) {
   }
 }
 
+}  // namespace
+
 // The reference executor on both programs, the two at once when `parallel`: at the suite's shapes
 // each is seconds of plain loops.
 FloatCheck float_check(const ir::KernelGraph& graph, const ir::KernelGraph& candidate,
@@ -117,8 +119,6 @@ FloatCheck float_check(const ir::KernelGraph& graph, const ir::KernelGraph& cand
       check.max_error, tolerance, check.passed ? "passed" : "FAILED");
   return check;
 }
-
-}  // namespace
 
 SearchSpace search_space(const backend::DeviceDescription& device) {
   if (!device.capabilities.is_object() || !device.capabilities.contains("search") ||

@@ -99,6 +99,10 @@ struct FloatCheck {
   std::string summary;
 };
 
+// `candidate` against `graph` on the reference executor, on one draw of inputs from `seed`.
+FloatCheck float_check(const ir::KernelGraph& graph, const ir::KernelGraph& candidate,
+                       uint64_t seed, bool parallel);
+
 struct SearchResult {
   // Best first; never empty: the unfused input graph is always a valid candidate.
   std::vector<Candidate> ranked;
