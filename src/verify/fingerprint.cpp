@@ -362,9 +362,11 @@ std::optional<std::string> congruent_constants(const fp::Accounting& acc) {
           field::residue_of(values[i], field::kP) == field::residue_of(values[j], field::kP);
       if (!acc.uses_exp && !same_p) continue;
       return fmt::format(
-          "the scalars {} and {} differ but are congruent modulo q = {}, which is all an exp "
-          "reads of its argument; the fingerprints cannot tell programs built from them apart",
-          values[i], values[j], field::kQ);
+          "the scalars {} and {} differ but are congruent modulo {}; the fingerprints cannot tell "
+          "programs built from them apart",
+          values[i], values[j],
+          same_p ? fmt::format("both p = {} and q = {}", field::kP, field::kQ)
+                 : fmt::format("q = {}, which is all an exp reads of its argument", field::kQ));
     }
   return std::nullopt;
 }
