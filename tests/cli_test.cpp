@@ -417,4 +417,75 @@ TEST_F(CliNpy, MissingInputFileIsNamed) {
       "input 'x': " + input_path() + " does not exist");
 }
 
+// ---- yirage verify: a µGraph a user wrote against its kernel graph ------------------------------
+
+const fs::path kData = fs::path(YIRAGE_SOURCE_DIR) / "tests" / "data";
+
+std::string verify_args(const fs::path& graph, const fs::path& mugraph) {
+  return fmt::format("verify {} {}", quote(graph.string()), quote(mugraph.string()));
+}
+
+TEST(CliVerify, ACorrectMuGraphIsVerifiedWithItsBoundAssumptionsAndFloatChecks) {
+  const CliResult r = yirage(verify_args(kData / "graph.json", kData / "mugraph.json"));
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("verified: yes\n"));
+  EXPECT_THAT(r.out, HasSubstr("trials: "));
+  EXPECT_THAT(r.out, HasSubstr("bound: P[false accept] <= "));
+  EXPECT_THAT(r.out, HasSubstr("assumes: the two programs' difference"));
+  EXPECT_THAT(r.out, HasSubstr("float check, inputs uniform [-1, 1): max error "));
+
+  const CliResult j = yirage(verify_args(kData / "graph.json", kData / "mugraph.json") + " --json");
+  ASSERT_EQ(j.exit_code, 0) << j.out << j.err;
+  const nlohmann::json doc = nlohmann::json::parse(j.out);
+  EXPECT_TRUE(doc["verified"].get<bool>());
+  EXPECT_GE(doc["trials"].get<int>(), 2);
+  EXPECT_LE(doc["false_accept_bound"].get<double>(), 1e-9);
+  EXPECT_FALSE(doc["assumptions"].empty());
+  ASSERT_EQ(doc["float_checks"].size(), 1u);
+  EXPECT_TRUE(doc["float_checks"][0]["passed"].get<bool>());
+}
+
+TEST(CliVerify, AWrongMuGraphGetsAOneLineReasonAndFails) {
+  // mugraph_wrong.json multiplies by the rms where mugraph.json divides.
+  const CliResult r = yirage(verify_args(kData / "graph.json", kData / "mugraph_wrong.json"));
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("verified: no\n"));
+  EXPECT_EQ(r.err,
+            "yirage: verify: not equivalent: output 0 ('out') differs at [0, 0] in trial 0\n");
+
+  const CliResult j =
+      yirage(verify_args(kData / "graph.json", kData / "mugraph_wrong.json") + " --json");
+  EXPECT_EQ(j.exit_code, 1);
+  const nlohmann::json doc = nlohmann::json::parse(j.out);
+  EXPECT_FALSE(doc["verified"].get<bool>());
+  EXPECT_EQ(doc["mismatch"]["name"], "out");
+}
+
+TEST(CliVerify, MalformedJsonIsAOneLineErrorNamingTheFile) {
+  TempDir dir;
+  write_text(dir / "broken.json", "{\"schema\": \"yirage.kernel_graph\", \"nodes\": [");
+  expect_one_line_error(yirage(verify_args(kData / "graph.json", dir / "broken.json")),
+                        dir / "broken.json");
+  expect_one_line_error(yirage(verify_args(dir / "broken.json", kData / "mugraph.json")),
+                        dir / "broken.json");
+}
+
+TEST(CliVerify, AnInvalidBlockGraphNamesTheNode) {
+  TempDir dir;
+  std::string text = read_text(kData / "mugraph.json");
+  const std::string matmul = "{\"op\": \"matmul\", \"inputs\": [0, 3]";
+  ASSERT_NE(text.find(matmul), std::string::npos);
+  text.replace(text.find(matmul), matmul.size(), "{\"op\": \"matmul\", \"inputs\": [3, 0]");
+  write_text(dir / "swapped.json", text);
+  const CliResult r = yirage(verify_args(kData / "graph.json", dir / "swapped.json"));
+  expect_one_line_error(r, "block node 4: matmul");
+}
+
+TEST(CliVerify, MismatchedInputsAreAOneLineErrorNamingTheInput) {
+  // examples/rmsnorm_linear.json is the same program at model sizes.
+  const CliResult r =
+      yirage(verify_args(kExamples / "rmsnorm_linear.json", kData / "mugraph.json"));
+  expect_one_line_error(r, "input 0 is f32[2, 4096] ('X') in the first program but f32[4, 32]");
+}
+
 }  // namespace

@@ -19,7 +19,8 @@ C++ core arrive as :class:`yirage.Error` (a ``ValueError``) with the core's one-
 """
 
 import json as _json
-from typing import Any, Mapping, Union
+import os as _os
+from typing import Any, Dict, Mapping, Optional, Union
 
 from ._yirage import (
     DType,
@@ -34,6 +35,7 @@ from ._yirage import (
     get_default_backend,
     load,
 )
+from ._yirage import _verify
 from ._yirage import from_json as _from_json
 
 # Tracebacks name the exception as users import it.
@@ -70,6 +72,26 @@ def from_json(doc: Union[str, Mapping[str, Any]]) -> KernelGraph:
     return _from_json(doc)
 
 
+def verify(
+    graph: Union[KernelGraph, str, "_os.PathLike[str]"],
+    mugraph: Union[KernelGraph, str, "_os.PathLike[str]"],
+    seed: Optional[int] = None,
+) -> Dict[str, Any]:
+    """Checks a µGraph (a kernel graph whose fused nodes hold block graphs) against the kernel
+    graph it should compute, as ``yirage verify`` does; either may be a graph or a JSON file path.
+
+    Returns a dict: ``verified`` (bool), ``reason`` (one line when not verified, else None),
+    ``trials``, ``false_accept_bound``, ``per_trial_bound``, ``bound_met``, ``assumptions`` (what
+    the bound rests on), ``mismatch`` (the first differing output element, or None) and
+    ``float_checks`` (one per input distribution). Raises :class:`yirage.Error` when the two take
+    different inputs or produce different outputs."""
+
+    def graph_of(g):
+        return g if isinstance(g, KernelGraph) else load(_os.fspath(g))
+
+    return _json.loads(_verify(graph_of(graph), graph_of(mugraph), seed))
+
+
 __all__ = [
     "DTensor",
     "DType",
@@ -91,4 +113,5 @@ __all__ = [
     "load",
     "new_kernel_graph",
     "uint8",
+    "verify",
 ]

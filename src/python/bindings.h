@@ -40,5 +40,6 @@ ir::DType to_dtype(nb::handle object);
 nb::class_<Graph> bind_graph(nb::module_& m);
 void bind_optimize(nb::module_& m, nb::class_<Graph>& graph_class);
 void bind_llm(nb::module_& m);
+void bind_verify(nb::module_& m);  // yirage.verify (verify.cpp)
 
 }  // namespace yirage::python

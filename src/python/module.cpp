@@ -98,4 +98,5 @@ NB_MODULE(_yirage, m) {
   nb::class_<Graph> graph_class = bind_graph(m);
   bind_optimize(m, graph_class);
   bind_llm(m);
+  bind_verify(m);
 }

@@ -107,6 +107,12 @@ FloatCheck float_check(const ir::KernelGraph& graph, const ir::KernelGraph& cand
 
 }  // namespace
 
+FloatCheck float_check(const ir::KernelGraph& graph, const ir::KernelGraph& candidate,
+                       uint64_t seed, bool parallel) {
+  ReferenceOutputs reference;
+  return float_check(graph, candidate, seed, parallel, reference);
+}
+
 SearchSpace search_space(const backend::DeviceDescription& device) {
   if (!device.capabilities.is_object() || !device.capabilities.contains("search") ||
       !device.capabilities["search"].is_object())

@@ -79,6 +79,12 @@ struct FloatCheck {
   std::string summary;  // every distribution run, its result and the tolerance, on one line
 };
 
+// `candidate` against `graph` on the reference executor, both in the same dtype, on each input
+// distribution of verify/numerics.h in turn until one fails (the two programs at once when
+// `parallel`).
+FloatCheck float_check(const ir::KernelGraph& graph, const ir::KernelGraph& candidate,
+                       uint64_t seed, bool parallel);
+
 struct Candidate {
   ir::KernelGraph mugraph;  // the input graph's inputs and outputs, with fused nodes
   int kernels = 0;          // count_kernels(mugraph)

@@ -19,6 +19,7 @@ void add_optimize_command(CLI::App& app);
 void add_generate_command(CLI::App& app);  // the LLM engine (cmd_generate.cpp)
 void add_chat_command(CLI::App& app);      // cmd_chat.cpp
 void add_cache_command(CLI::App& app);     // the tuning cache (cmd_cache.cpp)
+void add_verify_command(CLI::App& app);    // a user's µGraph against a graph (cmd_verify.cpp)
 
 // The profiled `yirage optimize` (cmd_cache.cpp): tune::optimize on a backend that can run,
 // which searches, compiles, profiles and caches, or answers from the cache.

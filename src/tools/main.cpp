@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
   yirage::tools::add_generate_command(app);
   yirage::tools::add_chat_command(app);
   yirage::tools::add_cache_command(app);
+  yirage::tools::add_verify_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

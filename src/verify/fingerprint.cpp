@@ -20,8 +20,13 @@
 // most the target.
 //
 // Like any fingerprint over a fixed prime, a difference whose integer coefficients (after clearing
-// the powers of 2 of the dyadic scalars) are all multiples of q would vanish identically; the
-// bound assumes it does not, which takes coefficients beyond 2^61.
+// the powers of 2 of the dyadic scalars) are all multiples of the modulus would vanish
+// identically. Values are compared mod p and q (a multiple of p·q ≈ 2^123 escapes) until they
+// pass through an exp, mod p alone after it (≈ 2^62); an exp argument is read mod q alone (≈ 2^61):
+// exp(2^61·x) and exp(5283·x) agree in every trial, since 2^61 ≡ 5283 (mod q). Two distinct scalar
+// constants congruent mod q are the direct way to get there, and check() refuses to call such
+// programs equivalent; products and sums of constants that reach a multiple of q are not caught,
+// and the result lists that as an assumption, with its modulus, whenever exp occurs.
 //
 // Assumption E (for graphs with exp): the atoms ω^e of distinct exponents behave like independent
 // uniform elements of the order-q subgroup. Mirage's §5 analysis of LAX programs (linear algebra,
@@ -340,7 +345,31 @@ struct TrialOutcome {
   std::optional<FingerprintMismatch> mismatch;
   double per_trial_bound = 1;
   bool uses_exp = false;
+  std::optional<std::string> congruent_constants;
 };
+
+// Two distinct scalar constants that the fingerprints cannot tell apart: equal mod q, which is all
+// an exp reads of its argument, or equal mod both p and q anywhere.
+std::optional<std::string> congruent_constants(const fp::Accounting& acc) {
+  std::vector<double> values = acc.constants;
+  std::sort(values.begin(), values.end());
+  for (size_t i = 0; i < values.size(); ++i)
+    for (size_t j = i + 1; j < values.size(); ++j) {
+      const auto qi = field::residue_of(values[i], field::kQ);
+      const auto qj = field::residue_of(values[j], field::kQ);
+      if (qi != qj) continue;
+      const bool same_p =
+          field::residue_of(values[i], field::kP) == field::residue_of(values[j], field::kP);
+      if (!acc.uses_exp && !same_p) continue;
+      return fmt::format(
+          "the scalars {} and {} differ but are congruent modulo {}; the fingerprints cannot tell "
+          "programs built from them apart",
+          values[i], values[j],
+          same_p ? fmt::format("both p = {} and q = {}", field::kP, field::kQ)
+                 : fmt::format("q = {}, which is all an exp reads of its argument", field::kQ));
+    }
+  return std::nullopt;
+}
 
 TrialOutcome run_trial(const Program& a, const Program& b,
                        const std::vector<std::optional<int64_t>>& int_range,
@@ -365,7 +394,7 @@ TrialOutcome run_trial(const Program& a, const Program& b,
         draw_input(a.inputs[i], int_range[i], trial, parallel, inputs[i]);
       const auto [out_a, out_b] = run_both(a, b, inputs, trial, parallel);
       return {compare(a, out_a, out_b, index), per_trial_bound(trial.accounting(), out_a, out_b),
-              trial.accounting().uses_exp};
+              trial.accounting().uses_exp, congruent_constants(trial.accounting())};
     } catch (const fp::DegenerateTrial& d) {
       degenerate_at = d.what;
     }
@@ -379,10 +408,16 @@ TrialOutcome run_trial(const Program& a, const Program& b,
 std::vector<std::string> assumptions_of(const Program& a, bool uses_exp,
                                         const std::vector<std::optional<int64_t>>& int_range) {
   std::vector<std::string> notes;
-  if (uses_exp)
+  if (uses_exp) {
     notes.push_back(
         "exp: atoms ω^e of distinct exponents act as independent uniform elements of the order-q "
         "subgroup (Mirage §5; a conjecture per Li & Wu, ITCS'26)");
+    notes.push_back(fmt::format(
+        "exp arguments are compared modulo q = {}: two that differ by a multiple of q (as "
+        "exp(2^61·x) and exp(5283·x) do) count as equal; distinct scalar constants were checked "
+        "to differ mod q, products and sums of them were not",
+        field::kQ));
+  }
   for (size_t i = 0; i < a.inputs.size(); ++i) {
     if (!int_range[i]) continue;
     const int64_t count = ir::num_elements(a.inputs[i].dims);
@@ -392,6 +427,10 @@ std::vector<std::string> assumptions_of(const Program& a, bool uses_exp,
         a.input_names[i], count, *int_range[i],
         count > *int_range[i] ? ", with repeats (more ids than values)" : ", all distinct"));
   }
+  notes.push_back(fmt::format(
+      "the two programs' difference, as integer coefficients after clearing powers of 2, is not "
+      "all multiples of p·q (values before any exp) or of p = {} (values after one)",
+      field::kP));
   return notes;
 }
 
@@ -422,6 +461,10 @@ EquivalenceResult check(const Program& a, const Program& b, const FingerprintOpt
     }
     if (outcome.mismatch) {
       result.mismatch = outcome.mismatch;
+      return result;
+    }
+    if (outcome.congruent_constants) {  // the same constants in every trial: no trial can help
+      result.not_proven = outcome.congruent_constants;
       return result;
     }
   }
@@ -472,6 +515,7 @@ std::vector<FTensor> evaluate_op(const ir::Op& op, const std::vector<const FTens
 
 std::string EquivalenceResult::summary() const {
   if (!equivalent) {
+    if (not_proven) return "not proven equivalent: " + *not_proven;
     if (!mismatch) return fmt::format("not equivalent after {} trials", trials);
     return fmt::format("not equivalent: output {} ('{}') differs at {} in trial {}",
                        mismatch->output, mismatch->name, ir::format_dims(mismatch->coords),

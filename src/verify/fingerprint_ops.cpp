@@ -298,10 +298,11 @@ Pair Trial::uf(Uf fn, std::initializer_list<uint64_t> args) const {
           field::reduce_q((field::u128(h[2]) << 64) | h[3])};
 }
 
-FTensor constant(double value, ir::DType dtype, const Trial& trial) {
+FTensor constant(double value, ir::DType dtype, Trial& trial) {
   const auto p = field::residue_of(value, kP), q = field::residue_of(value, kQ);
   if (!p || !q)
     fail("fingerprint: {}: the scalar {} is not a finite number", trial.location(), value);
+  trial.accounting().note_constant(value);
   FTensor c({dtype, {}});
   c.v[0] = {*p, *q};
   c.degree = {0, 0};

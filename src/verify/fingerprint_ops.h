@@ -56,6 +56,15 @@ struct Accounting {
   double exp_calls = 0, exp_arg_degree = 0;  // exp atoms ω^e and their exponents' degrees
   double zero_divisor_risk = 0;              // Σ over divisions: elements · divisor degree
   bool uses_exp = false;
+  // The real value of every scalar constant (eps, mul_scalar's factor), each once: exp reads its
+  // argument mod q only, so two distinct constants congruent mod q (2^61 and 5283) would make
+  // exp(2^61·x) and exp(5283·x) agree in every trial. fingerprint.cpp refuses such programs.
+  std::vector<double> constants;
+
+  void note_constant(double value) {
+    if (std::find(constants.begin(), constants.end(), value) == constants.end())
+      constants.push_back(value);
+  }
 
   // Adds the counts of another program evaluated in the same trial.
   void merge(const Accounting& o) {
@@ -65,6 +74,7 @@ struct Accounting {
     exp_arg_degree = std::max(exp_arg_degree, o.exp_arg_degree);
     zero_divisor_risk += o.zero_divisor_risk;
     uses_exp = uses_exp || o.uses_exp;
+    for (double c : o.constants) note_constant(c);
   }
 };
 
@@ -106,7 +116,7 @@ class Trial {
 };
 
 // A constant (eps, 1) as a rank-0 tensor, which broadcasts to any shape.
-FTensor constant(double value, ir::DType dtype, const Trial& trial);
+FTensor constant(double value, ir::DType dtype, Trial& trial);
 
 // Turns max-set fingerprints into values; other tensors are returned unchanged.
 FTensor materialize(const FTensor& x, Trial& trial);

@@ -76,7 +76,10 @@ struct EquivalenceResult {
   bool bound_met = false;           // equivalent, with false_accept_bound <= the target
   // What the bound rests on beyond Schwartz–Zippel and the random-oracle model of the hash.
   std::vector<std::string> assumptions;
-  std::optional<FingerprintMismatch> mismatch;  // set when not equivalent
+  std::optional<FingerprintMismatch> mismatch;  // set when a trial told the programs apart
+  // Set when no trial told them apart but the fingerprints cannot: why (two distinct scalar
+  // constants congruent mod q). `equivalent` is false then.
+  std::optional<std::string> not_proven;
 
   // One line: "equivalent after 2 trials; P[false accept] <= 1.2e-34 ..." or the mismatch.
   std::string summary() const;
