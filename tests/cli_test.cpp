@@ -432,7 +432,8 @@ TEST(CliVerify, ACorrectMuGraphIsVerifiedWithItsBoundAssumptionsAndFloatChecks) 
   EXPECT_THAT(r.out, HasSubstr("trials: "));
   EXPECT_THAT(r.out, HasSubstr("bound: P[false accept] <= "));
   EXPECT_THAT(r.out, HasSubstr("assumes: the two programs' difference"));
-  EXPECT_THAT(r.out, HasSubstr("float check, inputs uniform [-1, 1): max error "));
+  for (const char* d : {"uniform", "large", "outliers", "near_overflow"})
+    EXPECT_THAT(r.out, HasSubstr(fmt::format("float check, inputs {}: max error ", d)));
 
   const CliResult j = yirage(verify_args(kData / "graph.json", kData / "mugraph.json") + " --json");
   ASSERT_EQ(j.exit_code, 0) << j.out << j.err;
@@ -441,8 +442,11 @@ TEST(CliVerify, ACorrectMuGraphIsVerifiedWithItsBoundAssumptionsAndFloatChecks) 
   EXPECT_GE(doc["trials"].get<int>(), 2);
   EXPECT_LE(doc["false_accept_bound"].get<double>(), 1e-9);
   EXPECT_FALSE(doc["assumptions"].empty());
-  ASSERT_EQ(doc["float_checks"].size(), 1u);
-  EXPECT_TRUE(doc["float_checks"][0]["passed"].get<bool>());
+  ASSERT_EQ(doc["float_checks"].size(), 4u);
+  for (const nlohmann::json& check : doc["float_checks"]) {
+    EXPECT_TRUE(check["passed"].get<bool>()) << check.dump();
+    EXPECT_GT(check["tolerance"].get<double>(), 0) << check.dump();
+  }
 }
 
 TEST(CliVerify, AWrongMuGraphGetsAOneLineReasonAndFails) {
