@@ -11,17 +11,10 @@ namespace {
 // the first that fails, which is then the last entry.
 std::vector<DistributionCheck> float_checks(const ir::KernelGraph& graph,
                                             const ir::KernelGraph& mugraph, uint64_t seed) {
-  const FloatCheck all = float_check(graph, mugraph, seed, /*parallel=*/false);
   std::vector<DistributionCheck> checks;
-  for (const auto& [distribution, comparison] : all.distributions) {
-    FloatCheck one;
-    one.passed = comparison.passed;
-    one.max_error = comparison.max_error;
-    one.tolerance = comparison.tolerance;
-    one.distributions = {{distribution, comparison}};
-    one.summary = comparison.summary();
-    checks.push_back({verify::distribution_name(distribution), one});
-  }
+  for (const auto& [distribution, comparison] :
+       float_check(graph, mugraph, seed, /*parallel=*/false).distributions)
+    checks.push_back({verify::distribution_name(distribution), comparison});
   return checks;
 }
 
@@ -48,9 +41,9 @@ MuGraphVerdict verify_mugraph(const ir::KernelGraph& graph, const ir::KernelGrap
     v.reason = fmt::format("the false-accept bound {:.3g} is above the target {:.0e}",
                            v.proof.false_accept_bound, verify::FingerprintOptions{}.target_bound);
   for (const DistributionCheck& d : v.float_checks)
-    if (v.verified && !d.check.passed) {
+    if (v.verified && !d.comparison.passed) {
       v.verified = false;
-      v.reason = fmt::format("{} ({})", d.check.summary, d.distribution);
+      v.reason = fmt::format("{} ({})", d.comparison.summary(), d.distribution);
     }
   return v;
 }
@@ -59,10 +52,10 @@ nlohmann::json MuGraphVerdict::to_json() const {
   nlohmann::json checks = nlohmann::json::array();
   for (const DistributionCheck& d : float_checks)
     checks.push_back({{"distribution", d.distribution},
-                      {"passed", d.check.passed},
-                      {"max_error", d.check.max_error},
-                      {"tolerance", d.check.tolerance},
-                      {"summary", d.check.summary}});
+                      {"passed", d.comparison.passed},
+                      {"max_error", d.comparison.max_error},
+                      {"tolerance", d.comparison.tolerance},
+                      {"summary", d.comparison.summary()}});
   nlohmann::json mismatch = nullptr;
   if (proof.mismatch)
     mismatch = {{"output", proof.mismatch->output},
@@ -90,7 +83,7 @@ std::string MuGraphVerdict::report() const {
                         proof.false_accept_bound, proof.per_trial_bound);
   for (const std::string& a : proof.assumptions) text += fmt::format("assumes: {}\n", a);
   for (const DistributionCheck& d : float_checks)
-    text += fmt::format("float check, inputs {}: {}\n", d.distribution, d.check.summary);
+    text += fmt::format("float check, inputs {}: {}\n", d.distribution, d.comparison.summary());
   return text;
 }
 

@@ -16,8 +16,8 @@
 namespace yirage::search {
 
 struct DistributionCheck {
-  std::string distribution;  // how the inputs were drawn, e.g. "uniform [-1, 1)"
-  FloatCheck check;
+  std::string distribution;  // verify::distribution_name: "uniform", "large", ...
+  verify::Comparison comparison;
 };
 
 struct MuGraphVerdict {

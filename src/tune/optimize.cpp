@@ -206,8 +206,6 @@ OptimizeResult optimize(const ir::KernelGraph& graph, backend::Backend& backend,
         checks[i].push_back(fmt::format("{}: {}", verify::distribution_name(d), c.summary()));
         if (!c.passed) {
           records[i].status = c.new_overflow() ? "non_finite" : "mismatch";
-          records[i].message =
-              fmt::format("float check against the unfused graph: {}", fmt::join(checks[i], "; "));
           modules[i].reset();
         }
       } catch (const std::exception& e) {
@@ -218,7 +216,7 @@ OptimizeResult optimize(const ir::KernelGraph& graph, backend::Backend& backend,
     }
   }
   for (size_t i = 0; i < ordered.size(); ++i)
-    if (modules[i] && !checks[i].empty())
+    if (records[i].status != "run_error" && !checks[i].empty())
       records[i].message =
           fmt::format("float check against the unfused graph: {}", fmt::join(checks[i], "; "));
 

@@ -18,13 +18,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path empty_db(const std::string& name) {
-  const fs::path dir = private_cache_dir() / ("key-" + name);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir / "tuning.sqlite";
-}
-
 // Only the unfused graph competes, so each optimize() that misses the cache is quick; `searches`
 // counts the misses.
 tune::OptimizeOptions unfused_only(const fs::path& db, std::atomic<int>& searches) {
@@ -50,8 +43,7 @@ TEST(CacheKey, EngineVersionNamesTheSourceHash) {
 }
 
 TEST(CacheKey, OtherCodegenSettingsMissTheCache) {
-  private_cache_dir();
-  const fs::path db = empty_db("settings");
+  const fs::path db = fresh_cache_db("key-settings");
   const ir::KernelGraph g = ir::testing::rmsnorm_linear_kernel(ir::DType::f32);
   std::unique_ptr<backend::Backend> one = backend::create_backend("cpu", {.threads = 1});
   std::unique_ptr<backend::Backend> two = backend::create_backend("cpu", {.threads = 2});
@@ -88,7 +80,7 @@ void write_schema_1_file(const fs::path& path) {
 }
 
 TEST(TuningCache, UpgradesASchema1File) {
-  const fs::path path = empty_db("schema1");
+  const fs::path path = fresh_cache_db("key-schema1");
   write_schema_1_file(path);
   tune::TuningCache cache(path);
   const std::vector<tune::CacheEntry> old = cache.list();

@@ -29,6 +29,14 @@ inline const std::filesystem::path& private_cache_dir() {
   return dir;
 }
 
+// A tuning-cache file's path in a new, empty folder of this process's cache directory.
+inline std::filesystem::path fresh_cache_db(const std::string& name) {
+  const std::filesystem::path dir = private_cache_dir() / ("tune-" + name);
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir / "tuning.sqlite";
+}
+
 inline backend::Backend& cpu_backend() {
   private_cache_dir();
   return backend::get_backend("cpu");

@@ -18,12 +18,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path fresh_db(const std::string& name) {
-  const fs::path dir = private_cache_dir() / ("tune-" + name);
-  fs::remove_all(dir);
-  return dir / "tuning.sqlite";
-}
-
 tune::CacheEntry sample_entry(const std::string& graph_hash, const std::string& fingerprint) {
   tune::CacheEntry e;
   e.key = {graph_hash, "(f32[2]) -> (f32[2])", "cpu", fingerprint, "0.1.0", ""};
@@ -38,7 +32,7 @@ tune::CacheEntry sample_entry(const std::string& graph_hash, const std::string& 
 }
 
 TEST(TuningCache, StoresAndFindsAnEntryWithItsCandidates) {
-  tune::TuningCache cache(fresh_db("roundtrip"));
+  tune::TuningCache cache(fresh_cache_db("roundtrip"));
   tune::CacheEntry e = sample_entry("h1", "fp1");
   cache.store(e);
   std::optional<tune::CacheEntry> got = cache.lookup(e.key);
@@ -61,7 +55,7 @@ TEST(TuningCache, StoresAndFindsAnEntryWithItsCandidates) {
 }
 
 TEST(TuningCache, AnEntryFromAnotherDeviceIsNeverUsed) {
-  tune::TuningCache cache(fresh_db("fingerprint"));
+  tune::TuningCache cache(fresh_cache_db("fingerprint"));
   tune::CacheEntry e = sample_entry("h1", "fp-this");
   cache.store(e);
   tune::CacheKey other = e.key;
@@ -74,7 +68,7 @@ TEST(TuningCache, AnEntryFromAnotherDeviceIsNeverUsed) {
 }
 
 TEST(TuningCache, ConcurrentProcessesKeepItConsistent) {
-  const fs::path db = fresh_db("concurrent");
+  const fs::path db = fresh_cache_db("concurrent");
   { tune::TuningCache create(db); }
   constexpr int kChildren = 3, kEntries = 25;
   std::vector<pid_t> children;
@@ -146,7 +140,7 @@ tune::OptimizeOptions test_options(const fs::path& db, std::atomic<int>& calls) 
 }
 
 TEST(Optimize, TheSecondCallIsAHitThatSkipsSearchAndProfiling) {
-  const fs::path db = fresh_db("optimize");
+  const fs::path db = fresh_cache_db("optimize");
   std::atomic<int> calls{0};
   const ir::KernelGraph g = ir::testing::rmsnorm_linear_kernel(ir::DType::f32);
   tune::OptimizeResult first = tune::optimize(g, cpu_backend(), test_options(db, calls));
@@ -193,7 +187,7 @@ TEST(Optimize, ACandidateThatOverflowsIsRejectedWithItsReason) {
   ir::KernelGraph graph;
   graph.mark_output(graph.softmax(logits(graph), -1), "out");
   tune::OptimizeOptions o;
-  o.cache_path = fresh_db("non-finite");
+  o.cache_path = fresh_cache_db("non-finite");
   o.profile.min_seconds = 0.01;
   o.profile.min_repetitions = 3;
   o.candidates = [&](const ir::KernelGraph&, const backend::DeviceDescription&) {
@@ -219,7 +213,7 @@ TEST(Optimize, ACandidateThatOverflowsIsRejectedWithItsReason) {
 }
 
 TEST(Optimize, TheDefaultCandidatesComeFromTheSearch) {
-  const fs::path db = fresh_db("search");
+  const fs::path db = fresh_cache_db("search");
   tune::OptimizeOptions o;
   o.cache_path = db;
   o.search_seconds = 5;

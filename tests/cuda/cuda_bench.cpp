@@ -57,8 +57,12 @@ Options parse(int argc, char** argv) {
   for (const suite::WorkloadInfo& w : suite::workloads()) o.workloads.push_back(w.name);
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
-    if (flag == "--compile-only" || flag == "--no-check") {
-      (flag == "--no-check" ? o.check : o.compile_only) = flag == "--compile-only";
+    if (flag == "--compile-only") {
+      o.compile_only = true;
+      continue;
+    }
+    if (flag == "--no-check") {
+      o.check = false;
       continue;
     }
     if (i + 1 >= argc) fail("yirage_cuda_bench: {} needs a value", flag);
