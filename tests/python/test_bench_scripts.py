@@ -22,3 +22,23 @@ def test_suite_ceilings_agree_with_the_committed_run(source_dir):
         cells = [c.strip() for c in line.strip("|").split("|")]
         assert (cells[0], int(cells[1])) == (row["workload"], row["bs"])
         assert float(cells[6]) == round(row["floor_us"] + 1.7, 1)
+
+
+def test_search_power_corpus_is_valid_and_large_enough(yirage_bin, source_dir, tmp_path):
+    """Every graph of bench/search_power.py's corpus loads and type-checks in yirage, and the
+    corpus keeps what the issue asked of it: at least 20 graphs, f16 and bf16 among them."""
+    subprocess.run([sys.executable, str(source_dir / "bench/search_power.py"), "--export",
+                    str(tmp_path)], check=True, capture_output=True)
+    files = sorted(tmp_path.glob("*.json"))
+    assert len(files) >= 20
+    dtypes = set()
+    for f in files:
+        subprocess.run([yirage_bin, "graph", "show", str(f)], check=True, capture_output=True)
+        dtypes |= {n["dtype"] for n in json.loads(f.read_text())["nodes"] if "dtype" in n}
+    assert {"f32", "f16", "bf16"} <= dtypes
+
+
+def test_search_power_rejects_unknown_graph_names(source_dir):
+    p = subprocess.run([sys.executable, str(source_dir / "bench/search_power.py"), "--graphs",
+                        "no_such_graph"], capture_output=True, text=True)
+    assert p.returncode != 0 and "unknown no_such_graph" in p.stderr
