@@ -105,6 +105,22 @@ FloatCheck float_check(const ir::KernelGraph& graph, const ir::KernelGraph& cand
   return check;
 }
 
+// Why a group that could share a kernel gets no block configuration: every tile of the block IR
+// divides its dim exactly, so a dim whose only divisors are 1 and itself (a prime, or one with no
+// divisor that fits) cannot be cut into tiles that both fit a block and fill the grid.
+std::string no_configuration_note(const ir::KernelGraph& graph, const Group& group) {
+  std::vector<std::string> ops, operands;
+  for (int32_t id : group.nodes) ops.push_back(graph.node(id).name);
+  for (const ir::TensorRef& t : group.operands)
+    operands.push_back(
+        fmt::format("{} {}", graph.node(t.node).name, ir::format_type(graph.type(t))));
+  return fmt::format(
+      "not fused: {{{}}}: no grid and for-loop of this device's space both divide the dims of "
+      "{} and keep the block's tiles within its limits (tiles divide dims exactly: a prime dim "
+      "splits only into 1-wide tiles); the ops stay separate kernels",
+      fmt::join(ops, ", "), fmt::join(operands, ", "));
+}
+
 }  // namespace
 
 FloatCheck float_check(const ir::KernelGraph& graph, const ir::KernelGraph& candidate,
@@ -208,6 +224,7 @@ SearchResult superoptimize(const ir::KernelGraph& graph, const backend::DeviceDe
       auto v = std::make_unique<Variant>();
       v->group = std::move(*group);
       v->configs = block_configs(v->group.target, space);
+      if (v->configs.empty()) note(no_configuration_note(graph, v->group));
       for (size_t c = 0; c < v->configs.size(); ++c)
         items.push_back(
             {mask, v.get(), c, fmt::format("{:x}:{}:{}", mask, columns, v->configs[c].describe())});

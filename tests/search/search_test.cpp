@@ -86,6 +86,27 @@ TEST(Search, NothingToFuseSaysSo) {
   EXPECT_TRUE(said);
 }
 
+// Tiles divide dims exactly, so a prime reduction dim on a device that allows one block of small
+// tiles leaves no configuration: the search says which ops stay apart and why.
+TEST(Search, GroupWithoutAnyBlockConfigurationSaysWhy) {
+  ir::KernelGraph g;
+  auto x = g.input("x", {3, 1021}, ir::DType::f32);
+  auto w = g.input("w", {1021, 509}, ir::DType::f32);
+  g.mark_output(g.relu(g.matmul(x, w)), "out");
+  backend::DeviceDescription tiny = testing::cpu_like_device();
+  tiny.capabilities["search"]["max_grid_blocks"] = 1;
+  tiny.capabilities["search"]["max_tile_bytes_in_loop"] = 1024;
+  tiny.capabilities["search"]["max_tile_bytes_total"] = 4096;
+  const SearchResult r = superoptimize(g, tiny, quick_options());
+  ASSERT_EQ(r.ranked.size(), 1u);
+  EXPECT_EQ(r.ranked.front().kernels, 2);
+  bool said = false;
+  for (const std::string& n : r.notes)
+    said |= n.find("no grid and for-loop") != std::string::npos &&
+            n.find("x f32[3, 1021]") != std::string::npos;
+  EXPECT_TRUE(said) << ::testing::PrintToString(r.notes);
+}
+
 // A rank-1 operand enters a fused group through a reshape; its name once collided with the
 // builder's default "t<n>" names of the graph's own nodes.
 TEST(Search, RankOneOperandOfAFusedGroupKeepsNamesApart) {
