@@ -6,14 +6,24 @@
 // *contracted* when a matmul or a reduction sums over it, and *whole* when a norm or softmax
 // needs all of it at once. Grid axes may split a variable that every output has and that is
 // neither contracted nor whole (no block then needs another block's data); the for-loop may walk
-// a contracted variable (the accumulators finish the sum), or none. Extents are powers of two
-// dividing the variable, limited by capabilities.search: grid blocks, loop-body tile bytes and
-// total tile bytes.
+// a contracted variable (the accumulators finish the sum), or none. Extents (grid blocks along a
+// variable, or loop iterations) divide the variable and are limited by capabilities.search: grid
+// blocks, loop-body tile bytes and total tile bytes. They are split_extents(): the powers of two;
+// the extents whose tile width is a power of two no narrower than a granule of 16 elements (or
+// the variable's own factor of two when smaller), so that a dim with an odd factor still splits
+// into aligned tiles (6144 = 96 tiles of 64); and, for the grid, the divisor with aligned tiles
+// that fills the device's waves of parallel units best. That is at most about 2·log2(extent) + 1
+// options per variable whatever the extent's factors: an odd dim gets 1, itself and its wave fit.
+// The tile limits still bound the loop from below: a loop-body tile that a backend would stream
+// rather than hold (the H200's hand-built rmsnorm_linear n64_k4096, whose 96-block grid is in
+// the space but whose 512 KiB weight tile is not; tests/search/grid_space_test.cpp) stays out.
 //
 // To keep the block-level enumeration within budget, each loop choice keeps the configurations
 // that a load model ranks best: (bytes loaded by all blocks and iterations) / (bandwidth times
 // the fraction of parallel units busy), plus a per-iteration overhead; the final ranking uses
-// the full cost estimate of cost.cpp.
+// the full cost estimate of cost.cpp. A grid of fewer blocks than parallel units loads at the
+// fraction of the bandwidth it keeps busy, so on the H200's 132 multiprocessors 96 blocks rank
+// below 128 or 192 (which is what the H200 measured at 8 iterations: n48_k512 beat n64_k512).
 #include <algorithm>
 #include <map>
 #include <numeric>
@@ -27,7 +37,6 @@
 namespace yirage::search {
 namespace {
 
-constexpr size_t kConfigsPerLoopChoice = 2;
 constexpr double kIterationSeconds = 1e-7;  // loop overhead per block iteration, load model only
 
 bool fusable(const ir::Op& op) {
@@ -148,14 +157,54 @@ class DimVars {
   std::vector<bool> contracted_, whole_;
 };
 
-std::vector<int64_t> powers_of_two_dividing(int64_t extent, int64_t limit) {
-  std::vector<int64_t> out;
-  for (int64_t p = 1; p <= extent && p <= limit; p *= 2)
-    if (extent % p == 0) out.push_back(p);
-  return out;
+// Tiles stay a multiple of this many elements where the extent allows: whole vector lanes and
+// memory transactions (16 f16 elements are 32 bytes, a DRAM sector).
+constexpr int64_t kGranule = 16;
+
+// The granule of `extent`: kGranule, or its own largest power-of-two factor when that is smaller.
+int64_t granule_of(int64_t extent) {
+  int64_t g = 1;
+  while (g < kGranule && extent % (2 * g) == 0) g *= 2;
+  return g;
+}
+
+// Of the extents d dividing `extent` (d <= limit) whose tiles extent/d are a multiple of the
+// granule, the one whose blocks fill their waves of `units` best: the most busy units on
+// average, the fewer blocks on a tie. Divisors come in pairs, so this is O(sqrt(extent)).
+int64_t best_wave_fit(int64_t extent, int64_t limit, int64_t units) {
+  const int64_t granule = granule_of(extent);
+  int64_t best = 1;
+  double best_fill = 0;
+  auto consider = [&](int64_t d) {
+    if (d > limit || (extent / d) % granule != 0) return;
+    const int64_t slots = (d + units - 1) / units * units;
+    const double fill = double(d) / double(slots);
+    if (fill > best_fill || (fill == best_fill && d < best)) best = d, best_fill = fill;
+  };
+  for (int64_t i = 1; i * i <= extent; ++i)
+    if (extent % i == 0) {
+      consider(i);
+      consider(extent / i);
+    }
+  return best;
 }
 
 }  // namespace
+
+std::vector<int64_t> split_extents(int64_t extent, int64_t limit, int64_t units) {
+  std::vector<int64_t> out;
+  if (extent < 1 || limit < 1) return out;
+  auto add = [&](int64_t d) {
+    if (d <= limit && extent % d == 0) out.push_back(d);
+  };
+  for (int64_t p = 1; p <= extent; p *= 2) add(p);
+  for (int64_t tile = granule_of(extent); tile <= extent; tile *= 2)
+    if (extent % tile == 0) add(extent / tile);
+  if (units > 1) add(best_wave_fit(extent, limit, units));
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
 
 bool has_rank1_operand(const ir::KernelGraph& graph, uint64_t mask) {
   for (size_t id = 0; id < graph.nodes().size(); ++id) {
@@ -233,7 +282,8 @@ std::string BlockConfig::describe() const {
                      fmt::join(its, " "));
 }
 
-std::vector<BlockConfig> block_configs(const ir::KernelGraph& target, const SearchSpace& space) {
+std::vector<BlockConfig> block_configs(const ir::KernelGraph& target, const SearchSpace& space,
+                                       size_t per_loop_choice) {
   DimVars vars(target);
   const std::vector<ir::TensorRef> inputs = target.inputs();
   auto dims_vars = [&](ir::TensorRef t) {
@@ -276,12 +326,12 @@ std::vector<BlockConfig> block_configs(const ir::KernelGraph& target, const Sear
     std::vector<Scored> scored;
     std::vector<int64_t> ranges = {1};
     if (loop >= 0) {
-      ranges = powers_of_two_dividing(vars.extent(loop), vars.extent(loop));
+      ranges = split_extents(vars.extent(loop), vars.extent(loop), 0);
       ranges.erase(ranges.begin());  // a loop of 1 is the no-loop choice
     }
     std::vector<std::vector<int64_t>> options;
     for (int v : grid_vars)
-      options.push_back(powers_of_two_dividing(vars.extent(v), space.max_grid_blocks));
+      options.push_back(split_extents(vars.extent(v), space.max_grid_blocks, space.parallel_units));
     std::vector<size_t> pick(grid_vars.size(), 0);
     while (true) {
       for (int64_t range : ranges) {
@@ -360,7 +410,7 @@ std::vector<BlockConfig> block_configs(const ir::KernelGraph& target, const Sear
     std::sort(scored.begin(), scored.end(), [](const Scored& a, const Scored& b) {
       return std::tie(a.score, a.key) < std::tie(b.score, b.key);
     });
-    for (size_t i = 0; i < scored.size() && i < kConfigsPerLoopChoice; ++i)
+    for (size_t i = 0; i < scored.size() && i < per_loop_choice; ++i)
       all.push_back(std::move(scored[i].config));
   }
   return all;

@@ -47,7 +47,18 @@ struct BlockConfig {
   std::string describe() const;
 };
 
-std::vector<BlockConfig> block_configs(const ir::KernelGraph& target, const SearchSpace& space);
+// The extents a variable of `extent` may be split into by a grid axis (at most `limit` blocks;
+// `units`, the device's parallel units, adds the best wave fit) or by the loop (units = 0), in
+// increasing order; dims.cpp says which.
+std::vector<int64_t> split_extents(int64_t extent, int64_t limit, int64_t units);
+
+// Configurations kept per loop choice (no loop, or one contracted variable), by the load model.
+inline constexpr size_t kConfigsPerLoopChoice = 2;
+
+// The group's configurations: for each loop choice, the `per_loop_choice` best by the load model
+// (dims.cpp), best first; SIZE_MAX gives the whole space, for tests.
+std::vector<BlockConfig> block_configs(const ir::KernelGraph& target, const SearchSpace& space,
+                                       size_t per_loop_choice = kConfigsPerLoopChoice);
 
 // The shared counters and stop condition of one search.
 class Z3Oracle;

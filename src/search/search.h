@@ -2,10 +2,12 @@
 //
 // superoptimize() partitions the graph's ops into fusion groups (kernel level), and for every
 // group of two or more ops enumerates block graphs (block level): grids, imaps, fmaps, omaps and
-// for-loop ranges come from a dim-correspondence analysis of the group, with extents filtered by
-// the device description's `capabilities["search"]` (documented in backend/backend.h); block ops
-// are enumerated in a canonical order, each prefix pruned unless its abstract expression can be
-// part of the group's (abstract_expr.h documents the axioms). Complete candidates are ranked by a
+// for-loop ranges come from a dim-correspondence analysis of the group, with extents that divide
+// the dims (powers of two, extents whose tiles are aligned powers of two, and for the grid the
+// best fit to the device's parallel units; dims.cpp) filtered by the device description's
+// `capabilities["search"]` (documented in backend/backend.h); block ops are enumerated in a
+// canonical order, each prefix pruned unless its abstract expression can be part of the group's
+// (abstract_expr.h documents the axioms). Complete candidates are ranked by a
 // documented cost estimate (cost.cpp); the cheapest µGraphs are proved equivalent to the input
 // graph by finite-field fingerprints (verify::check_equivalent), each once, and each is checked in
 // floating point against the reference executor on the input distributions of verify/numerics.h,
@@ -143,7 +145,7 @@ struct SearchSpace {
   int64_t max_tile_bytes_in_loop = 0;
   int64_t max_tile_bytes_total = 0;
   int64_t max_grid_blocks = 0;
-  int64_t parallel_units = 1;
+  int64_t parallel_units = 1;  // SMs or cores: the cost model's waves, and a grid extent's fit
   double bytes_per_second = 0;
   double flops_per_second = 0;
   double launch_seconds = 0;
