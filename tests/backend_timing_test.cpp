@@ -1,5 +1,5 @@
-// Backend::time's default (the host's steady clock) and check_timing_plan. The profiler's use of
-// Backend::time is in tests/cpu/profile_test.cpp.
+// Backend::time's default (the host's steady clock), the devices' tunable flags, and
+// check_timing_plan. The profiler's use of Backend::time is in tests/cpu/profile_test.cpp.
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -71,6 +71,16 @@ TEST(BackendTime, RefusesNoBuffersAndNegativeCounts) {
   EXPECT_THROW(backend.time(module, sets, {.warmup = -1}), Error);
   EXPECT_THROW(backend.time(module, sets, {.launches_per_repetition = -2}), Error);
   EXPECT_TRUE(module.launched.empty());
+}
+
+// The reference backend is the literal executor: searched for, never tuned or cached.
+TEST(BackendTime, OnlyTheReferenceBackendIsNotWorthTuning) {
+  EXPECT_FALSE(get_backend("reference").device().tunable);
+  for (const BackendInfo& info : describe_backends()) {
+    if (info.availability.available && info.name != "reference") {
+      EXPECT_TRUE(info.device.tunable) << info.name;
+    }
+  }
 }
 
 }  // namespace

@@ -14,7 +14,8 @@
 // median, and rotates several copies of the inputs so that weights that would not stay in the
 // caches in real use are not timed from them; the backend's own clock measures
 // (Backend::time: the host's steady clock on cpu, CUDA events over CUDA-graph replays on cuda).
-// SQLite stays inside this library.
+// Only backends whose device says it is tunable are worth tuning (the reference backend is
+// not). SQLite stays inside this library.
 #pragma once
 
 #include <cstdint>

@@ -81,6 +81,8 @@ class ReferenceBackend final : public Backend {
   ReferenceBackend() : device_(cpu::describe_cpu(cpu::read_host_cpu())) {
     device_.name = "reference (host CPU)";
     device_.fingerprint = fingerprint_of({device_.fingerprint, "reference"});
+    // It runs every graph op by op as written: its times rank nothing that runs elsewhere.
+    device_.tunable = false;
   }
 
   std::string_view name() const override { return "reference"; }
