@@ -2,7 +2,8 @@
 //
 // A backend is three things, after ggml-backend's split: a *device* (what the hardware is: a
 // name, a stable fingerprint, the capabilities the search reads its space from, and typed
-// facts such as whether tuning on it is worth it), *buffers* (memory on that device), and an
+// facts such as whether tuning on it is worth it), *buffers* (memory on that device, of a
+// type that says whether the host sees it and how it is aligned), and an
 // *executor* (compile a graph into a module, launch it, time it with the backend's own clock).
 // Every backend lives in backend/<name>/ and is listed once in registry.cpp. Nothing outside
 // this folder asks which backend it holds: code takes a `Backend&` and calls the entries below,
@@ -49,6 +50,14 @@ struct DeviceDescription {
 struct Availability {
   bool available = false;
   std::string reason;  // why not, when not available
+};
+
+// What a backend's buffers are, as ggml-backend's buffer type says it.
+struct BufferType {
+  // Buffer::host_address() of every buffer allocate() returns is the host's pointer to its
+  // bytes, so modules of this backend also take buffers over host memory the caller owns.
+  bool host_visible = false;
+  size_t alignment = 1;  // of the first byte of every buffer allocate() returns
 };
 
 // Memory on a backend's device.
@@ -107,6 +116,10 @@ class Backend {
   virtual Availability availability() const = 0;
   // What the device is. Also meaningful when unavailable, as far as can be known.
   virtual DeviceDescription device() const = 0;
+
+  // Optional: what allocate() returns; cheap, never throws, also meaningful when unavailable.
+  // The default promises nothing: device memory, no alignment.
+  virtual BufferType buffer_type() const { return {}; }
 
   // The entries below throw yirage::Error when the backend is unavailable.
   virtual std::unique_ptr<Buffer> allocate(size_t bytes) = 0;

@@ -501,6 +501,9 @@ class CudaBackend final : public Backend {
   Availability availability() const override { return probe_.availability; }
   DeviceDescription device() const override { return probe_.device; }
 
+  // cuMemAlloc's memory: on the device, aligned for any access (256 bytes in practice; 128 is
+  // what TMA needs).
+  BufferType buffer_type() const override { return {.host_visible = false, .alignment = 256}; }
   std::unique_ptr<Buffer> allocate(size_t bytes) override {
     return std::make_unique<CudaBuffer>(context(), bytes);
   }

@@ -89,6 +89,10 @@ class ReferenceBackend final : public Backend {
   Availability availability() const override { return {true, {}}; }
   DeviceDescription device() const override { return device_; }
 
+  // Host memory from operator new.
+  BufferType buffer_type() const override {
+    return {.host_visible = true, .alignment = __STDCPP_DEFAULT_NEW_ALIGNMENT__};
+  }
   std::unique_ptr<Buffer> allocate(size_t bytes) override {
     return std::make_unique<HostBuffer>(bytes);
   }
