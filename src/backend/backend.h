@@ -2,15 +2,15 @@
 //
 // A backend is three things, after ggml-backend's split: a *device* (what the hardware is: a
 // name, a stable fingerprint, the capabilities the search reads its space from, and typed
-// facts such as whether tuning on it is worth it), *buffers* (memory on that device, of a
-// type that says whether the host sees it and how it is aligned), and an
-// *executor* (compile a graph into a module, launch it, time it with the backend's own clock).
-// Every backend lives in backend/<name>/ and is listed once in registry.cpp. Nothing outside
-// this folder asks which backend it holds: code takes a `Backend&` and calls the entries below,
-// and branches on what the backend states about itself, never on its name. As in
-// ggml-backend-impl.h, every entry is commented and the optional ones (with a default here)
-// say so. A backend that cannot run on this machine still describes itself and says why it is
-// unavailable; asking to run on it is an error, never a silent fallback to another backend.
+// facts such as whether tuning on it is worth it), *buffers* (memory on that device, of a type
+// that says whether the host sees it and how it is aligned), and an *executor* (compile a graph
+// into a module, launch it, time it with the backend's own clock). Every backend lives in
+// backend/<name>/ and is listed once in registry.cpp. Nothing outside this folder asks which
+// backend it holds: code takes a `Backend&` and calls the entries below, and branches on what
+// the backend states about itself, never on its name. As in ggml-backend-impl.h, every entry is
+// commented and the optional ones (with a default here) say so. A backend that cannot run on
+// this machine still describes itself and says why it is unavailable; asking to run on it is an
+// error, never a silent fallback to another backend.
 #pragma once
 
 #include <cstddef>
