@@ -217,6 +217,27 @@ TEST(RunOn, UnwrittenOutputsReadBackAsNaN) {
     for (int64_t i = 0; i < output.size(); ++i) EXPECT_TRUE(std::isnan(output.get(i)));
 }
 
+// Each buffer type's promises hold for the buffers allocate() returns; host-memory backends say
+// so, and the cuda backend, whose memory is on the device, says it is not.
+TEST(BufferType, AllocateKeepsTheTypesPromises) {
+  EXPECT_TRUE(get_backend("reference").buffer_type().host_visible);
+  EXPECT_FALSE(make_cuda_backend({})->buffer_type().host_visible);
+  for (const BackendInfo& info : describe_backends()) {
+    if (!info.availability.available) continue;
+    Backend& backend = get_backend(info.name);
+    const BufferType type = backend.buffer_type();
+    EXPECT_GE(type.alignment, 1u) << info.name;
+    for (size_t bytes : {size_t(1), size_t(100), size_t(5) << 20}) {
+      std::unique_ptr<Buffer> buffer = backend.allocate(bytes);
+      void* address = buffer->host_address();
+      EXPECT_EQ(address != nullptr, type.host_visible) << info.name << " " << bytes;
+      if (address) {
+        EXPECT_EQ(reinterpret_cast<uintptr_t>(address) % type.alignment, 0u) << info.name;
+      }
+    }
+  }
+}
+
 TEST(ReferenceBackend, BuffersCheckSizes) {
   std::unique_ptr<Buffer> buffer = get_backend("reference").allocate(8);
   EXPECT_EQ(buffer->size(), 8u);

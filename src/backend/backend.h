@@ -1,12 +1,16 @@
 // YiRage backends: where a program runs.
 //
 // A backend is three things, after ggml-backend's split: a *device* (what the hardware is: a
-// name, a stable fingerprint, and the capabilities the search reads its space from), *buffers*
-// (memory on that device), and an *executor* (compile a graph into a module, launch it, time
-// it). Every backend lives in backend/<name>/ and is listed once in registry.cpp. Nothing
-// outside this folder asks which backend it holds: code takes a `Backend&` and calls the entries
-// below. A backend that cannot run on this machine still describes itself and says why it is
-// unavailable; asking to run on it is an error, never a silent fallback to another backend.
+// name, a stable fingerprint, the capabilities the search reads its space from, and typed
+// facts such as whether tuning on it is worth it), *buffers* (memory on that device, of a type
+// that says whether the host sees it and how it is aligned), and an *executor* (compile a graph
+// into a module, launch it, time it with the backend's own clock). Every backend lives in
+// backend/<name>/ and is listed once in registry.cpp. Nothing outside this folder asks which
+// backend it holds: code takes a `Backend&` and calls the entries below, and branches on what
+// the backend states about itself, never on its name. As in ggml-backend-impl.h, every entry is
+// commented and the optional ones (with a default here) say so. A backend that cannot run on
+// this machine still describes itself and says why it is unavailable; asking to run on it is an
+// error, never a silent fallback to another backend.
 #pragma once
 
 #include <cstddef>
@@ -37,11 +41,23 @@ struct DeviceDescription {
   //   bytes_per_second, flops_per_second, launch_seconds
   //                           rough rates for ranking candidates until they are profiled
   nlohmann::json capabilities;
+  // Whether choosing among candidate µGraphs by their measured time on this backend means
+  // anything: tune::optimize runs on it, and its winners are cached and looked up. False for the
+  // reference backend, the literal executor, whose times rank nothing that runs elsewhere.
+  bool tunable = true;
 };
 
 struct Availability {
   bool available = false;
   std::string reason;  // why not, when not available
+};
+
+// What a backend's buffers are, as ggml-backend's buffer type says it.
+struct BufferType {
+  // Buffer::host_address() of every buffer allocate() returns is the host's pointer to its
+  // bytes, so modules of this backend also take buffers over host memory the caller owns.
+  bool host_visible = false;
+  size_t alignment = 1;  // of the first byte of every buffer allocate() returns
 };
 
 // Memory on a backend's device.
@@ -63,6 +79,31 @@ class Module {
   // Runs the program: one buffer per graph input (KernelGraph::inputs() order) and per marked
   // output, each sized for its tensor. May return before the device finishes; see synchronize.
   virtual void launch(std::span<Buffer* const> inputs, std::span<Buffer* const> outputs) = 0;
+  // Optional: how many device kernels one launch runs (library calls included), for reports;
+  // -1 where the backend does not count them.
+  virtual int kernel_count() const { return -1; }
+};
+
+// The buffers of one launch, as Module::launch takes them.
+struct LaunchBuffers {
+  std::span<Buffer* const> inputs;
+  std::span<Buffer* const> outputs;
+};
+
+// What Backend::time runs: `warmup` untimed launches, then `repetitions` timed samples of
+// `launches_per_repetition` launches each (0: as many as the backend's clock needs, see its
+// time()).
+struct TimingPlan {
+  int warmup = 2;
+  int repetitions = 5;
+  int launches_per_repetition = 0;
+};
+
+// What Backend::time measured: one time per sample, in seconds per launch (the sample's time
+// divided by its launches), in the order taken.
+struct Timings {
+  std::vector<double> seconds_per_launch;
+  int launches_per_repetition = 1;  // as run
 };
 
 class Backend {
@@ -76,6 +117,10 @@ class Backend {
   // What the device is. Also meaningful when unavailable, as far as can be known.
   virtual DeviceDescription device() const = 0;
 
+  // Optional: what allocate() returns; cheap, never throws, also meaningful when unavailable.
+  // The default promises nothing: device memory, no alignment.
+  virtual BufferType buffer_type() const { return {}; }
+
   // The entries below throw yirage::Error when the backend is unavailable.
   virtual std::unique_ptr<Buffer> allocate(size_t bytes) = 0;
   // Lowers and compiles the program; throws yirage::Error naming the op it cannot handle.
@@ -84,6 +129,17 @@ class Backend {
   // Optional: waits until every launched module has finished. Backends that run synchronously
   // keep this default.
   virtual void synchronize() {}
+
+  // Optional: times launches of `module` (compiled by this backend) by `plan` with this
+  // backend's own clock. Launch k of the call (warm-up included) runs on sets[k % sets.size()],
+  // so that a caller can rotate copies of the inputs and time weights from memory rather than
+  // from the caches they would not stay in. The default times each sample with the host's
+  // steady clock, from before its first launch to after a synchronize() that follows its last,
+  // one launch per sample unless the plan says otherwise: right for backends that run on the
+  // host. A backend whose launches run on a device times there (cuda: CUDA events around
+  // batches of CUDA-graph replays, so the host's launch cost is not counted). Throws
+  // yirage::Error for an empty `sets`, a negative count in `plan`, or a failed launch.
+  virtual Timings time(Module& module, std::span<const LaunchBuffers> sets, const TimingPlan& plan);
 
   // Optional: the settings of this backend's code generator and runtime that change what a
   // compiled module runs or how fast (features turned on or off, debugging overrides, compiler
@@ -119,6 +175,10 @@ std::vector<BackendInfo> describe_backends();
 // The backend "auto" stands for: the first available one in the order of preference of
 // registry.cpp.
 std::string default_backend_name();
+
+// For implementations of Backend::time: throws yirage::Error for an empty `sets` or a negative
+// count in `plan`.
+void check_timing_plan(std::span<const LaunchBuffers> sets, const TimingPlan& plan);
 
 // Compiles and runs `graph` on `backend` with host inputs, returning host outputs. Outputs are
 // poisoned before the launch so that elements the module never writes show up as NaN.

@@ -164,8 +164,8 @@ void HostBlock::free(void* data) noexcept {
   if (data) ::operator delete(data, kAlignment);
 }
 
-bool backend_uses_host_memory(backend::Backend& backend) {
-  return backend.allocate(1)->host_address() != nullptr;
+bool backend_uses_host_memory(const backend::Backend& backend) {
+  return backend.buffer_type().host_visible;
 }
 
 BoundInput bind_input(nb::handle object, const ir::TensorType& type, const std::string& name,

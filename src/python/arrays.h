@@ -64,7 +64,7 @@ void finish_output(BoundOutput& output);
 // Hands the block to a new NumPy array without copying (bfloat16 as an ml_dtypes view).
 nb::object to_numpy(BoundOutput& output);
 
-// Whether `backend` keeps its buffers in host memory (probed once by allocating one).
-bool backend_uses_host_memory(backend::Backend& backend);
+// Whether `backend` keeps its buffers in host memory, as its buffer type says.
+bool backend_uses_host_memory(const backend::Backend& backend);
 
 }  // namespace yirage::python

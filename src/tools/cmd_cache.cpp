@@ -1,5 +1,6 @@
 // `yirage cache list|show|clear`: the tuning cache; and the profiled `yirage optimize` path that
-// fills it (tune::optimize), which cmd_optimize.cpp hands over to for backends that can run.
+// fills it (tune::optimize), which cmd_optimize.cpp hands over to for backends that can run and
+// are worth tuning (DeviceDescription::tunable).
 #include <filesystem>
 #include <memory>
 
@@ -142,7 +143,7 @@ void tuned_optimize(const TunedOptimizeOptions& o) {
 std::optional<ir::KernelGraph> cached_winner_for(const ir::KernelGraph& graph,
                                                  backend::Backend& backend) {
   const fs::path path = tune::TuningCache::default_path();
-  if (backend.name() == "reference" || !fs::exists(path)) return std::nullopt;
+  if (!backend.device().tunable || !fs::exists(path)) return std::nullopt;
   return tune::cached_winner(graph, backend, path);
 }
 

@@ -129,8 +129,9 @@ std::string pruner_line(const search::SearchStats& s) {
 void optimize(const OptimizeOptions& o) {
   const ir::KernelGraph graph = ir::load_kernel_graph(o.file);
   const backend::BackendInfo info = pick_description(o.backend);
-  // The cpu backend runs here: search, compile, profile, select and cache (tune::optimize).
-  if (info.name == "cpu" && info.availability.available && !o.no_tune) {
+  // A backend that runs here and is worth tuning (cpu, cuda): search, compile, profile, select
+  // and cache (tune::optimize). Otherwise the search alone, on the device's description.
+  if (info.device.tunable && info.availability.available && !o.no_tune) {
     tuned_optimize({.file = o.file,
                     .backend = info.name,
                     .cache = o.cache,

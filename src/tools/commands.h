@@ -33,7 +33,8 @@ struct TunedOptimizeOptions {
 };
 void tuned_optimize(const TunedOptimizeOptions& options);
 
-// The winner the tuning cache holds for `graph` on `backend`'s device, if any (cmd_cache.cpp).
+// The winner the tuning cache holds for `graph` on `backend`'s device, if any; none for a backend
+// not worth tuning (DeviceDescription::tunable), whose cache is never opened (cmd_cache.cpp).
 std::optional<ir::KernelGraph> cached_winner_for(const ir::KernelGraph& graph,
                                                  backend::Backend& backend);
 

@@ -226,8 +226,10 @@ OptimizeResult optimize(const ir::KernelGraph& graph, backend::Backend& backend,
     if (!modules[i]) continue;
     Profile p = profile(backend, *modules[i], ordered[i].graph, options.profile);
     records[i].seconds = p.median_seconds;
-    log(fmt::format("  {:<50} {:10.3f} ms (median of {}, {} input sets)", records[i].label,
-                    p.median_seconds * 1e3, p.repetitions, p.input_sets));
+    log(fmt::format("  {:<50} {:10.3f} ms (median of {} samples of {} launch{}, {} input sets)",
+                    records[i].label, p.median_seconds * 1e3, p.repetitions,
+                    p.launches_per_repetition, p.launches_per_repetition == 1 ? "" : "es",
+                    p.input_sets));
     if (best < 0 || p.median_seconds < records[size_t(best)].seconds) best = int(i);
   }
   if (best < 0) {

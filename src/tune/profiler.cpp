@@ -1,6 +1,7 @@
-// The profiler: warm-up, repetitions until enough time is measured, the median.
+// The profiler: warm-up, repetitions until enough time is measured, the median; the backend's
+// own clock (Backend::time) measures.
 #include <algorithm>
-#include <chrono>
+#include <cmath>
 #include <numeric>
 #include <random>
 
@@ -15,6 +16,45 @@ int64_t last_level_cache(const backend::DeviceDescription& device) {
   for (const char* key : {"l3_bytes", "l2_bytes"})
     if (caps.contains(key) && caps[key].is_number_integer()) return caps[key].get<int64_t>();
   return int64_t(32) << 20;
+}
+
+// The samples, from the backend's own clock. The first round warms up over every input set, so
+// none is timed cold, and takes the minimum repetitions; later rounds take as many more as the
+// mean so far says reach min_seconds. Each round starts where the last one stopped in the
+// rotation, so no set is timed while still in the caches from its previous launch.
+backend::Timings take_samples(backend::Backend& backend, backend::Module& module,
+                              std::vector<backend::LaunchBuffers> launches,
+                              const ProfileOptions& options) {
+  const int64_t sets = int64_t(launches.size());
+  backend::TimingPlan plan{.warmup = std::max<int>(options.warmup, int(sets)),
+                           .repetitions = std::max(options.min_repetitions, 1),
+                           .launches_per_repetition = options.launches_per_repetition};
+  backend::Timings all;
+  double total = 0;  // seconds measured: every launch of every sample
+  while (true) {
+    const backend::Timings round = backend.time(module, launches, plan);
+    if (int(round.seconds_per_launch.size()) != plan.repetitions ||
+        round.launches_per_repetition < 1)
+      fail("profile: backend '{}' returned {} times of {} launches for {} repetitions",
+           backend.name(), round.seconds_per_launch.size(), round.launches_per_repetition,
+           plan.repetitions);
+    all.launches_per_repetition = round.launches_per_repetition;
+    for (double t : round.seconds_per_launch) {
+      all.seconds_per_launch.push_back(t);
+      total += t * round.launches_per_repetition;
+    }
+    const int64_t launched =
+        int64_t(plan.warmup) + int64_t(plan.repetitions) * round.launches_per_repetition;
+    std::rotate(launches.begin(), launches.begin() + std::ptrdiff_t(launched % sets),
+                launches.end());
+    const int room = options.max_repetitions - int(all.seconds_per_launch.size());
+    if (total >= options.min_seconds || room <= 0) return all;
+    const double per_sample = total / double(all.seconds_per_launch.size());
+    const double wanted =
+        per_sample > 0 ? std::ceil((options.min_seconds - total) / per_sample) : double(room);
+    plan.warmup = 0;
+    plan.repetitions = int(std::clamp(wanted, 1.0, double(room)));
+  }
 }
 
 }  // namespace
@@ -59,29 +99,16 @@ Profile profile(backend::Backend& backend, backend::Module& module, const ir::Ke
   for (int s = 0; s < sets; ++s)
     for (auto& b : inputs[size_t(s)]) in_ptrs[size_t(s)].push_back(b.get());
 
-  int next = 0;
-  auto launch = [&] {
-    module.launch(in_ptrs[size_t(next)], out_ptrs);
-    backend.synchronize();
-    next = (next + 1) % sets;
-  };
-  for (int i = 0; i < std::max(options.warmup, sets); ++i) launch();
+  std::vector<backend::LaunchBuffers> launches;
+  for (const std::vector<backend::Buffer*>& set : in_ptrs) launches.push_back({set, out_ptrs});
 
-  std::vector<double> times;
-  double total = 0;
-  while (int(times.size()) < options.min_repetitions ||
-         (total < options.min_seconds && int(times.size()) < options.max_repetitions)) {
-    const auto start = std::chrono::steady_clock::now();
-    launch();
-    const double t =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    times.push_back(t);
-    total += t;
-  }
+  const backend::Timings samples = take_samples(backend, module, launches, options);
+  std::vector<double> times = samples.seconds_per_launch;
   Profile p;
   p.repetitions = int(times.size());
   p.input_sets = sets;
-  p.mean_seconds = total / double(times.size());
+  p.launches_per_repetition = samples.launches_per_repetition;
+  p.mean_seconds = std::accumulate(times.begin(), times.end(), 0.0) / double(times.size());
   std::sort(times.begin(), times.end());
   p.min_seconds = times.front();
   const size_t mid = times.size() / 2;

@@ -12,7 +12,10 @@
 // a device with another fingerprint, by another build, or under other code-generator settings
 // (Backend::codegen_settings) is never used. The profiler warms up, repeats and takes the
 // median, and rotates several copies of the inputs so that weights that would not stay in the
-// caches in real use are not timed from them. SQLite stays inside this library.
+// caches in real use are not timed from them; the backend's own clock measures
+// (Backend::time: the host's steady clock on cpu, CUDA events over CUDA-graph replays on cuda).
+// Only backends whose device says it is tunable are worth tuning (the reference backend is
+// not). SQLite stays inside this library.
 #pragma once
 
 #include <cstdint>
@@ -42,18 +45,22 @@ struct ProfileOptions {
   int max_input_sets = 256;
   int64_t max_rotation_bytes = int64_t(1) << 30;
   uint64_t seed = 0;
+  // Launches per timed sample (TimingPlan); 0: as many as the backend's clock needs.
+  int launches_per_repetition = 0;
 };
 
 struct Profile {
   double median_seconds = 0;
   double min_seconds = 0;
   double mean_seconds = 0;
-  int repetitions = 0;
+  int repetitions = 0;  // samples
   int input_sets = 0;
+  int launches_per_repetition = 0;  // launches per sample, as the backend ran them
 };
 
-// Times launches of `module` (compiled from `graph` on `backend`) on random inputs: each timed
-// launch includes backend.synchronize().
+// Times launches of `module` (compiled from `graph` on `backend`) on random inputs with the
+// backend's own clock (Backend::time): the times are per launch, each sample's time divided by
+// its launches.
 Profile profile(backend::Backend& backend, backend::Module& module, const ir::KernelGraph& graph,
                 const ProfileOptions& options = {});
 

@@ -9,7 +9,6 @@
 #include <gtest/gtest.h>
 
 #include "backend/backend.h"
-#include "backend/cuda/cuda.h"
 #include "block_test_graphs.h"
 #include "cuda_test_support.h"
 #include "suite/suite.h"
@@ -277,19 +276,22 @@ TEST(CudaGpu, KernelLevelProductsWithFoldedAddsMatchReference) {
 // three products of X, one read by an add, at each float dtype; then the same module launched on
 // two sets of buffers in turn, each launch checked, since the arrays must follow the addresses
 // (run directly when they change, replayed from the captured graph when they repeat).
+// Three products of one A: with cuBLAS, one grouped call reading a device array of addresses.
+ir::KernelGraph products_sharing_a(ir::DType t) {
+  ir::KernelGraph g;
+  auto x = g.input("X", {24, 96}, t);
+  auto w1 = g.input("W1", {96, 40}, t);
+  auto w2 = g.input("W2", {96, 40}, t);
+  auto w3 = g.input("W3", {96, 40}, t);
+  auto r = g.input("R", {24, 40}, t);
+  g.mark_output(g.mul(g.silu(g.matmul(x, w1)), g.matmul(x, w2)), "gated");
+  g.mark_output(g.add(g.matmul(x, w3), r), "plus_r");
+  return g;
+}
+
 TEST(CudaGpu, KernelLevelProductsSharingAMatchReference) {
   CUDA_OR_SKIP(cuda);
-  auto graph = [](ir::DType t) {
-    ir::KernelGraph g;
-    auto x = g.input("X", {24, 96}, t);
-    auto w1 = g.input("W1", {96, 40}, t);
-    auto w2 = g.input("W2", {96, 40}, t);
-    auto w3 = g.input("W3", {96, 40}, t);
-    auto r = g.input("R", {24, 40}, t);
-    g.mark_output(g.mul(g.silu(g.matmul(x, w1)), g.matmul(x, w2)), "gated");
-    g.mark_output(g.add(g.matmul(x, w3), r), "plus_r");
-    return g;
-  };
+  auto graph = products_sharing_a;
   for (ir::DType t : {ir::DType::f32, ir::DType::f16, ir::DType::bf16})
     expect_matches(graph(t), *cuda, fresh_seed(), fmt::format("grouped {}", ir::dtype_name(t)));
 
@@ -326,6 +328,53 @@ TEST(CudaGpu, KernelLevelProductsSharingAMatchReference) {
           << "buffer set " << set << ", output " << o;
     }
   }
+}
+
+// Backend::time on cuda: each input set gets a graph of its own (with its own array of the
+// grouped products' addresses), so after timing every set's outputs are its own inputs' results,
+// and a plain launch afterwards is still right. The times are only checked to be there.
+TEST(CudaGpu, TimingRotatesSetsEachWithItsOwnGraph) {
+  CUDA_OR_SKIP(cuda);
+  const ir::KernelGraph g = products_sharing_a(ir::DType::f16);
+  std::unique_ptr<Module> module = cuda->compile(g);
+  std::vector<std::unique_ptr<Buffer>> owned;
+  std::vector<Buffer*> in[2], out[2];
+  std::vector<ir::HostTensor> inputs[2];
+  for (int set = 0; set < 2; ++set) {
+    std::mt19937_64 rng(fresh_seed());
+    for (ir::TensorRef t : g.inputs()) {
+      ir::fill_random(inputs[set].emplace_back(g.type(t)), rng);
+      in[set].push_back(owned.emplace_back(cuda->allocate(inputs[set].back().bytes.size())).get());
+      in[set].back()->write(inputs[set].back().bytes);
+    }
+    for (const ir::GraphOutput& o : g.outputs())
+      out[set].push_back(
+          owned.emplace_back(cuda->allocate(ir::HostTensor(g.type(o.tensor)).bytes.size())).get());
+  }
+  const std::vector<LaunchBuffers> sets{{in[0], out[0]}, {in[1], out[1]}};
+  const Timings t = cuda->time(*module, sets, {.warmup = 1, .repetitions = 3});
+  EXPECT_EQ(t.launches_per_repetition, 100);  // the backend's choice
+  ASSERT_EQ(t.seconds_per_launch.size(), 3u);
+  for (double s : t.seconds_per_launch) EXPECT_GT(s, 0);
+  EXPECT_GT(module->kernel_count(), 0);
+
+  auto expect_results = [&](int set, const std::string& when) {
+    const std::vector<ir::HostTensor> expected = verify::run_reference(g, inputs[set]);
+    for (size_t o = 0; o < expected.size(); ++o) {
+      ir::HostTensor result(expected[o].type);
+      out[set][o]->read(result.bytes);
+      EXPECT_LE(cuda_testing::rel_l2_error(result, expected[o]), 2e-3)
+          << when << ": set " << set << ", output " << o;
+    }
+  };
+  expect_results(0, "timed");
+  expect_results(1, "timed");
+  ir::HostTensor poisoned(g.type(g.outputs()[0].tensor));
+  ir::poison(poisoned);
+  out[0][0]->write(poisoned.bytes);
+  module->launch(in[0], out[0]);
+  cuda->synchronize();
+  expect_results(0, "launched after timing");
 }
 
 // Launching again on the same buffers replays a captured CUDA graph; it must see new inputs.
@@ -416,7 +465,7 @@ TEST(CudaGpu, DescribesTheDevice) {
   const DeviceDescription d = cuda->device();
   EXPECT_GT(d.capabilities["multiprocessors"].get<int>(), 0);
   EXPECT_GT(d.capabilities["shared_memory_per_block_optin_bytes"].get<int>(), 48 * 1024);
-  EXPECT_EQ(cuda::device_arch(*cuda).substr(0, 3), "sm_");
+  EXPECT_EQ(d.capabilities["sm_arch"].get<std::string>().substr(0, 3), "sm_");
   EXPECT_TRUE(d.capabilities.contains("matmul_library"));
 }
 

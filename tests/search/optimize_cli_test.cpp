@@ -41,9 +41,10 @@ class OptimizeCli : public ::testing::Test {
     return file;
   }
 
-  CliResult yirage(const std::string& args) {
+  // `env`: variable assignments for the command, such as "YIRAGE_CACHE_DIR='/tmp/x'".
+  CliResult yirage(const std::string& args, const std::string& env = "") {
     const std::string err = path("err");
-    const std::string command = fmt::format("'{}' {} 2>'{}'", YIRAGE_BINARY, args, err);
+    const std::string command = fmt::format("{} '{}' {} 2>'{}'", env, YIRAGE_BINARY, args, err);
     FILE* pipe = popen(command.c_str(), "r");
     if (!pipe) throw std::runtime_error("popen failed");
     CliResult r{-1, {}, {}};
@@ -111,6 +112,32 @@ TEST_F(OptimizeCli, ReportsThePrunerAndRefusesAMissingZ3) {
     EXPECT_EQ(z3.exit_code, 1);
     EXPECT_NE(z3.err.find("Z3"), std::string::npos) << z3.err;
   }
+}
+
+// The reference backend is the literal executor, not worth tuning: optimize searches on its
+// device description and prints the search's report (as --no-tune does), and writes no cache.
+TEST_F(OptimizeCli, TheReferenceBackendIsSearchedNotTuned) {
+  const std::string graph = write_graph("gated_mlp");
+  const std::string cache = path("tuning.sqlite");
+  const CliResult r = yirage(fmt::format(
+      "optimize '{}' --backend reference --budget 60 --json --cache '{}'", graph, cache));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["backend"], "reference");
+  EXPECT_TRUE(j.contains("verified")) << r.out;
+  EXPECT_FALSE(j.contains("cache_hit")) << r.out;  // the tuned report's
+  EXPECT_FALSE(fs::exists(cache));
+}
+
+// Nor does `yirage run` on it look in the tuning cache: a file that is no database is never
+// opened.
+TEST_F(OptimizeCli, RunOnTheReferenceBackendLeavesTheTuningCacheAlone) {
+  const std::string graph = write_graph("lora");
+  std::ofstream(path("tuning.sqlite")) << "not a database";
+  const CliResult r = yirage(fmt::format("run '{}' --backend reference --seed 1", graph),
+                             fmt::format("YIRAGE_CACHE_DIR='{}'", dir_.string()));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(r.out.find("cached"), std::string::npos) << r.out;
 }
 
 TEST_F(OptimizeCli, UnknownBackendIsAOneLineError) {

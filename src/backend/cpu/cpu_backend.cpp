@@ -33,10 +33,12 @@ using RunFn = int (*)(void* const*, void* const*, char*, int, char*, size_t);
 // with 2 MiB pages (git show 94f00b8:bench/cpu_gemm_micro.cpp, 1x28672x4096, interleaved runs).
 class CpuBuffer final : public Buffer {
  public:
+  static constexpr size_t kAlignment = 64;  // the least alignment of any buffer
+
   explicit CpuBuffer(size_t bytes) : size_(bytes) {
     constexpr size_t kHugePage = size_t(2) << 20;
     const bool huge = bytes >= 2 * kHugePage;
-    const size_t align = huge ? kHugePage : 64;
+    const size_t align = huge ? kHugePage : kAlignment;
     const size_t padded = (bytes + 64 + align - 1) / align * align;
     data_ = static_cast<std::byte*>(std::aligned_alloc(align, padded));
     if (!data_) fail("cpu backend: cannot allocate a buffer of {} bytes", bytes);
@@ -175,6 +177,9 @@ class CpuBackend final : public Backend {
     return d;
   }
 
+  BufferType buffer_type() const override {
+    return {.host_visible = true, .alignment = CpuBuffer::kAlignment};
+  }
   std::unique_ptr<Buffer> allocate(size_t bytes) override {
     require_available();
     return std::make_unique<CpuBuffer>(bytes);

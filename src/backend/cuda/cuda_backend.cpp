@@ -165,11 +165,51 @@ class CudaBuffer final : public Buffer {
 struct LoadedKernel {
   CUfunction function = nullptr;  // null for a library call
   const KernelLaunch* launch = nullptr;
-  // A group of library products (LibraryGemm::group): the device array of its operands'
-  // addresses, and what was last copied there (kept until the stream has read it).
-  std::unique_ptr<CudaBuffer> pointer_table;
-  std::vector<CUdeviceptr> uploaded;
 };
+
+// A module's buffers for one launch, resolved: every slot's address; for each group of library
+// products (LibraryGemm::group), the device array of its operands' addresses and what was last
+// copied there (kept until the stream has read it); and the CUDA graph captured on them. A
+// module keeps one for its launches; timing makes one per input set, so that rotating the sets
+// replays graphs instead of enqueueing every kernel from the host.
+struct Binding {
+  Binding() = default;
+  Binding(const Binding&) = delete;
+  Binding& operator=(const Binding&) = delete;
+  ~Binding() { drop_graph(); }
+
+  void drop_graph() {
+    const DriverApi& api = driver().api;
+    if (exec) api.graph_exec_destroy(exec);
+    if (graph) api.graph_destroy(graph);
+    exec = nullptr;
+    graph = nullptr;
+  }
+
+  std::vector<CUdeviceptr> addresses;
+  std::vector<std::unique_ptr<CudaBuffer>> tables;  // by kernel; null where it is no group
+  std::vector<std::vector<CUdeviceptr>> uploaded;   // by kernel
+  CUgraph graph = nullptr;
+  CUgraphExec exec = nullptr;
+};
+
+// A CUDA event, destroyed with its scope.
+class Event {
+ public:
+  Event() { check(driver().api.event_create(&event_, 0), "cuEventCreate"); }
+  ~Event() { driver().api.event_destroy(event_); }
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  CUevent get() const { return event_; }
+
+ private:
+  CUevent event_ = nullptr;
+};
+
+// Launches per timed sample when the plan leaves it to the backend, as the benchmark's
+// time_module took them: enough that the GPU has the next replay queued while it runs this
+// one, so that a sample times the device, not the host's launch latency.
+constexpr int kLaunchesPerSample = 100;
 
 class CudaModule final : public Module {
  public:
@@ -190,10 +230,7 @@ class CudaModule final : public Module {
         blas_->prepare(*k.gemm, k.what);
         LoadedKernel call;
         call.launch = &k;
-        if (k.gemm->group > 1)
-          call.pointer_table = std::make_unique<CudaBuffer>(
-              context_, size_t(3 * k.gemm->group) * sizeof(CUdeviceptr));
-        kernels_.push_back(std::move(call));
+        kernels_.push_back(call);
         continue;
       }
       auto [at, fresh] = by_source.emplace(k.source, nullptr);
@@ -220,12 +257,13 @@ class CudaModule final : public Module {
     for (const Slot& slot : program_.slots)
       if (slot.kind == SlotKind::scratch)
         scratch_.push_back(std::make_unique<CudaBuffer>(context_, slot.bytes));
+    allocate_tables(current_);
   }
 
   ~CudaModule() override {
     const DriverApi& api = driver().api;
     api.ctx_set_current(context_);
-    drop_graph();
+    current_.drop_graph();  // before the code it runs is unloaded
     for (CUmodule m : modules_) api.module_unload(m);
   }
 
@@ -233,22 +271,80 @@ class CudaModule final : public Module {
     const DriverApi& api = driver().api;
     check(api.ctx_set_current(context_), "cuCtxSetCurrent");
     std::vector<CUdeviceptr> addresses = resolve(inputs, outputs);
-    if (addresses == graph_addresses_) {
-      if (!graph_exec_) capture();
-      check(api.graph_launch(graph_exec_, stream_), "cuGraphLaunch");
+    if (addresses == current_.addresses) {
+      if (!current_.exec) capture(current_);
+      check(api.graph_launch(current_.exec, stream_), "cuGraphLaunch");
       return;
     }
-    drop_graph();
-    graph_addresses_ = addresses;
-    upload_pointer_tables(addresses);
-    enqueue(addresses);
+    current_.drop_graph();
+    current_.addresses = std::move(addresses);
+    upload_pointer_tables(current_);
+    enqueue(current_);
   }
 
-  size_t kernel_count() const { return kernels_.size(); }
-  CUstream stream() const { return stream_; }
-  CUcontext context() const { return context_; }
+  int kernel_count() const override { return int(kernels_.size()); }
+
+  // Backend::time for this module. Each set is bound, run once directly and captured into a
+  // graph of its own, as launch() does on the first two launches on new buffers; each graph is
+  // replayed once untimed (its first launch uploads it); then come the plan's warm-up and the
+  // samples, each timed by CUDA events around its replays. Both untimed passes cover every set
+  // once, so launch k of the plan still runs on set k.
+  Timings time(std::span<const LaunchBuffers> sets, const TimingPlan& plan) {
+    check_timing_plan(sets, plan);
+    const DriverApi& api = driver().api;
+    check(api.ctx_set_current(context_), "cuCtxSetCurrent");
+    std::vector<std::unique_ptr<Binding>> bindings;
+    // Declared after the bindings, so destroyed before them: the stream must be done with their
+    // graphs and tables, on every way out.
+    struct Drain {
+      CUstream stream;
+      ~Drain() { driver().api.stream_synchronize(stream); }
+    } drain{stream_};
+    for (const LaunchBuffers& set : sets) {
+      bindings.push_back(std::make_unique<Binding>());
+      Binding& binding = *bindings.back();
+      binding.addresses = resolve(set.inputs, set.outputs);
+      allocate_tables(binding);
+      upload_pointer_tables(binding);  // in stream order, before the steps that read them
+      enqueue(binding);
+      capture(binding);
+    }
+    size_t next = 0;
+    auto replay = [&] {
+      check(api.graph_launch(bindings[next]->exec, stream_), "cuGraphLaunch");
+      next = (next + 1) % bindings.size();
+    };
+    for (size_t i = 0; i < bindings.size(); ++i) replay();
+    for (int i = 0; i < plan.warmup; ++i) replay();
+    Timings timings;
+    timings.launches_per_repetition =
+        plan.launches_per_repetition > 0 ? plan.launches_per_repetition : kLaunchesPerSample;
+    const Event start, stop;
+    for (int r = 0; r < plan.repetitions; ++r) {
+      check(api.event_record(start.get(), stream_), "cuEventRecord");
+      for (int i = 0; i < timings.launches_per_repetition; ++i) replay();
+      check(api.event_record(stop.get(), stream_), "cuEventRecord");
+      check(api.event_synchronize(stop.get()), "cuEventSynchronize (a kernel failed)");
+      float ms = 0;
+      check(api.event_elapsed_time(&ms, start.get(), stop.get()), "cuEventElapsedTime");
+      timings.seconds_per_launch.push_back(double(ms) * 1e-3 / timings.launches_per_repetition);
+    }
+    return timings;
+  }
 
  private:
+  // The device arrays of the groups' operand addresses, one per group of library products.
+  void allocate_tables(Binding& binding) const {
+    binding.tables.resize(kernels_.size());
+    binding.uploaded.resize(kernels_.size());
+    for (size_t i = 0; i < kernels_.size(); ++i) {
+      const std::optional<LibraryGemm>& gemm = kernels_[i].launch->gemm;
+      if (gemm && gemm->group > 1)
+        binding.tables[i] =
+            std::make_unique<CudaBuffer>(context_, size_t(3 * gemm->group) * sizeof(CUdeviceptr));
+    }
+  }
+
   std::vector<CUdeviceptr> resolve(std::span<Buffer* const> inputs,
                                    std::span<Buffer* const> outputs) const {
     std::vector<CUdeviceptr> addresses;
@@ -286,25 +382,29 @@ class CudaModule final : public Module {
     return values;
   }
 
-  // The groups' arrays of addresses, for `addresses`: copied in stream order, so that calls
-  // still queued read the arrays they were enqueued with. A captured graph reads the arrays as
-  // they are when it replays, so this runs whenever the addresses change, before the launch that
-  // runs the steps directly; the next launch on the same addresses captures them.
-  void upload_pointer_tables(const std::vector<CUdeviceptr>& addresses) {
-    for (LoadedKernel& k : kernels_) {
-      if (!k.pointer_table) continue;
-      k.uploaded = BlasHandle::group_pointers(arguments(*k.launch, addresses));
-      check(driver().api.memcpy_htod_async(k.pointer_table->address(), k.uploaded.data(),
-                                           k.uploaded.size() * sizeof(CUdeviceptr), stream_),
-            fmt::format("cuMemcpyHtoDAsync (the operands' addresses) for {}", k.launch->what));
+  // The groups' arrays of addresses, for the binding's addresses: copied in stream order, so
+  // that calls still queued read the arrays they were enqueued with. A captured graph reads the
+  // arrays as they are when it replays, so this runs whenever the addresses change, before the
+  // launch that runs the steps directly; the next launch on the same addresses captures them.
+  void upload_pointer_tables(Binding& binding) {
+    for (size_t i = 0; i < kernels_.size(); ++i) {
+      if (!binding.tables[i]) continue;
+      const KernelLaunch& k = *kernels_[i].launch;
+      std::vector<CUdeviceptr>& uploaded = binding.uploaded[i];
+      uploaded = BlasHandle::group_pointers(arguments(k, binding.addresses));
+      check(driver().api.memcpy_htod_async(binding.tables[i]->address(), uploaded.data(),
+                                           uploaded.size() * sizeof(CUdeviceptr), stream_),
+            fmt::format("cuMemcpyHtoDAsync (the operands' addresses) for {}", k.what));
     }
   }
 
-  void enqueue(const std::vector<CUdeviceptr>& addresses) {
+  void enqueue(const Binding& binding) {
     const DriverApi& api = driver().api;
-    for (const LoadedKernel& k : kernels_) {
-      if (k.pointer_table) {
-        blas_->gemm_group(*k.launch->gemm, k.pointer_table->address(), k.launch->what);
+    const std::vector<CUdeviceptr>& addresses = binding.addresses;
+    for (size_t i = 0; i < kernels_.size(); ++i) {
+      const LoadedKernel& k = kernels_[i];
+      if (binding.tables[i]) {
+        blas_->gemm_group(*k.launch->gemm, binding.tables[i]->address(), k.launch->what);
         continue;
       }
       if (const std::optional<LibraryGemm>& g = k.launch->gemm) {
@@ -367,27 +467,19 @@ class CudaModule final : public Module {
     return map;
   }
 
-  void capture() {
+  void capture(Binding& binding) {
     const DriverApi& api = driver().api;
     check(api.stream_begin_capture(stream_, kCaptureModeThreadLocal), "cuStreamBeginCapture");
     try {
-      enqueue(graph_addresses_);
+      enqueue(binding);
     } catch (...) {
       CUgraph broken = nullptr;
       api.stream_end_capture(stream_, &broken);
       if (broken) api.graph_destroy(broken);
       throw;
     }
-    check(api.stream_end_capture(stream_, &graph_), "cuStreamEndCapture");
-    check(api.graph_instantiate(&graph_exec_, graph_, 0), "cuGraphInstantiate");
-  }
-
-  void drop_graph() {
-    const DriverApi& api = driver().api;
-    if (graph_exec_) api.graph_exec_destroy(graph_exec_);
-    if (graph_) api.graph_destroy(graph_);
-    graph_exec_ = nullptr;
-    graph_ = nullptr;
+    check(api.stream_end_capture(stream_, &binding.graph), "cuStreamEndCapture");
+    check(api.graph_instantiate(&binding.exec, binding.graph, 0), "cuGraphInstantiate");
   }
 
   CUcontext context_;
@@ -398,9 +490,7 @@ class CudaModule final : public Module {
   std::vector<CUmodule> modules_;
   std::vector<LoadedKernel> kernels_;
   std::vector<std::unique_ptr<CudaBuffer>> scratch_;
-  std::vector<CUdeviceptr> graph_addresses_;
-  CUgraph graph_ = nullptr;
-  CUgraphExec graph_exec_ = nullptr;
+  Binding current_;  // the buffers of the latest launch
 };
 
 class CudaBackend final : public Backend {
@@ -411,6 +501,9 @@ class CudaBackend final : public Backend {
   Availability availability() const override { return probe_.availability; }
   DeviceDescription device() const override { return probe_.device; }
 
+  // cuMemAlloc's memory: on the device, aligned for any access (256 bytes in practice; 128 is
+  // what TMA needs).
+  BufferType buffer_type() const override { return {.host_visible = false, .alignment = 256}; }
   std::unique_ptr<Buffer> allocate(size_t bytes) override {
     return std::make_unique<CudaBuffer>(context(), bytes);
   }
@@ -429,6 +522,15 @@ class CudaBackend final : public Backend {
   void synchronize() override {
     check(driver().api.ctx_set_current(context()), "cuCtxSetCurrent");
     check(driver().api.stream_synchronize(stream_), "cuStreamSynchronize (a kernel failed)");
+  }
+
+  // CUDA events on the modules' stream, around batches of CUDA-graph replays (CudaModule::time).
+  Timings time(Module& module, std::span<const LaunchBuffers> sets,
+               const TimingPlan& plan) override {
+    context();  // throws when unavailable
+    auto* cuda_module = dynamic_cast<CudaModule*>(&module);
+    if (!cuda_module) fail("cuda: time() needs a module compiled by the cuda backend");
+    return cuda_module->time(sets, plan);
   }
 
   std::string codegen_settings() const override {
@@ -530,43 +632,6 @@ CodegenOptions default_codegen_options(const DeviceDescription& device, bool lib
   // wgmma exists on sm_90a only: compute capability 9.0 exactly.
   options.wgmma = cc == "9.0";
   return options;
-}
-
-Timing time_module(Module& module, std::span<Buffer* const> inputs,
-                   std::span<Buffer* const> outputs, int warmup, int iters, int reps) {
-  auto* m = dynamic_cast<CudaModule*>(&module);
-  if (!m) fail("cuda: time_module needs a module compiled by the cuda backend");
-  const DriverApi& api = driver().api;
-  for (int i = 0; i < warmup; ++i) m->launch(inputs, outputs);
-  CUevent start = nullptr, stop = nullptr;
-  check(api.event_create(&start, 0), "cuEventCreate");
-  check(api.event_create(&stop, 0), "cuEventCreate");
-  std::vector<double> per_launch;
-  for (int r = 0; r < reps; ++r) {
-    check(api.event_record(start, m->stream()), "cuEventRecord");
-    for (int i = 0; i < iters; ++i) m->launch(inputs, outputs);
-    check(api.event_record(stop, m->stream()), "cuEventRecord");
-    check(api.event_synchronize(stop), "cuEventSynchronize (a kernel failed)");
-    float ms = 0;
-    check(api.event_elapsed_time(&ms, start, stop), "cuEventElapsedTime");
-    per_launch.push_back(double(ms) * 1000.0 / iters);
-  }
-  api.event_destroy(start);
-  api.event_destroy(stop);
-  std::sort(per_launch.begin(), per_launch.end());
-  return {per_launch[per_launch.size() / 2], per_launch.front()};
-}
-
-size_t kernel_count(const Module& module) {
-  const auto* m = dynamic_cast<const CudaModule*>(&module);
-  if (!m) fail("cuda: kernel_count needs a module compiled by the cuda backend");
-  return m->kernel_count();
-}
-
-std::string device_arch(Backend& backend) {
-  auto* b = dynamic_cast<CudaBackend*>(&backend);
-  if (!b) fail("cuda: device_arch needs the cuda backend");
-  return b->arch();
 }
 
 }  // namespace cuda

@@ -81,12 +81,18 @@ class ReferenceBackend final : public Backend {
   ReferenceBackend() : device_(cpu::describe_cpu(cpu::read_host_cpu())) {
     device_.name = "reference (host CPU)";
     device_.fingerprint = fingerprint_of({device_.fingerprint, "reference"});
+    // It runs every graph op by op as written: its times rank nothing that runs elsewhere.
+    device_.tunable = false;
   }
 
   std::string_view name() const override { return "reference"; }
   Availability availability() const override { return {true, {}}; }
   DeviceDescription device() const override { return device_; }
 
+  // Host memory from operator new.
+  BufferType buffer_type() const override {
+    return {.host_visible = true, .alignment = __STDCPP_DEFAULT_NEW_ALIGNMENT__};
+  }
   std::unique_ptr<Buffer> allocate(size_t bytes) override {
     return std::make_unique<HostBuffer>(bytes);
   }
