@@ -176,6 +176,15 @@ std::vector<BackendInfo> describe_backends();
 // registry.cpp.
 std::string default_backend_name();
 
+// Makes a backend; the registry calls it once for the shared instance and again for each
+// create_backend.
+using BackendFactory = std::function<std::unique_ptr<Backend>(const BackendOptions&)>;
+// Adds a backend built outside this library (a plugin, a test's own backend) to the registry,
+// after the built-in ones, so "auto" still prefers those. From then on every front end finds it
+// by name like the others. Throws yirage::Error for an empty name, a name already registered,
+// or an empty factory.
+void register_backend(std::string name, BackendFactory make);
+
 // For implementations of Backend::time: throws yirage::Error for an empty `sets` or a negative
 // count in `plan`.
 void check_timing_plan(std::span<const LaunchBuffers> sets, const TimingPlan& plan);
