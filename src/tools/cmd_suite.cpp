@@ -81,12 +81,35 @@ void run_one(backend::Backend& backend, const std::string& name, const SuiteOpti
   }
 }
 
-// Progress goes to stderr a piece at a time, so that a tuning run of several seconds shows which
-// stage it is in, on a terminal and through a pipe alike.
-void progress(std::string_view text) {
-  fmt::print(stderr, "{}", text);
-  std::fflush(stderr);
-}
+// One workload's progress on stderr: pieces appended to one line as each stage starts, so that a
+// tuning run of several seconds shows where it is, on a terminal and through a pipe alike. With
+// --verbose the tuner's log lines come between the pieces, each on a line of its own, and the
+// workload's line starts again after them.
+class ProgressLine {
+ public:
+  explicit ProgressLine(std::string prefix) : prefix_(std::move(prefix)) { add(""); }
+  void add(std::string_view text) {
+    write(open_ ? std::string(text) : fmt::format("{}{}", prefix_, text));
+    open_ = true;
+  }
+  void log(std::string_view line) {
+    write(fmt::format("{}  {}\n", open_ ? "\n" : "", line));
+    open_ = false;
+  }
+  void finish(std::string_view text) {
+    add(text);
+    write("\n");
+    open_ = false;
+  }
+
+ private:
+  static void write(const std::string& text) {
+    fmt::print(stderr, "{}", text);
+    std::fflush(stderr);
+  }
+  std::string prefix_;
+  bool open_ = false;
+};
 
 // "search #1 (1 kernel, estimated 0.00844 s)" -> "search #1 (1 kernel)": the estimate is the
 // search's cost model, and beside measured times it would read as a measurement.
@@ -106,18 +129,18 @@ struct TunedWorkload {
 };
 
 TunedWorkload tune_workload(backend::Backend& backend, const ir::KernelGraph& graph,
-                            const SuiteOptions& o) {
+                            const SuiteOptions& o, ProgressLine& progress) {
   tune::OptimizeOptions options;
   options.cache_path = o.cache;
   options.read_cache = !o.force;
   options.search_seconds = o.search_seconds;
   options.profile.seed = o.seed;
   options.progress = [&](tune::TuneStage stage, int candidates) {
-    progress(stage == tune::TuneStage::search
-                 ? fmt::format(" searching (up to {:g} s)...", o.search_seconds)
-                 : fmt::format(" {} {}...", tune::stage_name(stage), candidates));
+    progress.add(stage == tune::TuneStage::search
+                     ? fmt::format(" searching (up to {:g} s)...", o.search_seconds)
+                     : fmt::format(" {} {}...", tune::stage_name(stage), candidates));
   };
-  if (o.verbose) options.log = [](const std::string& line) { fmt::print(stderr, "\n  {}", line); };
+  if (o.verbose) options.log = [&](const std::string& line) { progress.log(line); };
   TunedWorkload w;
   Clock::time_point start = Clock::now();
   w.tuned = tune::optimize(graph, backend, options);
@@ -129,11 +152,11 @@ TunedWorkload tune_workload(backend::Backend& backend, const ir::KernelGraph& gr
   }
   // A hit carries the median measured when the entry was made, perhaps under another load; the
   // winner is timed again so that the time reported comes from this run, like a peer's beside it.
-  progress(" cache hit; compiling the winner...");
+  progress.add(" cache hit; compiling the winner...");
   start = Clock::now();
   std::unique_ptr<backend::Module> module = backend.compile(w.tuned.chosen);
   w.compile_seconds = seconds_since(start);
-  progress(" profiling...");
+  progress.add(" profiling...");
   w.steady_seconds =
       tune::profile(backend, *module, w.tuned.chosen, options.profile).median_seconds;
   return w;
@@ -181,13 +204,14 @@ void tune_suite(backend::Backend& backend, const std::vector<std::string>& names
   }
   double total_tuning = 0;
   for (size_t i = 0; i < names.size(); ++i) {
-    progress(fmt::format("[{}/{}] {}:", i + 1, names.size(), names[i]));
-    const TunedWorkload w = tune_workload(backend, suite::build_workload(names[i], o.bs, dtype), o);
+    ProgressLine progress(fmt::format("[{}/{}] {}:", i + 1, names.size(), names[i]));
+    const TunedWorkload w =
+        tune_workload(backend, suite::build_workload(names[i], o.bs, dtype), o, progress);
     const std::string winner =
         short_label(w.tuned.entry.candidates.at(size_t(w.tuned.entry.chosen)).label);
     total_tuning += w.tune_seconds + w.compile_seconds;
-    progress(fmt::format(
-        " {} {}, {}\n", winner, format_micros(w.steady_seconds),
+    progress.finish(fmt::format(
+        " {} {}, {}", winner, format_micros(w.steady_seconds),
         w.tuned.cache_hit ? "from the cache" : fmt::format("tuned in {:.1f} s", w.tune_seconds)));
     if (o.json)
       fmt::print("{}\n", workload_json(names[i], o, backend, w).dump());
