@@ -210,7 +210,7 @@ TEST(Cli, GraphShowWritesDotAndSvg) {
 
 TEST(Cli, SuiteRunInF16StaysFinite) {
   // Unscaled inputs make exp(Q@K) overflow f16; the suite scales them as the peers do.
-  CliResult result = yirage("suite run gqa lora --dtype f16 --backend reference");
+  CliResult result = yirage("suite run gqa lora --dtype f16 --backend reference --no-tune");
   ASSERT_EQ(result.exit_code, 0) << result.err;
   std::istringstream lines(result.out);
   int workload_lines = 0;
@@ -283,14 +283,62 @@ TEST(Cli, ParseErrorsKeepCli11ExitCodes) {
   EXPECT_THAT(result.err, HasSubstr("file"));
 }
 
-TEST(Cli, SuiteRunPrintsOneLinePerWorkload) {
-  CliResult result = yirage("suite run ntrans lora --backend reference --seed 3");
+TEST(Cli, SuiteRunWithoutTuningPrintsOneLinePerWorkload) {
+  CliResult result = yirage("suite run ntrans lora --backend reference --no-tune --seed 3");
   ASSERT_EQ(result.exit_code, 0) << result.err;
   EXPECT_THAT(result.out,
               ::testing::ContainsRegex("\nntrans +f32\\[8, 4096\\] +mean .* nan +0 .* ms\n"));
   EXPECT_THAT(result.out,
               ::testing::ContainsRegex("\nlora +f32\\[16, 4096\\] +mean .* nan +0 .* ms\n"));
+}
+
+TEST(Cli, SuiteRunBadInputIsAOneLineError) {
   expect_one_line_error(yirage("suite run nope"), "unknown workload 'nope'");
+  expect_one_line_error(yirage("suite run ntrans --search-seconds 0"),
+                        "--search-seconds must be a positive number");
+  expect_one_line_error(yirage("suite run ntrans --no-tune --json"), "do not go with --no-tune");
+}
+
+bool cpu_backend_available() {
+  for (const yirage::backend::BackendInfo& info : yirage::backend::describe_backends())
+    if (info.name == "cpu") return info.availability.available;
+  return false;
+}
+
+// The main job's core: each workload is tuned by tune::optimize, and the report names the winner
+// and its profiled time; a second run on the same cache answers from it and times the winner again.
+TEST(Cli, SuiteRunTunesThenAnswersFromTheCache) {
+  if (!cpu_backend_available()) GTEST_SKIP() << "the cpu backend is unavailable here";
+  TempDir dir;
+  const std::string command =
+      "suite run ntrans --backend cpu --json --search-seconds 5 --cache " + quote(dir / "t.sqlite");
+  const CliResult first = yirage(command);
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  const nlohmann::json tuned = nlohmann::json::parse(first.out);  // one object: one workload
+  EXPECT_EQ(tuned["workload"], "ntrans");
+  EXPECT_FALSE(tuned["cache_hit"].get<bool>());
+  EXPECT_GT(tuned["steady_seconds"].get<double>(), 0);
+  // On a miss the steady-state time is the tuner's own measurement of its winner.
+  EXPECT_EQ(tuned["steady_seconds"], tuned["tuned_seconds"]);
+  EXPECT_GE(tuned["kernels"].get<int>(), 1);
+  const auto& candidates = tuned["candidates"];
+  EXPECT_TRUE(std::any_of(candidates.begin(), candidates.end(), [&](const nlohmann::json& c) {
+    return c["label"] == tuned["label"] && c["status"] == "ok" &&
+           c["seconds"] == tuned["steady_seconds"];
+  })) << first.out;
+  EXPECT_THAT(first.err, HasSubstr("[1/1] ntrans: searching"));
+  EXPECT_THAT(first.err, HasSubstr("profiling"));
+
+  const CliResult second = yirage(command);
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  const nlohmann::json cached = nlohmann::json::parse(second.out);
+  EXPECT_TRUE(cached["cache_hit"].get<bool>());
+  EXPECT_EQ(cached["entry"], tuned["entry"]);
+  EXPECT_EQ(cached["label"], tuned["label"]);
+  EXPECT_EQ(cached["tuned_seconds"], tuned["tuned_seconds"]);
+  EXPECT_GT(cached["steady_seconds"].get<double>(), 0);
+  EXPECT_THAT(second.err, HasSubstr("cache hit"));
+  EXPECT_THAT(second.err, ::testing::Not(HasSubstr("searching")));
 }
 
 TEST(Cli, SuiteListShowsEveryProgram) {

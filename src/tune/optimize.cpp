@@ -101,6 +101,16 @@ ir::KernelGraph bind_to(const ir::KernelGraph& graph, const ir::KernelGraph& ori
 
 }  // namespace
 
+std::string_view stage_name(TuneStage stage) {
+  switch (stage) {
+    case TuneStage::search: return "searching";
+    case TuneStage::compile: return "compiling";
+    case TuneStage::check: return "checking";
+    case TuneStage::profile: return "profiling";
+  }
+  return "?";
+}
+
 CacheKey cache_key(const ir::KernelGraph& graph, const backend::Backend& backend) {
   return {ir::structural_hash_hex(graph),
           signature_of(graph),
@@ -126,6 +136,9 @@ OptimizeResult optimize(const ir::KernelGraph& graph, backend::Backend& backend,
   auto log = [&](const std::string& line) {
     if (options.log) options.log(line);
   };
+  auto progress = [&](TuneStage stage, size_t candidates) {
+    if (options.progress) options.progress(stage, int(candidates));
+  };
   TuningCache cache(options.cache_path.empty() ? TuningCache::default_path() : options.cache_path);
   const CacheKey key = cache_key(graph, backend);
   OptimizeResult result;
@@ -149,6 +162,7 @@ OptimizeResult optimize(const ir::KernelGraph& graph, backend::Backend& backend,
   // 1. Candidates, the unfused graph first.
   const backend::DeviceDescription device = backend.device();
   auto start = Clock::now();
+  progress(TuneStage::search, 0);
   std::vector<Candidate> candidates =
       options.candidates ? options.candidates(graph, device)
                          : search_candidates(graph, device, options.search_seconds, options.pruner);
@@ -165,6 +179,7 @@ OptimizeResult optimize(const ir::KernelGraph& graph, backend::Backend& backend,
 
   // 2. Compile them in parallel; each failure is recorded, never fatal.
   start = Clock::now();
+  progress(TuneStage::compile, ordered.size());
   std::vector<std::future<std::unique_ptr<backend::Module>>> compiles;
   for (const Candidate& c : ordered)
     compiles.push_back(
@@ -188,6 +203,11 @@ OptimizeResult optimize(const ir::KernelGraph& graph, backend::Backend& backend,
   // compare with the unfused graph's outputs. A candidate that overflows where the unfused graph
   // does not is rejected as non_finite, one off by more than the tolerance as a mismatch; the
   // message of each says what every distribution gave.
+  const auto compiled = [&] {
+    return size_t(
+        std::count_if(modules.begin(), modules.end(), [](const auto& m) { return m != nullptr; }));
+  };
+  progress(TuneStage::check, compiled());
   const int64_t reduction = verify::reduction_length(graph);
   std::vector<std::vector<std::string>> checks(ordered.size());
   for (verify::InputDistribution d : verify::kAllDistributions) {
@@ -221,6 +241,7 @@ OptimizeResult optimize(const ir::KernelGraph& graph, backend::Backend& backend,
           fmt::format("float check against the unfused graph: {}", fmt::join(checks[i], "; "));
 
   // 4. Profile the survivors; 5. select the fastest.
+  progress(TuneStage::profile, compiled());
   int best = -1;
   for (size_t i = 0; i < ordered.size(); ++i) {
     if (!modules[i]) continue;

@@ -143,6 +143,10 @@ struct Candidate {
 using CandidateSource = std::function<std::vector<Candidate>(const ir::KernelGraph& graph,
                                                              const backend::DeviceDescription&)>;
 
+enum class TuneStage { search, compile, check, profile };
+// "searching", "compiling", "checking", "profiling"
+std::string_view stage_name(TuneStage stage);
+
 struct OptimizeOptions {
   std::filesystem::path cache_path;  // empty: TuningCache::default_path()
   bool read_cache = true;            // false: search and profile even when an entry exists
@@ -153,6 +157,10 @@ struct OptimizeOptions {
   ProfileOptions profile;
   // Progress lines ("cache hit ...", "compiled 3 candidates in 2.1 s", ...); may be empty.
   std::function<void(const std::string&)> log;
+  // Called as each stage of a tuning run starts, with the number of candidates it works on (0
+  // for the search, which has not found them yet), so that a caller can show where a long run
+  // is; not called on a cache hit. May be empty.
+  std::function<void(TuneStage stage, int candidates)> progress;
 };
 
 struct OptimizeResult {

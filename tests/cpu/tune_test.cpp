@@ -6,6 +6,7 @@
 
 #include <atomic>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "block_test_graphs.h"
@@ -143,9 +144,18 @@ TEST(Optimize, TheSecondCallIsAHitThatSkipsSearchAndProfiling) {
   const fs::path db = fresh_cache_db("optimize");
   std::atomic<int> calls{0};
   const ir::KernelGraph g = ir::testing::rmsnorm_linear_kernel(ir::DType::f32);
-  tune::OptimizeResult first = tune::optimize(g, cpu_backend(), test_options(db, calls));
+  // A miss reports each stage as it starts, with the candidates it works on: three compile, and
+  // the one that mismatches is not profiled.
+  std::vector<std::string> stages;
+  tune::OptimizeOptions options = test_options(db, calls);
+  options.progress = [&](tune::TuneStage stage, int candidates) {
+    stages.push_back(fmt::format("{} {}", tune::stage_name(stage), candidates));
+  };
+  tune::OptimizeResult first = tune::optimize(g, cpu_backend(), options);
   EXPECT_FALSE(first.cache_hit);
   EXPECT_EQ(calls, 1);
+  EXPECT_EQ(stages,
+            (std::vector<std::string>{"searching 0", "compiling 3", "checking 3", "profiling 2"}));
   ASSERT_EQ(first.entry.candidates.size(), 3u);
   EXPECT_EQ(first.entry.candidates[0].label, "unfused");
   EXPECT_EQ(first.entry.candidates[1].status, "ok");
@@ -157,8 +167,11 @@ TEST(Optimize, TheSecondCallIsAHitThatSkipsSearchAndProfiling) {
   std::vector<std::string> lines;
   tune::OptimizeOptions again = test_options(db, calls);
   again.log = [&](const std::string& line) { lines.push_back(line); };
+  stages.clear();
+  again.progress = options.progress;
   tune::OptimizeResult second = tune::optimize(g, cpu_backend(), again);
   EXPECT_TRUE(second.cache_hit);
+  EXPECT_TRUE(stages.empty()) << "a hit has no stages to report";
   EXPECT_EQ(calls, 1) << "a hit must not search";
   ASSERT_FALSE(lines.empty());
   EXPECT_NE(lines[0].find("cache hit"), std::string::npos) << lines[0];
