@@ -1,10 +1,12 @@
 // Library matmuls on the cpu backend (ops.h MatmulOp::library): OpenBLAS's results against the
-// reference executor, the device description and cache key naming the library, and a clear error
-// for a dtype it lacks.
+// reference executor, the device description and cache key naming the library, a clear error for
+// a dtype it lacks, and the tuner measuring library variants of its candidates.
 #include <gtest/gtest.h>
 
+#include "block_test_graphs.h"
 #include "cpu_test_util.h"
 #include "test_util.h"
+#include "tune/tune.h"
 
 namespace yirage::cpu_test {
 namespace {
@@ -67,6 +69,33 @@ TEST(LibraryMatmul, ADtypeTheLibraryLacksIsAClearError) {
     EXPECT_EQ(error,
               "cpu backend: node 'half' (matmul): a library matmul computes in f32 only "
               "(cblas_sgemm), this one has an operand of f16[4, 8]");
+}
+
+// The tuner adds "+ OpenBLAS" variants of the candidates with kernel-level matmuls (the unfused
+// graph here; the fused µGraph has none), checks and times them like the others, and a cache hit
+// gives back the winner with its library marks.
+TEST(LibraryMatmul, TheTunerMeasuresLibraryVariants) {
+  if (offered_library().empty()) GTEST_SKIP() << why_no_library();
+  tune::OptimizeOptions o;
+  o.cache_path = fresh_cache_db("library");
+  o.profile.min_seconds = 0.01;
+  o.profile.min_repetitions = 3;
+  o.candidates = [](const KernelGraph&, const backend::DeviceDescription&) {
+    return std::vector<tune::Candidate>{{"fused", ir::testing::rmsnorm_linear_ugraph(DType::f32)}};
+  };
+  const KernelGraph g = ir::testing::rmsnorm_linear_kernel(DType::f32);
+  const tune::OptimizeResult r = tune::optimize(g, cpu_backend(), o);
+  ASSERT_EQ(r.entry.candidates.size(), 3u);
+  const tune::CandidateRecord& variant = r.entry.candidates[2];
+  EXPECT_EQ(variant.label, "unfused + " + offered_library());
+  EXPECT_EQ(variant.status, "ok") << variant.message;
+  EXPECT_GT(variant.seconds, 0);
+  EXPECT_NE(variant.graph_json.find("\"library\":true"), std::string::npos) << variant.graph_json;
+
+  std::optional<KernelGraph> winner = tune::cached_winner(g, cpu_backend(), o.cache_path);
+  ASSERT_TRUE(winner);
+  EXPECT_EQ(ir::structural_hash(*winner), ir::structural_hash(r.chosen));
+  check_against_reference(*winner, 5, "cached winner");
 }
 
 }  // namespace
