@@ -40,8 +40,8 @@ TEST(LibraryMatmul, TheDeviceAndTheCacheKeyNameTheLibrary) {
       << cpu_backend().codegen_settings();
 }
 
-// Odd shapes, a rank-3 operand against a matrix, and batched operands with broadcast batch dims,
-// next to a generated matmul of the same operands.
+// Odd shapes, a rank-3 operand against a matrix, batched operands with broadcast batch dims and
+// single rows (GEMVs), next to a generated matmul of the same operands.
 TEST(LibraryMatmul, MatchesTheReferenceIncludingBroadcastBatches) {
   if (offered_library().empty()) GTEST_SKIP() << why_no_library();
   KernelGraph g;
@@ -52,6 +52,9 @@ TEST(LibraryMatmul, MatchesTheReferenceIncludingBroadcastBatches) {
   g.mark_output(g.matmul(x, w), "generated");
   g.mark_output(library_matmul(g, a, b, "rank3"), "rank3");
   g.mark_output(library_matmul(g, bq, bk, "batched"), "batched");
+  // One row: a GEMV, also batched.
+  g.mark_output(library_matmul(g, g.input("X1", {1, 40}, DType::f32), w, "row"), "row");
+  g.mark_output(library_matmul(g, g.input("BR", {2, 1, 1, 8}, DType::f32), bk, "rows"), "rows");
   // An intermediate in the workspace, read by the next op.
   g.mark_output(g.exp(library_matmul(g, g.mul_scalar(x, 0.1), w, "inner")), "chain");
   check_against_reference(g, 21, "library matmuls");

@@ -51,6 +51,7 @@ BlasLibrary load(const std::string& path) {
   lib.config = symbol<char* (*)()>(handle, path, "openblas_get_config")();
   lib.threading = threading_name(symbol<int (*)()>(handle, path, "openblas_get_parallel")());
   lib.table.sgemm = symbol<SgemmFn>(handle, path, "cblas_sgemm");
+  lib.table.sgemv = symbol<SgemvFn>(handle, path, "cblas_sgemv");
   lib.table.set_threads = symbol<void (*)(int)>(handle, path, "openblas_set_num_threads");
   lib.table.get_threads = symbol<int (*)()>(handle, path, "openblas_get_num_threads");
   // The config starts "OpenBLAS 0.3.21 ..."; its first two words are the name and version.

@@ -18,11 +18,16 @@ using SgemmFn = void (*)(int order, int trans_a, int trans_b, int m, int n, int 
                          const float* a, int lda, const float* b, int ldb, float beta, float* c,
                          int ldc);
 
-// The layout of the generated code's `yr_blas` (codegen.cpp emits the same three members).
+// cblas_sgemv, likewise.
+using SgemvFn = void (*)(int order, int trans, int m, int n, float alpha, const float* a, int lda,
+                         const float* x, int incx, float beta, float* y, int incy);
+
+// The layout of the generated code's `yr_blas` (codegen.cpp emits the same members).
 struct BlasTable {
   SgemmFn sgemm = nullptr;
   void (*set_threads)(int) = nullptr;  // openblas_set_num_threads
   int (*get_threads)() = nullptr;      // openblas_get_num_threads
+  SgemvFn sgemv = nullptr;
 };
 
 struct BlasLibrary {

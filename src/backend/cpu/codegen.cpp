@@ -122,7 +122,9 @@ class Lowering {
       out.raw(
           "  void (*sgemm)(int, int, int, int, int, int, float, const float*, int, const float*,");
       out.raw(" int, float, float*, int);\n");
-      out.raw("  void (*set_threads)(int);\n  int (*get_threads)();\n} yr_blas = {};\n");
+      out.raw("  void (*set_threads)(int);\n  int (*get_threads)();\n");
+      out.raw("  void (*sgemv)(int, int, int, int, float, const float*, int, const float*, int,");
+      out.raw(" float, float*, int);\n} yr_blas = {};\n");
     }
     out.raw("\n// ==== generated ====\n");
     out.raw(functions_.text());
@@ -336,8 +338,8 @@ class Lowering {
                batches, m, n, k, a.ptr, b.ptr, o.ptr, c32);
   }
 
-  // cblas_sgemm through the table the backend fills (blas.h), row-major, one call per batch: the
-  // library threads each call itself, on the module's thread count.
+  // cblas_sgemm (or sgemv for one row) through the table the backend fills (blas.h), row-major,
+  // one call per batch: the library threads each call itself, on the module's thread count.
   void library_matmul(int32_t id, const ir::Node& node) {
     const CTensor &a = in(node, 0), &b = in(node, 1);
     const CTensor& o = out(id);
@@ -361,11 +363,19 @@ class Lowering {
     body_.line("{{ static const int64_t ao[] = {}, bo[] = {};", brace_list(a_off),
                brace_list(b_off));
     body_.line("  for (int64_t q = 0; q < {}; ++q)", batches);
-    // 101, 111: CblasRowMajor, CblasNoTrans.
-    body_.line(
-        "    yr_blas.sgemm(101, 111, 111, {0}, {1}, {2}, 1.0f, {3} + ao[q], {2}, {4} + bo[q], {1}, "
-        "0.0f, {5} + q * {6}, {1}); }}",
-        m, n, k, a.ptr, b.ptr, o.ptr, m * n);
+    // 101, 111, 112: CblasRowMajor, CblasNoTrans, CblasTrans. One row is Bᵀ·a, a GEMV, as NumPy
+    // calls it: OpenBLAS 0.3.21's sgemm packs B even for one row, which costs more than the
+    // product when B is a large weight.
+    if (m == 1)
+      body_.line(
+          "    yr_blas.sgemv(101, 112, {0}, {1}, 1.0f, {2} + bo[q], {1}, {3} + ao[q], 1, 0.0f, "
+          "{4} + q * {1}, 1); }}",
+          k, n, b.ptr, a.ptr, o.ptr);
+    else
+      body_.line(
+          "    yr_blas.sgemm(101, 111, 111, {0}, {1}, {2}, 1.0f, {3} + ao[q], {2}, {4} + bo[q], "
+          "{1}, 0.0f, {5} + q * {6}, {1}); }}",
+          m, n, k, a.ptr, b.ptr, o.ptr, m * n);
   }
 
   void norm(int32_t id, const ir::Node& node, const Dims& shape, double eps, bool weight, bool bias,
