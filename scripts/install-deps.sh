@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Installs what YiRage needs to build and test on Debian 12 / Ubuntu 24.04: the compiler and
 # CMake, the libraries (from the distribution's packages), graphviz for SVG output, and NumPy
-# and pytest for the tests. Runs as root, or through sudo when it is available.
+# and pytest for the tests. Runs as root, or through sudo when it is available. OpenBLAS is the
+# cpu backend's library matmul, in its OpenMP flavour: the generated modules run on OpenMP, and a
+# second (pthreads) pool spinning on the same cores would fight them.
 set -euo pipefail
 
 packages=(g++ cmake ninja-build pkg-config nlohmann-json3-dev libcli11-dev libfmt-dev
           libgtest-dev libgmock-dev graphviz clang-format python3 python3-pip
-          python3-venv libsqlite3-dev libz3-dev)
+          python3-venv libsqlite3-dev libz3-dev libopenblas-openmp-dev)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -354,6 +354,16 @@ TEST(BlockGraphErrors, SharedOpRulesNameTheBlockNode) {
             "extent 8");
 }
 
+TEST(BlockGraphErrors, ALibraryMatmulIsKernelLevelOnly) {
+  BlockGraph g({{1, 1, 1}}, 1, {{DType::f32, {4, 8}}, {DType::f32, {8, 16}}});
+  int32_t a = g.iterator(0, kAllReplicated, kReplicate);
+  int32_t b = g.iterator(1, kAllReplicated, kReplicate);
+  EXPECT_THAT(error_of([&] {
+                g.add(MatmulOp{.library = true}, {a, b});
+              }),
+              StartsWith("block node 2: matmul: a library matmul is a kernel-level call"));
+}
+
 TEST(BlockGraphErrors, MixingPhases) {
   BlockGraph g({{1, 1, 1}}, 2, {{DType::f32, {4, 8}}});
   int32_t x = g.iterator(0, kAllReplicated, 1);

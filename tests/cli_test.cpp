@@ -276,6 +276,29 @@ TEST(Cli, BackendErrorsAreOneLine) {
                             fmt::format("backend '{}' is unavailable: ", info.name));
 }
 
+// Without OpenBLAS the cpu backend says why, and a library matmul is an error, never generated
+// code in its place.
+TEST(Cli, ALibraryMatmulWithoutTheLibraryIsAOneLineError) {
+  TempDir dir;
+  write_text(dir / "lib.json", R"({"schema": "yirage.kernel_graph", "version": 1,
+ "nodes": [{"name": "x", "op": "input", "dtype": "f32", "shape": [4, 8]},
+           {"name": "w", "op": "input", "dtype": "f32", "shape": [8, 4]},
+           {"name": "y", "op": "matmul", "inputs": ["x", "w"], "library": true}],
+ "outputs": [{"tensor": "y", "name": "y"}]})");
+  setenv("YIRAGE_CPU_OPENBLAS", "off", 1);
+  const CliResult backends = yirage("backends --json");
+  const CliResult run = yirage("run " + quote(dir / "lib.json") + " --backend cpu --no-cache");
+  unsetenv("YIRAGE_CPU_OPENBLAS");
+  ASSERT_EQ(backends.exit_code, 0) << backends.err;
+  const nlohmann::json cpu = nlohmann::json::parse(backends.out)[1];
+  if (cpu["available"] != true) GTEST_SKIP() << "the cpu backend is unavailable";
+  EXPECT_EQ(cpu["device"]["capabilities"]["library_matmul"],
+            nlohmann::json({{"unavailable", "turned off by YIRAGE_CPU_OPENBLAS=off"}}));
+  expect_one_line_error(run,
+                        "cpu backend: node 'y' is a library matmul, but no BLAS library is "
+                        "available: turned off by YIRAGE_CPU_OPENBLAS=off");
+}
+
 TEST(Cli, ParseErrorsKeepCli11ExitCodes) {
   CliResult result = yirage("run");
   EXPECT_NE(result.exit_code, 0);

@@ -151,6 +151,24 @@ TEST(IrHash, ChangesWithTheProgram) {
   }
 }
 
+// The library flag changes the hash only when set, so that hashes of graphs from before it stay.
+TEST(IrHash, LibraryMatmulFlagCountsOnlyWhenSet) {
+  auto graph = [](bool library) {
+    KernelGraph g;
+    TensorRef x = g.input("x", {2, 3}, DType::f32), w = g.input("w", {3, 4}, DType::f32);
+    g.mark_output(g.add_node(MatmulOp{.library = library}, {x, w})[0], "y");
+    return g;
+  };
+  KernelGraph plain;
+  plain.mark_output(
+      plain.matmul(plain.input("x", {2, 3}, DType::f32), plain.input("w", {3, 4}, DType::f32)),
+      "y");
+  EXPECT_EQ(structural_hash(graph(false)), structural_hash(plain));
+  EXPECT_NE(structural_hash(graph(true)), structural_hash(plain));
+  EXPECT_EQ(structural_hash(parse_kernel_graph(to_json(graph(true)).dump())),
+            structural_hash(graph(true)));
+}
+
 TEST(IrHash, TellsInputsApartByPosition) {
   auto build_sub = [](bool swap_inputs) {
     KernelGraph g;

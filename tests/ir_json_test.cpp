@@ -78,6 +78,24 @@ TEST(IrJson, RoundTripIsExact) {
   }
 }
 
+TEST(IrJson, LibraryMatmulFlagRoundTripsAndIsWrittenOnlyWhenSet) {
+  KernelGraph g;
+  TensorRef x = g.input("x", {2, 3}, DType::f32), w = g.input("w", {3, 4}, DType::f32);
+  g.mark_output(g.add_node(MatmulOp{.library = true}, {x, w}, "lib")[0], "lib");
+  g.mark_output(g.matmul(x, w), "gen");
+  const nlohmann::json j = to_json(g);
+  EXPECT_EQ(j["nodes"][2]["library"], true);
+  EXPECT_FALSE(j["nodes"][3].contains("library"));
+  const KernelGraph back = parse_kernel_graph(j.dump());
+  EXPECT_TRUE(is_library_matmul(back.nodes()[2].op));
+  EXPECT_FALSE(is_library_matmul(back.nodes()[3].op));
+  EXPECT_EQ(to_json(back), j);
+  nlohmann::json wrong = j;
+  wrong["nodes"][2]["library"] = 1;
+  EXPECT_EQ(error_of([&] { parse_kernel_graph(wrong.dump()); }),
+            "$.nodes[2].library: expected a boolean (true or false), got the number 1");
+}
+
 TEST(IrJson, DoublesRoundTripBitExactly) {
   KernelGraph g;
   auto x = g.input("x", {2, 8, 2, 4}, DType::f32);

@@ -40,6 +40,10 @@ struct DeviceDescription {
   //   parallel_units          blocks that run at once (cores, SMs)
   //   bytes_per_second, flops_per_second, launch_seconds
   //                           rough rates for ranking candidates until they are profiled
+  // and "library_matmul", which a backend that can run kernel-level matmuls as library calls
+  // (ir::MatmulOp::library) fills the same way: {"name": "OpenBLAS 0.3.21", "dtypes": ["f32"],
+  // ...} when it can, {"unavailable": why} when its library is missing. The tuner measures such
+  // variants of every candidate against the generated ones.
   nlohmann::json capabilities;
   // Whether choosing among candidate µGraphs by their measured time on this backend means
   // anything: tune::optimize runs on it, and its winners are cached and looked up. False for the

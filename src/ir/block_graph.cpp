@@ -162,6 +162,10 @@ BlockGraph::BlockGraph(GridDims grid, int64_t forloop_range, std::vector<TensorT
 int32_t BlockGraph::add(BlockOp op, std::vector<int32_t> inputs) {
   const int32_t id = int32_t(nodes_.size());
   try {
+    if (const auto* m = std::get_if<MatmulOp>(&op); m && m->library)
+      fail(
+          "matmul: a library matmul is a kernel-level call of the backend's BLAS; a block graph "
+          "holds generated code only");
     std::vector<TensorType> tiles;
     for (size_t i = 0; i < inputs.size(); ++i) {
       int32_t in = inputs[i];

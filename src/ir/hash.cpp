@@ -118,7 +118,11 @@ void add_attributes(Hasher& h, const Op& op) {
                  },
                  [&](const QuantMatmulOp& q) { h.add_string(quant_format_name(q.format)); },
                  [](const InputOp&) {},
-                 [](const MatmulOp&) {},
+                 [&](const MatmulOp& m) {
+                   // Only when set, so that the hashes of graphs without the flag stay as they
+                   // were.
+                   if (m.library) h.add_string("library");
+                 },
                  [](const BinaryOp&) {},
                  [](const EmbeddingOp&) {},
                  [&](const FusedOp& f) { h.add(block_graph_hash(*f.body)); },

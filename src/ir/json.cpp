@@ -16,6 +16,9 @@
 //             file. split and fused have a varying number of results and write "outputs":
 //             [{"dtype", "shape"}, ...] instead.
 // plus the attributes of its op:
+//   matmul             "library" (default false): true makes it a call of the backend's BLAS
+//                      library (ops.h MatmulOp); written only when true, so files and
+//                      structural hashes of graphs without it are unchanged
 //   mul_scalar         "scalar" (number)
 //   sum, mean, max     "dim" (integer, negative counts from the end), "keepdim" (default true)
 //   rms_norm           "normalized_shape", "eps" (default 1e-6), "has_weight"
@@ -35,11 +38,11 @@
 // "outputs" lists the graph outputs in order: {"tensor": ref, "name": string}; "name" is optional
 // and defaults as in KernelGraph::mark_output.
 //
-// The writer emits every field, with axes normalised, so that a saved graph loads back to the
-// same JSON text; save_kernel_graph prints a node on one line when it fits in 100 columns. The
-// reader rejects unknown fields and duplicate keys, since a misspelled "kepdim" silently taking its
-// default would change the program without a word. Every error names the JSON path of the offending
-// value, e.g. `$.nodes[3].inputs[1]: ...`.
+// The writer emits every field but a false "library", with axes normalised, so that a saved graph
+// loads back to the same JSON text; save_kernel_graph prints a node on one line when it fits in 100
+// columns. The reader rejects unknown fields and duplicate keys, since a misspelled "kepdim"
+// silently taking its default would change the program without a word. Every error names the JSON
+// path of the offending value, e.g. `$.nodes[3].inputs[1]: ...`.
 #include <charconv>
 #include <cstring>
 #include <fstream>

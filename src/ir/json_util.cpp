@@ -78,7 +78,9 @@ void write_attributes(ordered_json& j, const Op& op) {
                  },
                  [&](const QuantMatmulOp& q) { j["format"] = quant_format_name(q.format); },
                  [](const InputOp&) {},
-                 [](const MatmulOp&) {},
+                 [&](const MatmulOp& m) {
+                   if (m.library) j["library"] = true;  // omitted when false: older files unchanged
+                 },
                  [](const BinaryOp&) {},
                  [](const EmbeddingOp&) {},
                  [&](const FusedOp& f) { j["body"] = block_graph_json(*f.body); },
@@ -230,6 +232,7 @@ Fields attribute_fields(const Op& op) {
                           return {"theta", "style"};
                         },
                         [](const QuantMatmulOp&) -> Fields { return {"format"}; },
+                        [](const MatmulOp&) -> Fields { return {"library"}; },
                         [](const FusedOp&) -> Fields { return {"body"}; },
                         [](const auto&) -> Fields { return {}; },
                     },
@@ -289,7 +292,7 @@ void read_attributes(Op& op, const Object& node, size_t operands) {
                    q.format = *format;
                  },
                  [](InputOp&) {},
-                 [](MatmulOp&) {},
+                 [&](MatmulOp& m) { m.library = flag("library", false); },
                  [](BinaryOp&) {},
                  [](EmbeddingOp&) {},
                  [&](FusedOp& f) {

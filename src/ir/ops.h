@@ -41,7 +41,13 @@ enum class RopeStyle : uint8_t { interleaved, neox };
 struct InputOp {};
 
 // [..., M, K] x [..., K, N] -> [..., M, N]; batch dims broadcast.
-struct MatmulOp {};
+// `library`: compute it with the backend's BLAS library (capabilities "library_matmul") instead of
+// generated code. Same math, so the reference executor ignores it; it is a kernel-level leaf only:
+// block graphs reject it and the search never fuses it, since a library call cannot share a
+// kernel. tune::optimize sets it on the variants it measures against generated GEMMs.
+struct MatmulOp {
+  bool library = false;
+};
 
 // gelu is the exact erf form. `scalar` is used by mul_scalar only.
 struct UnaryOp {
@@ -132,6 +138,12 @@ struct FusedOp {
 using Op = std::variant<InputOp, MatmulOp, UnaryOp, BinaryOp, ReduceOp, RmsNormOp, LayerNormOp,
                         SoftmaxOp, ConcatOp, SplitOp, ReshapeOp, PermuteOp, EmbeddingOp, RopeOp,
                         QuantMatmulOp, FusedOp>;
+
+// Whether `op` is a matmul marked as a library call.
+inline bool is_library_matmul(const Op& op) {
+  const auto* m = std::get_if<MatmulOp>(&op);
+  return m && m->library;
+}
 
 // The op's name in JSON, DOT and error messages: "matmul", "exp", "add", "sum", "rms_norm", ...
 std::string_view op_name(const Op& op);

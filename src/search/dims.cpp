@@ -40,6 +40,8 @@ namespace {
 constexpr double kIterationSeconds = 1e-7;  // loop overhead per block iteration, load model only
 
 bool fusable(const ir::Op& op) {
+  // A library matmul is a call of the backend's BLAS, which cannot share a kernel.
+  if (ir::is_library_matmul(op)) return false;
   return std::holds_alternative<ir::MatmulOp>(op) || std::holds_alternative<ir::UnaryOp>(op) ||
          std::holds_alternative<ir::BinaryOp>(op) || std::holds_alternative<ir::ReduceOp>(op) ||
          std::holds_alternative<ir::RmsNormOp>(op) || std::holds_alternative<ir::LayerNormOp>(op) ||
@@ -224,7 +226,8 @@ std::optional<Group> make_group(const ir::KernelGraph& graph, uint64_t mask, boo
   for (int32_t id : group.nodes) {
     const ir::Node& node = graph.node(id);
     if (!fusable(node.op)) {
-      why = fmt::format("op {} ('{}') cannot run inside a fused kernel", ir::op_name(node.op),
+      why = fmt::format("op {}{} ('{}') cannot run inside a fused kernel",
+                        ir::is_library_matmul(node.op) ? "library " : "", ir::op_name(node.op),
                         node.name);
       return std::nullopt;
     }

@@ -19,6 +19,8 @@ namespace yirage::search {
 namespace {
 
 bool fusable_op(const ir::Op& op) {
+  // A library matmul is a call of the backend's BLAS, which cannot share a kernel.
+  if (ir::is_library_matmul(op)) return false;
   return std::holds_alternative<ir::MatmulOp>(op) || std::holds_alternative<ir::UnaryOp>(op) ||
          std::holds_alternative<ir::BinaryOp>(op) || std::holds_alternative<ir::ReduceOp>(op) ||
          std::holds_alternative<ir::RmsNormOp>(op) || std::holds_alternative<ir::LayerNormOp>(op) ||

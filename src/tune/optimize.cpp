@@ -4,6 +4,7 @@
 #include <cmath>
 #include <future>
 #include <map>
+#include <set>
 #include <thread>
 
 #include <fmt/format.h>
@@ -99,6 +100,63 @@ ir::KernelGraph bind_to(const ir::KernelGraph& graph, const ir::KernelGraph& ori
   return identity ? winner : reorder_inputs(winner, order);
 }
 
+// The library leaf the backend offers for kernel-level matmuls (capabilities "library_matmul",
+// backend.h): its name and dtypes; nullopt when it offers none.
+struct LibraryOffer {
+  std::string name;
+  std::set<ir::DType> dtypes;
+};
+
+std::optional<LibraryOffer> library_offer(const backend::DeviceDescription& device) {
+  const nlohmann::json& lib = device.capabilities.value("library_matmul", nlohmann::json());
+  if (!lib.is_object() || !lib.contains("name") || !lib["name"].is_string()) return std::nullopt;
+  LibraryOffer offer{lib["name"].get<std::string>(), {}};
+  for (const nlohmann::json& d : lib.value("dtypes", nlohmann::json::array()))
+    if (std::optional<ir::DType> dtype =
+            d.is_string() ? ir::parse_dtype(d.get<std::string>()) : std::nullopt)
+      offer.dtypes.insert(*dtype);
+  if (offer.dtypes.empty()) return std::nullopt;
+  return offer;
+}
+
+// `g` with each kernel-level matmul whose operands and result have an offered dtype marked as a
+// library call; nullopt when it has none. Fused kernels keep their generated matmuls.
+std::optional<ir::KernelGraph> with_library_matmuls(const ir::KernelGraph& g,
+                                                    const LibraryOffer& offer) {
+  ir::KernelGraph out;
+  bool marked = false;
+  for (const ir::Node& n : g.nodes()) {
+    if (std::holds_alternative<ir::InputOp>(n.op)) {
+      out.input(n.name, n.outputs[0].dims, n.outputs[0].dtype);
+      continue;
+    }
+    ir::Op op = n.op;
+    if (auto* m = std::get_if<ir::MatmulOp>(&op); m && !m->library) {
+      bool offered = offer.dtypes.contains(n.outputs[0].dtype);
+      for (ir::TensorRef t : n.inputs) offered = offered && offer.dtypes.contains(g.type(t).dtype);
+      m->library = offered;
+      marked = marked || offered;
+    }
+    out.add_node(std::move(op), n.inputs, n.name);  // same order, so node ids are unchanged
+  }
+  if (!marked) return std::nullopt;
+  for (const ir::GraphOutput& o : g.outputs()) out.mark_output(o.tensor, o.name);
+  return out;
+}
+
+// Each candidate, then, where the backend offers a library matmul, a variant of each with its
+// matmuls as library calls, labelled "<label> + <library>": the tuner measures library leaves
+// against generated GEMMs instead of guessing which wins at these shapes on this machine.
+void add_library_variants(std::vector<Candidate>& candidates,
+                          const backend::DeviceDescription& device) {
+  const std::optional<LibraryOffer> offer = library_offer(device);
+  if (!offer) return;
+  const size_t base = candidates.size();
+  for (size_t i = 0; i < base; ++i)
+    if (std::optional<ir::KernelGraph> v = with_library_matmuls(candidates[i].graph, *offer))
+      candidates.push_back({fmt::format("{} + {}", candidates[i].label, offer->name), *v});
+}
+
 }  // namespace
 
 std::string_view stage_name(TuneStage stage) {
@@ -175,6 +233,7 @@ OptimizeResult optimize(const ir::KernelGraph& graph, backend::Backend& backend,
       continue;  // the unfused graph again
     ordered.push_back(std::move(c));
   }
+  if (options.library_variants) add_library_variants(ordered, device);
   log(fmt::format("{} candidates in {:.2f} s", ordered.size(), seconds_since(start)));
 
   // 2. Compile them in parallel; each failure is recorded, never fatal.

@@ -1,7 +1,9 @@
 // YiRage tuning: measure candidates on the device that will run them, and remember the winner.
 //
 // This stage closes the pipeline. optimize() takes a kernel graph and a backend, asks the search
-// for ranked candidate µGraphs (the unfused graph is always one), compiles them on the backend in
+// for ranked candidate µGraphs (the unfused graph is always one), adds to each a variant with its
+// kernel-level matmuls as library calls when the backend offers them (capabilities
+// "library_matmul", labelled "<label> + OpenBLAS 0.3.21"), compiles them on the backend in
 // parallel (a candidate that fails to compile is recorded with the compiler's message and
 // skipped), checks each one's outputs against the unfused graph's on the same random inputs,
 // times the survivors with the profiler, and stores the fastest in the tuning cache with every
@@ -153,7 +155,11 @@ struct OptimizeOptions {
   CandidateSource candidates;        // empty: the search
   double search_seconds = 30;
   search::Pruner pruner = search::SearchOptions{}.pruner;  // of the default search
-  int max_candidates = 6;  // the best-ranked ones are compiled and profiled
+  // The best-ranked ones are compiled and profiled, each with its library variant, if any.
+  int max_candidates = 6;
+  // Whether each candidate also runs with its matmuls as library calls where the backend offers
+  // them; false measures generated kernels only.
+  bool library_variants = true;
   ProfileOptions profile;
   // Progress lines ("cache hit ...", "compiled 3 candidates in 2.1 s", ...); may be empty.
   std::function<void(const std::string&)> log;

@@ -127,6 +127,7 @@ tune::OptimizeOptions test_options(const fs::path& db, std::atomic<int>& calls) 
   o.cache_path = db;
   o.profile.min_seconds = 0.01;
   o.profile.min_repetitions = 3;
+  o.library_variants = false;  // LibraryVariants below covers them; this test checks the list
   o.candidates = [&calls](const ir::KernelGraph&, const backend::DeviceDescription&) {
     ++calls;
     ir::KernelGraph wrong;
@@ -203,6 +204,7 @@ TEST(Optimize, ACandidateThatOverflowsIsRejectedWithItsReason) {
   o.cache_path = fresh_cache_db("non-finite");
   o.profile.min_seconds = 0.01;
   o.profile.min_repetitions = 3;
+  o.library_variants = false;
   o.candidates = [&](const ir::KernelGraph&, const backend::DeviceDescription&) {
     ir::KernelGraph unsafe, safe;
     auto e = unsafe.exp(logits(unsafe));

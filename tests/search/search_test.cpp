@@ -86,6 +86,27 @@ TEST(Search, NothingToFuseSaysSo) {
   EXPECT_TRUE(said);
 }
 
+// A library matmul is a call of the backend's BLAS: the search keeps it a kernel of its own and
+// says so, and fuses what follows it only among itself.
+TEST(Search, ALibraryMatmulIsNeverFused) {
+  ir::KernelGraph g;
+  auto x = g.input("x", {8, 16}, ir::DType::f32);
+  auto w = g.input("w", {16, 32}, ir::DType::f32);
+  auto y = g.add_node(ir::MatmulOp{.library = true}, {x, w}, "blas")[0];
+  g.mark_output(g.relu(y), "out");
+  const SearchResult r = superoptimize(g, testing::cpu_like_device(), quick_options());
+  for (const Candidate& c : r.ranked) {
+    EXPECT_EQ(c.kernels, 2);
+    bool kept = false;
+    for (const ir::Node& n : c.mugraph.nodes()) kept |= ir::is_library_matmul(n.op);
+    EXPECT_TRUE(kept) << ir::to_json(c.mugraph).dump();
+  }
+  bool said = false;
+  for (const std::string& n : r.notes)
+    said |= n.find("library matmul ('blas') cannot run inside a fused kernel") != std::string::npos;
+  EXPECT_TRUE(said) << ::testing::PrintToString(r.notes);
+}
+
 // Tiles divide dims exactly, so a prime reduction dim on a device that allows one block of small
 // tiles leaves no configuration: the search says which ops stay apart and why.
 TEST(Search, GroupWithoutAnyBlockConfigurationSaysWhy) {

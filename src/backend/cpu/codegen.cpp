@@ -5,6 +5,7 @@
 // a renamed pointer, since a row-major tensor's bytes do not move. Fused nodes are lowered by
 // codegen_block.cpp into functions of their own.
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <set>
 #include <variant>
@@ -115,6 +116,16 @@ class Lowering {
       out.raw(kQuantDriverSource);
       out.raw("}  // namespace yrq\n");
     }
+    if (uses_blas_) {
+      // blas.h BlasTable; filled by the backend after loading the module.
+      out.raw("\nextern \"C\" struct YrBlas {\n");
+      out.raw(
+          "  void (*sgemm)(int, int, int, int, int, int, float, const float*, int, const float*,");
+      out.raw(" int, float, float*, int);\n");
+      out.raw("  void (*set_threads)(int);\n  int (*get_threads)();\n");
+      out.raw("  void (*sgemv)(int, int, int, int, float, const float*, int, const float*, int,");
+      out.raw(" float, float*, int);\n} yr_blas = {};\n");
+    }
     out.raw("\n// ==== generated ====\n");
     out.raw(functions_.text());
     out.line("extern \"C\" size_t yr_workspace_bytes(int nt) {{");
@@ -182,7 +193,12 @@ class Lowering {
     std::visit(ir::Overloaded{
                    [&](const ir::InputOp&) {},
                    [&](const ir::ReshapeOp&) {},
-                   [&](const ir::MatmulOp&) { matmul(id, node); },
+                   [&](const ir::MatmulOp& op) {
+                     if (op.library)
+                       library_matmul(id, node);
+                     else
+                       matmul(id, node);
+                   },
                    [&](const ir::UnaryOp& op) {
                      const CTensor& x = in(node, 0);
                      body_.line("yr::unary_par({}, {}, {}, {}, nt);", unary_functor(op), x.ptr,
@@ -277,10 +293,13 @@ class Lowering {
                quant_kind(op.format), x.ptr, rows, k, jobs.size(), at);
   }
 
-  void matmul(int32_t id, const ir::Node& node) {
-    const CTensor &a = in(node, 0), &b = in(node, 1);
-    const CTensor& o = out(id);
-    const Dims &ad = a.type.dims, &bd = b.type.dims, &od = o.type.dims;
+  struct MatmulShape {
+    int64_t batches, m, n, k;
+    std::vector<int64_t> a_off, b_off;  // element offsets of each batch's A and B (broadcast)
+  };
+
+  MatmulShape matmul_shape(const ir::Node& node, const CTensor& o) const {
+    const Dims &ad = in(node, 0).type.dims, &bd = in(node, 1).type.dims, &od = o.type.dims;
     const int64_t m = od[od.size() - 2], n = od.back(), k = ad.back();
     const Dims batch(od.begin(), od.end() - 2);
     const Dims a_batch(ad.begin(), ad.end() - 2), b_batch(bd.begin(), bd.end() - 2);
@@ -303,6 +322,13 @@ class Lowering {
       a_off.push_back(index(a_batch) * m * k);
       b_off.push_back(index(b_batch) * k * n);
     }
+    return {batches, m, n, k, std::move(a_off), std::move(b_off)};
+  }
+
+  void matmul(int32_t id, const ir::Node& node) {
+    const CTensor &a = in(node, 0), &b = in(node, 1);
+    const CTensor& o = out(id);
+    const auto [batches, m, n, k, a_off, b_off] = matmul_shape(node, o);
     std::string c32 = o.ptr;
     if (o.type.dtype != DType::f32)
       c32 = fmt::format("((float*)(ws + {}))", scratch(batches * m * n * 4));
@@ -310,6 +336,46 @@ class Lowering {
                brace_list(b_off));
     body_.line("  yr::matmul({}, ao, bo, {}, {}, {}, {}, {}, {}, {}, thr, thr_stride, nt); }}",
                batches, m, n, k, a.ptr, b.ptr, o.ptr, c32);
+  }
+
+  // cblas_sgemm (or sgemv for one row) through the table the backend fills (blas.h), row-major,
+  // one call per batch: the library threads each call itself, on the module's thread count.
+  void library_matmul(int32_t id, const ir::Node& node) {
+    const CTensor &a = in(node, 0), &b = in(node, 1);
+    const CTensor& o = out(id);
+    for (const CTensor* t : {&a, &b, &o})
+      if (t->type.dtype != DType::f32)
+        fail("a library matmul computes in f32 only (cblas_sgemm), this one has {} {}",
+             t == &o ? "a result of" : "an operand of", ir::format_type(t->type));
+    const auto [batches, m, n, k, a_off, b_off] = matmul_shape(node, o);
+    for (int64_t extent : {m, n, k})
+      if (extent > std::numeric_limits<int>::max())
+        fail("extent {} exceeds the BLAS's 32-bit integers", extent);
+    uses_blas_ = true;
+    body_.line("if (!yr_blas.sgemm) {{");
+    body_.line(
+        "  snprintf(err, errlen, \"matmul '{}': a library matmul ran before the backend set "
+        "yr_blas\");",
+        node.name);
+    body_.line("  return 1;");
+    body_.line("}}");
+    body_.line("if (yr_blas.get_threads() != nt) yr_blas.set_threads(nt);");
+    body_.line("{{ static const int64_t ao[] = {}, bo[] = {};", brace_list(a_off),
+               brace_list(b_off));
+    body_.line("  for (int64_t q = 0; q < {}; ++q)", batches);
+    // 101, 111, 112: CblasRowMajor, CblasNoTrans, CblasTrans. One row is Bᵀ·a, a GEMV, as NumPy
+    // calls it: OpenBLAS 0.3.21's sgemm packs B even for one row, which costs more than the
+    // product when B is a large weight.
+    if (m == 1)
+      body_.line(
+          "    yr_blas.sgemv(101, 112, {0}, {1}, 1.0f, {2} + bo[q], {1}, {3} + ao[q], 1, 0.0f, "
+          "{4} + q * {1}, 1); }}",
+          k, n, b.ptr, a.ptr, o.ptr);
+    else
+      body_.line(
+          "    yr_blas.sgemm(101, 111, 111, {0}, {1}, {2}, 1.0f, {3} + ao[q], {2}, {4} + bo[q], "
+          "{1}, 0.0f, {5} + q * {6}, {1}); }}",
+          m, n, k, a.ptr, b.ptr, o.ptr, m * n);
   }
 
   void norm(int32_t id, const ir::Node& node, const Dims& shape, double eps, bool weight, bool bias,
@@ -426,6 +492,7 @@ class Lowering {
   int64_t fixed_bytes_ = 0;
   int64_t thread_bytes_ = 0;
   bool uses_quant_ = false;    // paste the quantized kernels
+  bool uses_blas_ = false;     // define the yr_blas table
   std::set<int32_t> grouped_;  // quant_matmul nodes already emitted with their group
   Emitter functions_;
   Emitter body_;

@@ -5,6 +5,12 @@
 // module; availability() says what failed otherwise. Threads: BackendOptions::threads, else
 // YIRAGE_CPU_THREADS, else the cores the process may use (the device description's "cores").
 // Compiles run with a timeout of YIRAGE_CPU_COMPILE_TIMEOUT seconds (default 300).
+//
+// Library matmuls (ops.h MatmulOp::library) call OpenBLAS's cblas_sgemm (blas.h). The device
+// description's capabilities "library_matmul" is {"name": "OpenBLAS 0.3.21", "threading",
+// "config", "dtypes": ["f32"]} when the library loaded, else {"unavailable": why}; compiling a
+// library matmul without it is an error naming the node, never a silent fallback to generated
+// code. The library's name and threading are part of codegen_settings().
 #include <sys/mman.h>
 
 #include <cstdlib>
@@ -16,6 +22,7 @@
 #include <fmt/ranges.h>
 
 #include "backend/backend_factories.h"
+#include "backend/cpu/blas.h"
 #include "backend/cpu/codegen.h"
 #include "backend/cpu/cpu_device.h"
 #include "backend/cpu/jit.h"
@@ -71,9 +78,13 @@ class CpuBuffer final : public Buffer {
 
 class CpuModule final : public Module {
  public:
-  CpuModule(const ir::KernelGraph& graph, std::shared_ptr<cpu::SharedObject> object, int threads)
+  // `blas`: the library for the graph's library matmuls; null when it has none.
+  CpuModule(const ir::KernelGraph& graph, std::shared_ptr<cpu::SharedObject> object, int threads,
+            const cpu::BlasLibrary* blas)
       : object_(std::move(object)), threads_(threads) {
     run_ = reinterpret_cast<RunFn>(object_->symbol("yr_run"));
+    // The same library's functions each time, so a module loaded twice sees the same values.
+    if (blas) *static_cast<cpu::BlasTable*>(object_->symbol("yr_blas")) = blas->table;
     auto workspace = reinterpret_cast<WorkspaceFn>(object_->symbol("yr_workspace_bytes"));
     workspace_ = std::make_unique<CpuBuffer>(workspace(threads_));
     for (const ir::TensorRef& in : graph.inputs()) {
@@ -174,6 +185,14 @@ class CpuBackend final : public Backend {
   DeviceDescription device() const override {
     DeviceDescription d = device_;
     d.capabilities["threads"] = threads_;
+    std::string why;
+    if (const auto& blas = cpu::openblas(why))
+      d.capabilities["library_matmul"] = {{"name", blas->name},
+                                          {"threading", blas->threading},
+                                          {"config", blas->config},
+                                          {"dtypes", {"f32"}}};
+    else
+      d.capabilities["library_matmul"] = {{"unavailable", why}};
     return d;
   }
 
@@ -188,21 +207,40 @@ class CpuBackend final : public Backend {
   // The compiler, its flags and the thread count: each changes which candidate is fastest.
   std::string codegen_settings() const override {
     if (!availability().available) return "unavailable";
-    return fmt::format("compiler={} flags={} threads={}", toolchain_->version,
-                       fmt::join(toolchain_->flags, " "), threads_);
+    std::string why;
+    const auto& blas = cpu::openblas(why);
+    return fmt::format("compiler={} flags={} threads={} blas={}", toolchain_->version,
+                       fmt::join(toolchain_->flags, " "), threads_,
+                       blas ? fmt::format("{} ({})", blas->name, blas->threading) : "none");
   }
 
   std::unique_ptr<Module> compile(const ir::KernelGraph& graph) override {
     require_available();
+    const cpu::BlasLibrary* blas = library_for(graph);
     const std::string source = cpu::generate_source(graph);
     cpu::CompiledObject object = cpu::compile_and_load(source, *toolchain_, timeout());
-    return std::make_unique<CpuModule>(graph, object.object, threads_);
+    return std::make_unique<CpuModule>(graph, object.object, threads_, blas);
   }
 
  private:
   void require_available() const {
     Availability a = availability();
     if (!a.available) fail("backend 'cpu' is unavailable: {}", a.reason);
+  }
+
+  // The BLAS for the graph's library matmuls, null when it has none; an error naming the first
+  // one when the library is missing.
+  static const cpu::BlasLibrary* library_for(const ir::KernelGraph& graph) {
+    for (const ir::Node& node : graph.nodes()) {
+      if (!ir::is_library_matmul(node.op)) continue;
+      std::string why;
+      const auto& blas = cpu::openblas(why);
+      if (!blas)
+        fail("cpu backend: node '{}' is a library matmul, but no BLAS library is available: {}",
+             node.name, why);
+      return &*blas;
+    }
+    return nullptr;
   }
 
   static double timeout() { return double(env_int("YIRAGE_CPU_COMPILE_TIMEOUT", 300)); }
