@@ -35,9 +35,12 @@ r = json.load(open(sys.argv[1]))
 target, limit, seconds_target, wall = sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5])
 fewest = min(c["kernels"] for c in r["ranked"])
 ok = r["verified"] and fewest <= limit and r["search_seconds"] <= seconds_target
+# The float check's summary: "... (error relative to ...): uniform: ...: ok; large: ...; passed".
+summary = r["float_check"]
+check = summary.split("): ", 1)[1] if "): " in summary else summary.split(": ", 1)[-1]
 print(f'{target:<15} {r["search_seconds"]:8.2f} {wall:6.1f} {r["states"]:9d} {r["pruned"]:9d} '
       f'{r["candidates"]:6d} {r["verified_candidates"]:5d} {r["kernels"]:8d} {fewest:7d} {limit:6d} '
-      f'{"ok" if ok else "MISSED"} (bound {r["false_accept_bound"]:.1e}; {r["float_check"].split(":")[1].strip()})')
+      f'{"ok" if ok else "MISSED"} (bound {r["false_accept_bound"]:.1e}; float check {check})')
 for n in r["notes"]:
     print(f'{"":15} note: {n}')
 PY
