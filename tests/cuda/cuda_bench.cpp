@@ -27,6 +27,7 @@
 #include "backend/backend.h"
 #include "backend/cuda/cuda.h"
 #include "backend/cuda/driver.h"
+#include "h200_description.h"
 #include "search/search.h"
 #include "suite/suite.h"
 #include "support/error.h"
@@ -188,18 +189,7 @@ nlohmann::json tuned_row(backend::Backend& cuda, const Options& o, const suite::
   return row;
 }
 
-// What an H200 reports to the search, for running the search where no GPU is.
-backend::DeviceDescription h200_description() {
-  backend::DeviceDescription d;
-  d.name = "NVIDIA H200 (described, not present)";
-  d.fingerprint = "offline-h200";
-  d.capabilities = {{"compute_capability", "9.0"},
-                    {"sm_arch", "sm_90"},
-                    {"multiprocessors", 132},
-                    {"shared_memory_per_block_optin_bytes", 232448}};
-  d.capabilities["search"] = backend::cuda::search_space(132, 232448);
-  return d;
-}
+using yirage::testing::h200_description;
 
 // The search's candidates and the unfused graph, lowered as the backend would on an H200 and
 // compiled with NVRTC; one row per candidate. Returns how many failed.

@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include "backend/cuda/cuda.h"
+#include "cuda/h200_description.h"
 #include "cuda/suite_mugraphs.h"
 #include "search/internal.h"
 #include "search/search.h"
@@ -31,17 +32,7 @@ using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-backend::DeviceDescription h200_description() {
-  backend::DeviceDescription d;
-  d.name = "NVIDIA H200 (described, not present)";
-  d.fingerprint = "offline-h200";
-  d.capabilities = {{"compute_capability", "9.0"},
-                    {"sm_arch", "sm_90"},
-                    {"multiprocessors", 132},
-                    {"shared_memory_per_block_optin_bytes", 232448}};
-  d.capabilities["search"] = backend::cuda::search_space(132, 232448);
-  return d;
-}
+using yirage::testing::h200_description;
 
 // The hand-built tiling `name` of rmsnorm_linear bs1.
 ir::KernelGraph hand_built(const std::string& name) {
