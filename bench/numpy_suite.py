@@ -6,12 +6,24 @@ Set OPENBLAS_NUM_THREADS (and OMP_NUM_THREADS) before importing this module: it 
 and OpenBLAS reads them once, when numpy loads it.
 """
 import math
+import platform
 import statistics
 import time
 
 import numpy as np
 
 HIDDEN, INTER = 4096, 14336
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def l3_bytes():

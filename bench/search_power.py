@@ -20,11 +20,12 @@ import argparse
 import json
 import math
 import os
-import platform
 import subprocess
 import sys
 import tempfile
 import time
+
+import numpy_suite  # bench/, beside this script: the machine facts the reports share
 
 
 class Graph:
@@ -193,17 +194,6 @@ CORPUS = [
 ]
 
 
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def run_json(cmd):
     """Runs a yirage command that prints one JSON object; returns (object or None, error line)."""
     p = subprocess.run(cmd, capture_output=True, text=True)
@@ -319,7 +309,7 @@ def main():
                             text=True).stdout.strip()
     header = [f"# bench/search_power.py --budget {args.budget:g}  (commit {commit}, "
               f"{time.strftime('%Y-%m-%d', time.gmtime())})",
-              f"# {cpu_model()}, {os.cpu_count()} cores; "
+              f"# {numpy_suite.cpu_model()}, {os.cpu_count()} cores; "
               f"search and profile with 2 threads on the cpu backend",
               "# kern: kernels of the input graph -> of the proved µGraph with the fewest; fused: "
               "fewer than the input; verified: the best-estimated µGraph proved and float-checked",

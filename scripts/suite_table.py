@@ -17,7 +17,6 @@ import json
 import math
 import os
 import pathlib
-import platform
 import subprocess
 import sys
 import time
@@ -33,17 +32,6 @@ os.environ["OMP_NUM_THREADS"] = str(THREADS)
 sys.path.insert(0, str(ROOT / "bench"))
 import numpy as np  # noqa: E402
 import numpy_suite  # noqa: E402
-
-
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def run_yirage(args):
@@ -108,7 +96,7 @@ def main():
                  f"release --target yirage)")
 
     # Other work on the machine slows whichever side it overlaps, so the load goes on record.
-    print(f"# {cpu_model()}, {THREADS} threads for ours and numpy; L3 "
+    print(f"# {numpy_suite.cpu_model()}, {THREADS} threads for ours and numpy; L3 "
           f"{numpy_suite.l3_bytes() >> 20} MiB; numpy {np.__version__}; "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; load average "
           f"{os.getloadavg()[0]:.1f}", flush=True)
