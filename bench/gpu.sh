@@ -18,7 +18,11 @@ cmake --build "$BUILD" -j16 --target yirage yirage_cuda_tests yirage_cuda_bench 
   tail -5
 "$BUILD/yirage" backends --json > "$RESULTS/backends.json" || true
 "$BUILD/yirage" backends | tee "$RESULTS/backends.txt" || true
+steps=${STEPS:-tests,tune,bench}
+STEPS=",$steps,"
+CACHE=${CACHE:-$RESULTS/tuning.sqlite}
 tests_rc=0
+if [[ $STEPS == *,tests,* ]]; then
 YIRAGE_REQUIRE_CUDA=1 "$BUILD/tests/cuda/yirage_cuda_tests" --gtest_filter='CudaGpu.*:*.BestMatchesReferenceOnGpu/*' \
   > "$RESULTS/gpu_tests.log" 2>&1 || tests_rc=$?
 # The kernel-level matmuls again as generated kernels, without cuBLAS.
@@ -55,16 +59,23 @@ YIRAGE_CUDA_PDL=0 YIRAGE_REQUIRE_CUDA=1 "$BUILD/tests/cuda/yirage_cuda_tests" \
   --gtest_filter='CudaGpu.KernelLevel*' >> "$RESULTS/gpu_tests.log" 2>&1 || tests_rc=$?
 grep -E "^\[|Failure|error|expected|Which is" "$RESULTS/gpu_tests.log" | tail -40 || true
 echo "CUDA GPU tests exit status: $tests_rc"
+fi
 # The benchmark keeps the generated sources for the SASS summary below.
 export YIRAGE_CUDA_DUMP="$PWD/$BUILD/dump"
 # BENCH_TIMEOUT bounds the benchmark (seconds), or DEADLINE this whole script; results are
 # written after every round.
 bench_timeout=${BENCH_TIMEOUT:-100000}
 [[ -n "${DEADLINE:-}" ]] && bench_timeout=$((DEADLINE - SECONDS))
-timeout "$bench_timeout" python3 bench/gpu_bench.py \
-  --ours-bin "$BUILD/tests/cuda/yirage_cuda_bench" --out "$RESULTS" \
-  --command "${GPU_COMMAND:-bash bench/gpu.sh $*}" "$@" 2>&1 | tee "$RESULTS/bench.log" |
-  grep -v '^ours '
+bench=(timeout "$bench_timeout" python3 bench/gpu_bench.py --ours-bin
+  "$BUILD/tests/cuda/yirage_cuda_bench" --out "$RESULTS" --cache "$CACHE"
+  --command "${GPU_COMMAND:-STEPS=$steps bash bench/gpu.sh $*}" "$@")
+[[ $STEPS != *,tune,* ]] || rm -f "$CACHE"
+if [[ $STEPS == *,tune,* && $STEPS != *,bench,* ]]; then
+  "${bench[@]}" --tune-only 2>&1 | tee "$RESULTS/tune.log" | grep -v '^ours '
+elif [[ $STEPS == *,bench,* ]]; then
+  # Without a tune step, the bench's first round tunes whatever $CACHE does not hold yet.
+  "${bench[@]}" 2>&1 | tee "$RESULTS/bench.log" | grep -v '^ours '
+fi
 # Evidence for the report: registers/spills and instruction counts of the main fused kernels.
 if command -v cuobjdump > /dev/null; then
   for f in "$YIRAGE_CUDA_DUMP"/yr_fused_fused_{rmsnorm_linear,gated_mlp,attention,norm_gate_up}-*.cu; do
