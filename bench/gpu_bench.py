@@ -145,19 +145,25 @@ def matmul_rate():
     return 2 * 8192 ** 3 / (us * 1e-6)
 
 
-def run_ours(a, cache, round_index):
+def run_ours(a, cache, round_index, rows_file=None):
     # Later rounds are cache hits of the winners the first round checked: they only time.
     cmd = [a.ours_bin, "--workloads", a.workloads, "--cache", cache,
            "--search-seconds", str(a.search_seconds)] + (["--no-check"] if round_index else [])
     t0 = time.time()
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if round_index == 0:
-        sys.stderr.write(proc.stderr)  # the tuner's log: candidates, their times, the winner
+    # Rows are read as the driver prints them (and appended to rows_file), so that a deadline
+    # loses only the row in progress; the first round's stderr, the tuner's log (candidates,
+    # their times, the winner), passes straight through.
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True,
+                            stderr=None if round_index == 0 else subprocess.DEVNULL)
     rows = {}
-    for line in proc.stdout.splitlines():
+    for line in proc.stdout:
         row = json.loads(line)
         print("ours", json.dumps({k: v for k, v in row.items() if k != "candidates"}), flush=True)
         rows[(row["workload"], row["bs"])] = row
+        if rows_file:
+            with open(rows_file, "a") as f:
+                f.write(json.dumps(row) + "\n")
+    proc.wait()
     print(f"ours round {round_index + 1} done in {time.time() - t0:.0f} s", flush=True)
     return rows
 
@@ -203,10 +209,10 @@ def main():
         os.remove(cache)  # the first round tunes from scratch
     t0 = time.time()
     if a.tune_only:
-        ours = run_ours(a, cache, 0)
-        with open(os.path.join(a.out, "tune_rows.jsonl"), "w") as f:
-            for row in ours.values():
-                f.write(json.dumps(row) + "\n")
+        rows_file = os.path.join(a.out, "tune_rows.jsonl")
+        if os.path.exists(rows_file):
+            os.remove(rows_file)
+        ours = run_ours(a, cache, 0, rows_file)
         for (name, bs), row in ours.items():
             print(f"{name:16} bs{bs}  correct={row.get('correct')}  "
                   f"{row.get('median_us', float('nan')):8.1f} us  {row.get('winner', row.get('error'))}")
@@ -307,8 +313,8 @@ def write_md(res, path):
     f = lambda v, fmt="{:.1f}": fmt.format(v) if v is not None else "—"
     rng = [g for g in res["geomean_per_round"] if g]
     lines = [
-        "# The public suite on the H200, fp16: what YiRage's tuner chose on the cuda backend, "
-        "against PyTorch",
+        f"# The public suite on the {res['gpu']}, fp16: what YiRage's tuner chose on the cuda "
+        "backend, against PyTorch",
         "",
         f"Produced in one run on the device machine at commit `{res['commit']}` by:",
         "",
