@@ -208,7 +208,7 @@ class FusedBlocks final : public HotBlocks {
                                              size_t index, size_t count,
                                              const FusedBlockOptions& options) {
     tune::OptimizeOptions o;
-    o.search_seconds = options.search_seconds;
+    o.search.budget_seconds = options.search_seconds;
     o.max_candidates = 3;
     o.profile.min_seconds = 0.1;
     if (options.detail) o.log = [&](const std::string& line) { options.detail("  " + line); };
@@ -217,8 +217,7 @@ class FusedBlocks final : public HotBlocks {
     if (options.progress) {
       const double seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      const tune::CandidateRecord& winner =
-          result.entry.candidates.at(static_cast<size_t>(result.entry.chosen));
+      const tune::CandidateRecord& winner = result.entry.winner();
       options.progress(
           fmt::format("[{}/{}] {}: {} ({:.3f} ms), {}", index + 1, count, what, winner.label,
                       winner.seconds * 1e3,

@@ -53,13 +53,7 @@ struct Optimized {
   nb::dict last_run;
 };
 
-// What superoptimize hands the pipeline: the search's options plus the tuner's.
-struct Settings {
-  search::SearchOptions search;
-  tune::OptimizeOptions tune;
-};
-
-void apply_config(Settings& settings, nb::handle config) {
+void apply_config(tune::OptimizeOptions& settings, nb::handle config) {
   if (config.is_none()) return;
   if (!nb::isinstance<nb::dict>(config))
     fail("superoptimize: config must be a dict of options or None, got {}",
@@ -77,13 +71,13 @@ void apply_config(Settings& settings, nb::handle config) {
     } else if (key == "target_bound") {
       settings.search.fingerprint.target_bound = nb::cast<double>(value);
     } else if (key == "cache") {
-      settings.tune.cache_path = nb::cast<std::string>(value);
+      settings.cache_path = nb::cast<std::string>(value);
     } else if (key == "read_cache") {
-      settings.tune.read_cache = nb::cast<bool>(value);
+      settings.read_cache = nb::cast<bool>(value);
     } else if (key == "max_candidates") {
-      settings.tune.max_candidates = nb::cast<int>(value);
+      settings.max_candidates = nb::cast<int>(value);
     } else if (key == "profile_seconds") {
-      settings.tune.profile.min_seconds = nb::cast<double>(value);
+      settings.profile.min_seconds = nb::cast<double>(value);
     } else {
       fail(
           "superoptimize: unknown config key '{}' (known: threads, seed, max_states, checkpoint, "
@@ -179,106 +173,20 @@ nb::dict float_check_dict(const search::FloatCheck& check) {
   return d;
 }
 
-std::unique_ptr<Optimized> superoptimize(const Graph& g, const std::string& backend_choice,
-                                         nb::handle config, std::optional<double> budget,
-                                         bool verbose) {
-  auto opt = std::make_unique<Optimized>();
-  opt->graph = *g.graph;
-  if (opt->graph.outputs().empty())
-    fail("superoptimize: the graph has no outputs; mark at least one with mark_output");
-  Settings settings;
-  if (budget) {
-    if (!(*budget > 0)) fail("superoptimize: budget must be a positive number of seconds");
-    settings.search.budget_seconds = *budget;
-  }
-  apply_config(settings, config);
-
-  Printer printer;
-  if (verbose) {
-    settings.search.progress = [&printer](const search::SearchProgress& p) {
-      printer.add(fmt::format(
-          "search: {:.1f} s, {} states ({:.0f}/s), {} pruned, {} candidates, {} verified",
-          p.seconds, p.states, p.states_per_second, p.pruned, p.candidates, p.verified));
-    };
-    settings.tune.log = [&printer](const std::string& line) { printer.add("tune: " + line); };
-  }
-  // The tuner asks for candidates here, so the search runs with the caller's options and its
-  // statistics and proofs stay at hand for the report. Labels index into found.ranked.
-  std::optional<search::SearchResult> found;
-  double search_seconds = 0;
-  constexpr std::string_view kSearchLabel = "search #";
-  const std::atomic<bool>* interrupted = nullptr;
-  settings.search.should_stop = [&interrupted] { return interrupted && *interrupted; };
-  settings.tune.candidates = [&](const ir::KernelGraph& graph,
-                                 const backend::DeviceDescription& device) {
-    Clock::time_point start = Clock::now();
-    found = search::superoptimize(graph, device, settings.search);
-    search_seconds = seconds_since(start);
-    if (*interrupted) throw Interrupted{};  // skips compiling and profiling the candidates
-    std::vector<tune::Candidate> candidates;
-    for (size_t i = 0; i < found->ranked.size(); ++i)
-      candidates.push_back(
-          {fmt::format("{}{} ({} kernels)", kSearchLabel, i, found->ranked[i].kernels),
-           found->ranked[i].mugraph});
-    return candidates;
-  };
-
-  tune::OptimizeResult tuned;
-  Clock::time_point compile_seconds_start;
-  run_interruptibly(
-      [&](const std::atomic<bool>& flag) {
-        interrupted = &flag;
-        // Backends probe the machine when first asked (the cpu backend builds a module), so even
-        // choosing one happens here, without the GIL.
-        opt->backend_name =
-            backend_choice == "auto" ? backend::default_backend_name() : backend_choice;
-        opt->backend = &backend::get_backend(opt->backend_name);
-        opt->host_memory = backend_uses_host_memory(*opt->backend);
-        tuned = tune::optimize(opt->graph, *opt->backend, settings.tune);
-        if (flag) throw Interrupted{};
-        compile_seconds_start = Clock::now();
-        opt->module = opt->backend->compile(tuned.chosen);
-      },
-      printer);
-  double compile_seconds = seconds_since(compile_seconds_start);
-  opt->mugraph = tuned.chosen;
-
-  // Which program runs, and why it computes what the graph computes.
+// What superoptimize found and what runs, for OptimizedGraph.report().
+nb::dict report_of(const ir::KernelGraph& graph, const tune::OptimizeResult& tuned,
+                   const backend::Backend& backend, const std::string& backend_name,
+                   double compile_seconds) {
   const tune::CacheEntry& entry = tuned.entry;
-  const std::string& label = entry.candidates.at(size_t(entry.chosen)).label;
-  std::optional<size_t> ranked_index;
-  if (found && label.starts_with(kSearchLabel))
-    ranked_index = std::stoul(label.substr(kSearchLabel.size()));
-  verify::EquivalenceResult proof;
-  std::string proof_text;
-  if (label == "unfused") {
-    proof.equivalent = proof.bound_met = true;
-    proof.false_accept_bound = 0;
-    proof_text = "the graph itself, unfused";
-  } else {
-    if (ranked_index) {
-      proof = found->ranked[*ranked_index].proof;
-    } else {  // a cache hit: proved again here rather than trusted from the file
-      nb::gil_scoped_release release;
-      proof = verify::check_equivalent(opt->graph, tuned.chosen, settings.search.fingerprint);
-      if (!proof.equivalent)
-        fail(
-            "superoptimize: the cached winner {} (entry {}) does not compute what the graph "
-            "computes: {}; run with config={{'read_cache': False}} to replace it",
-            label, entry.key.id(), proof.summary());
-    }
-    proof_text = proof.summary();
-  }
-
-  nb::dict& r = opt->report;
-  r["backend"] = opt->backend_name;
-  r["device"] = opt->backend->device().name;
+  nb::dict r;
+  r["backend"] = backend_name;
+  r["device"] = backend.device().name;
   r["kernels"] = search::count_kernels(tuned.chosen);
-  r["unfused_kernels"] = search::count_kernels(opt->graph);
-  r["verified"] = proof.equivalent && proof.bound_met;
-  r["proof"] = proof_text;
-  r["false_accept_bound"] = proof.false_accept_bound;
-  r["chosen"] = label;
+  r["unfused_kernels"] = search::count_kernels(graph);
+  r["verified"] = tuned.proof.equivalent && tuned.proof.bound_met;
+  r["proof"] = tuned.proof.summary();
+  r["false_accept_bound"] = tuned.proof.false_accept_bound;
+  r["chosen"] = entry.winner().label;
   r["measured_seconds"] = entry.chosen_seconds;
   nb::list measured;
   for (const tune::CandidateRecord& c : entry.candidates) {
@@ -292,9 +200,9 @@ std::unique_ptr<Optimized> superoptimize(const Graph& g, const std::string& back
   r["candidates_measured"] = measured;
   r["cache_hit"] = tuned.cache_hit;
   r["cache_entry"] = entry.key.id();
-  r["search_seconds"] = search_seconds;
+  r["search_seconds"] = tuned.search_seconds;
   r["compile_seconds"] = compile_seconds;
-  const search::SearchStats stats = found ? found->stats : search::SearchStats{};
+  const search::SearchStats stats = tuned.search ? tuned.search->stats : search::SearchStats{};
   r["states"] = stats.states;
   r["pruned"] = stats.pruned;
   r["candidates"] = stats.candidates;
@@ -302,11 +210,65 @@ std::unique_ptr<Optimized> superoptimize(const Graph& g, const std::string& back
   r["budget_exhausted"] = stats.budget_exhausted;
   r["resumed"] = stats.resumed;
   // The search's float check is of its best-ranked candidate.
-  if (found && ranked_index == 0) r["float_check"] = float_check_dict(found->float_check);
+  if (tuned.search && entry.winner().label.starts_with("search #0 "))
+    r["float_check"] = float_check_dict(tuned.search->float_check);
   nb::list notes;
-  if (found)
-    for (const std::string& note : found->notes) notes.append(note);
+  if (tuned.search)
+    for (const std::string& note : tuned.search->notes) notes.append(note);
   r["notes"] = notes;
+  return r;
+}
+
+std::unique_ptr<Optimized> superoptimize(const Graph& g, const std::string& backend_choice,
+                                         nb::handle config, std::optional<double> budget,
+                                         bool verbose) {
+  auto opt = std::make_unique<Optimized>();
+  opt->graph = *g.graph;
+  if (opt->graph.outputs().empty())
+    fail("superoptimize: the graph has no outputs; mark at least one with mark_output");
+  tune::OptimizeOptions settings;
+  if (budget) {
+    if (!(*budget > 0)) fail("superoptimize: budget must be a positive number of seconds");
+    settings.search.budget_seconds = *budget;
+  }
+  apply_config(settings, config);
+
+  Printer printer;
+  if (verbose) {
+    settings.search.progress = [&printer](const search::SearchProgress& p) {
+      printer.add(fmt::format(
+          "search: {:.1f} s, {} states ({:.0f}/s), {} pruned, {} candidates, {} verified",
+          p.seconds, p.states, p.states_per_second, p.pruned, p.candidates, p.verified));
+    };
+    settings.log = [&printer](const std::string& line) { printer.add("tune: " + line); };
+  }
+  const std::atomic<bool>* interrupted = nullptr;
+  settings.search.should_stop = [&interrupted] { return interrupted && *interrupted; };
+  // A search stopped by Ctrl-C skips compiling and profiling its candidates.
+  settings.progress = [&interrupted](tune::TuneStage stage, int) {
+    if (stage != tune::TuneStage::search && interrupted && *interrupted) throw Interrupted{};
+  };
+
+  tune::OptimizeResult tuned;
+  Clock::time_point compile_seconds_start;
+  run_interruptibly(
+      [&](const std::atomic<bool>& flag) {
+        interrupted = &flag;
+        // Backends probe the machine when first asked (the cpu backend builds a module), so even
+        // choosing one happens here, without the GIL.
+        opt->backend_name =
+            backend_choice == "auto" ? backend::default_backend_name() : backend_choice;
+        opt->backend = &backend::get_backend(opt->backend_name);
+        opt->host_memory = backend_uses_host_memory(*opt->backend);
+        tuned = tune::optimize(opt->graph, *opt->backend, settings);
+        if (flag) throw Interrupted{};
+        compile_seconds_start = Clock::now();
+        opt->module = opt->backend->compile(tuned.chosen);
+      },
+      printer);
+  opt->mugraph = tuned.chosen;
+  opt->report = report_of(opt->graph, tuned, *opt->backend, opt->backend_name,
+                          seconds_since(compile_seconds_start));
   return opt;
 }
 

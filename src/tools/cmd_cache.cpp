@@ -33,9 +33,7 @@ void list(const std::string& path) {
   fmt::print("{:<12}  {:<9}  {:<16}  {:<16}  {:>12}  {:<20}  {}\n", "id", "backend", "device",
              "graph", "time", "created", "chosen");
   for (const tune::CacheEntry& e : entries) {
-    const std::string chosen = e.chosen >= 0 && size_t(e.chosen) < e.candidates.size()
-                                   ? e.candidates[size_t(e.chosen)].label
-                                   : "?";
+    const std::string chosen = e.has_winner() ? e.winner().label : "?";
     fmt::print("{:<12}  {:<9}  {:<16}  {:<16}  {:>12}  {:<20}  {}\n", e.key.id().substr(0, 12),
                e.key.backend, e.key.fingerprint, e.key.graph_hash, format_seconds(e.chosen_seconds),
                e.created, chosen);
@@ -103,9 +101,8 @@ void tuned_optimize(const TunedOptimizeOptions& o) {
   tune::OptimizeOptions options;
   options.cache_path = cache_path(o.cache);
   options.read_cache = !o.force;
-  options.search_seconds = o.budget;
-  options.pruner = o.pruner;
-  options.profile.seed = o.seed;
+  options.search = o.search;
+  options.profile.seed = o.profile_seed;
   std::vector<std::string> lines;
   options.log = [&](const std::string& line) {
     if (o.json)
@@ -115,7 +112,8 @@ void tuned_optimize(const TunedOptimizeOptions& o) {
   };
   if (!o.json) fmt::print("backend: {}\n", describe_backend(backend));
   tune::OptimizeResult r = tune::optimize(graph, backend, options);
-  const tune::CandidateRecord& chosen = r.entry.candidates.at(size_t(r.entry.chosen));
+  const bool proved = r.proof.equivalent && r.proof.bound_met;
+  const tune::CandidateRecord& chosen = r.entry.winner();
   if (!o.out.empty()) {
     ir::save_kernel_graph(r.chosen, o.out);
     if (!o.json) fmt::print("wrote {}\n", o.out);
@@ -127,17 +125,26 @@ void tuned_optimize(const TunedOptimizeOptions& o) {
                             {"status", c.status},
                             {"seconds", c.seconds},
                             {"message", c.message}});
-    nlohmann::json j = {
-        {"cache_hit", r.cache_hit},        {"entry", r.entry.key.id()},
-        {"backend", r.entry.key.backend},  {"fingerprint", r.entry.key.fingerprint},
-        {"chosen", chosen.label},          {"chosen_seconds", r.entry.chosen_seconds},
-        {"candidates", candidates},        {"log", lines},
-        {"mugraph", ir::to_json(r.chosen)}};
+    nlohmann::json j = {{"cache_hit", r.cache_hit},
+                        {"entry", r.entry.key.id()},
+                        {"backend", r.entry.key.backend},
+                        {"fingerprint", r.entry.key.fingerprint},
+                        {"chosen", chosen.label},
+                        {"chosen_seconds", r.entry.chosen_seconds},
+                        {"candidates", candidates},
+                        {"log", lines},
+                        {"verified", proved},
+                        {"proof", r.proof.summary()},
+                        {"false_accept_bound", r.proof.false_accept_bound},
+                        {"search_seconds", r.search_seconds},
+                        {"notes", r.search ? r.search->notes : std::vector<std::string>{}},
+                        {"mugraph", ir::to_json(r.chosen)}};
     fmt::print("{}\n", j.dump());
     return;
   }
   fmt::print("{}: {} ({})\n", r.cache_hit ? "cached winner" : "winner", chosen.label,
              format_seconds(r.entry.chosen_seconds));
+  fmt::print("proof: {}\n", r.proof.summary());
 }
 
 std::optional<ir::KernelGraph> cached_winner_for(const ir::KernelGraph& graph,

@@ -131,18 +131,6 @@ void optimize(const OptimizeOptions& o) {
   const backend::BackendInfo info = pick_description(o.backend);
   // A backend that runs here and is worth tuning (cpu, cuda): search, compile, profile, select
   // and cache (tune::optimize). Otherwise the search alone, on the device's description.
-  if (info.device.tunable && info.availability.available && !o.no_tune) {
-    tuned_optimize({.file = o.file,
-                    .backend = info.name,
-                    .cache = o.cache,
-                    .out = o.out,
-                    .budget = o.budget,
-                    .seed = o.seed,
-                    .pruner = o.pruner,
-                    .force = o.force,
-                    .json = o.json});
-    return;
-  }
   search::SearchOptions options;
   options.budget_seconds = o.budget;
   options.max_states = o.max_states;
@@ -159,6 +147,18 @@ void optimize(const OptimizeOptions& o) {
       std::fflush(stderr);
     };
   options.should_stop = [] { return interrupted.load(); };
+  if (info.device.tunable && info.availability.available && !o.no_tune) {
+    if (tty) options.progress = nullptr;  // the tuner's log lines say where it is
+    tuned_optimize({.file = o.file,
+                    .backend = info.name,
+                    .cache = o.cache,
+                    .out = o.out,
+                    .search = options,
+                    .profile_seed = o.seed,
+                    .force = o.force,
+                    .json = o.json});
+    return;
+  }
   struct sigaction action = {}, previous = {};
   action.sa_handler = on_interrupt;
   action.sa_flags = SA_RESETHAND;

@@ -133,7 +133,7 @@ TunedWorkload tune_workload(backend::Backend& backend, const ir::KernelGraph& gr
   tune::OptimizeOptions options;
   options.cache_path = o.cache;
   options.read_cache = !o.force;
-  options.search_seconds = o.search_seconds;
+  options.search.budget_seconds = o.search_seconds;
   options.profile.seed = o.seed;
   options.progress = [&](tune::TuneStage stage, int candidates) {
     progress.add(stage == tune::TuneStage::search
@@ -168,7 +168,7 @@ nlohmann::json workload_json(const std::string& name, const SuiteOptions& o,
   nlohmann::json candidates = nlohmann::json::array();
   for (const tune::CandidateRecord& c : entry.candidates)
     candidates.push_back({{"label", c.label}, {"status", c.status}, {"seconds", c.seconds}});
-  const std::string& label = entry.candidates.at(size_t(entry.chosen)).label;
+  const std::string& label = entry.winner().label;
   return {{"workload", name},
           {"bs", o.bs},
           {"dtype", o.dtype},
@@ -208,7 +208,7 @@ void tune_suite(backend::Backend& backend, const std::vector<std::string>& names
     const TunedWorkload w =
         tune_workload(backend, suite::build_workload(names[i], o.bs, dtype), o, progress);
     const std::string winner =
-        short_label(w.tuned.entry.candidates.at(size_t(w.tuned.entry.chosen)).label);
+        short_label(w.tuned.entry.winner().label);
     total_tuning += w.tune_seconds + w.compile_seconds;
     progress.finish(fmt::format(
         " {} {}, {}", winner, format_micros(w.steady_seconds),

@@ -25,10 +25,9 @@ void add_verify_command(CLI::App& app);    // a user's µGraph against a graph (
 // which searches, compiles, profiles and caches, or answers from the cache.
 struct TunedOptimizeOptions {
   std::string file, backend, cache, out;
-  double budget = 60;
-  uint64_t seed = 0;
-  search::Pruner pruner = search::SearchOptions{}.pruner;
-  bool force = false;  // search and profile even on a cache hit
+  search::SearchOptions search;  // as `yirage optimize` without tuning would search
+  uint64_t profile_seed = 0;     // the profiler's and the float check's inputs
+  bool force = false;            // search and profile even on a cache hit
   bool json = false;
 };
 void tuned_optimize(const TunedOptimizeOptions& options);

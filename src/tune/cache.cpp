@@ -356,4 +356,11 @@ int TuningCache::clear(std::optional<std::string> id) {
   }
 }
 
+const CandidateRecord& CacheEntry::winner() const {
+  if (!has_winner())
+    fail("tuning cache: entry {} names candidate {} as its winner, but has {} candidates",
+         key.id().substr(0, 12), chosen, candidates.size());
+  return candidates[size_t(chosen)];
+}
+
 }  // namespace yirage::tune

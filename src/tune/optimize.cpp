@@ -36,21 +36,38 @@ std::string signature_of(const ir::KernelGraph& graph) {
   return fmt::format("({}) -> ({})", fmt::join(parts, ", "), fmt::join(outs, ", "));
 }
 
-std::vector<Candidate> search_candidates(const ir::KernelGraph& graph,
-                                         const backend::DeviceDescription& device, double seconds,
-                                         search::Pruner pruner) {
-  search::SearchOptions options;
-  options.budget_seconds = seconds;
-  options.pruner = pruner;
-  search::SearchResult result = search::superoptimize(graph, device, options);
+std::vector<Candidate> candidates_of(const search::SearchResult& result) {
   std::vector<Candidate> candidates;
   for (size_t i = 0; i < result.ranked.size(); ++i) {
     const search::Candidate& c = result.ranked[i];
     candidates.push_back({fmt::format("search #{} ({} kernel{}, estimated {:.3g} s)", i, c.kernels,
                                       c.kernels == 1 ? "" : "s", c.estimated_seconds),
-                          c.mugraph});
+                          c.mugraph, c.proof});
   }
   return candidates;
+}
+
+// The unfused graph computes what it computes: no trial is needed and nothing can be wrong.
+verify::EquivalenceResult proof_by_identity() {
+  verify::EquivalenceResult proof;
+  proof.equivalent = proof.bound_met = true;
+  proof.per_trial_bound = proof.false_accept_bound = 0;
+  proof.assumptions = {"nothing: the winner is the graph itself, unfused"};
+  return proof;
+}
+
+// A proof for a candidate that came without one: by identity when it is the graph itself, else
+// by the fingerprint check with the search's options.
+verify::EquivalenceResult prove(const ir::KernelGraph& graph, const ir::KernelGraph& candidate,
+                                const verify::FingerprintOptions& options) {
+  if (ir::structural_hash(candidate) == ir::structural_hash(graph) &&
+      candidate.nodes().size() == graph.nodes().size())
+    return proof_by_identity();
+  return verify::check_equivalent(graph, candidate, options);
+}
+
+bool proved(const verify::EquivalenceResult& proof) {
+  return proof.equivalent && proof.bound_met;
 }
 
 // Rebuilds `g` so that its inputs come in `order` (indices into g.inputs()).
@@ -154,7 +171,9 @@ void add_library_variants(std::vector<Candidate>& candidates,
   const size_t base = candidates.size();
   for (size_t i = 0; i < base; ++i)
     if (std::optional<ir::KernelGraph> v = with_library_matmuls(candidates[i].graph, *offer))
-      candidates.push_back({fmt::format("{} + {}", candidates[i].label, offer->name), *v});
+      // The same operations, the matmuls run by the library: the base candidate's proof holds.
+      candidates.push_back(
+          {fmt::format("{} + {}", candidates[i].label, offer->name), *v, candidates[i].proof});
 }
 
 }  // namespace
@@ -183,10 +202,18 @@ std::optional<ir::KernelGraph> cached_winner(const ir::KernelGraph& graph,
                                              const std::filesystem::path& cache_path) {
   TuningCache cache(cache_path.empty() ? TuningCache::default_path() : cache_path);
   std::optional<CacheEntry> entry = cache.lookup(cache_key(graph, backend));
-  if (!entry || entry->chosen < 0 || size_t(entry->chosen) >= entry->candidates.size())
-    return std::nullopt;
-  return bind_to(graph, ir::parse_kernel_graph(entry->original_json),
-                 ir::parse_kernel_graph(entry->candidates[size_t(entry->chosen)].graph_json));
+  if (!entry || !entry->has_winner()) return std::nullopt;
+  ir::KernelGraph winner = bind_to(graph, ir::parse_kernel_graph(entry->original_json),
+                                   ir::parse_kernel_graph(entry->winner().graph_json));
+  if (const verify::EquivalenceResult proof =
+          prove(graph, winner, search::SearchOptions{}.fingerprint);
+      !proved(proof))
+    fail(
+        "tuning cache {}: the winner {} of entry {} does not provably compute what the graph "
+        "computes ({}); tune the graph again to replace it",
+        cache.path().string(), entry->winner().label, entry->key.id().substr(0, 12),
+        proof.summary());
+  return winner;
 }
 
 OptimizeResult optimize(const ir::KernelGraph& graph, backend::Backend& backend,
@@ -201,17 +228,25 @@ OptimizeResult optimize(const ir::KernelGraph& graph, backend::Backend& backend,
   const CacheKey key = cache_key(graph, backend);
   OptimizeResult result;
   if (options.read_cache) {
-    if (std::optional<CacheEntry> entry = cache.lookup(key);
-        entry && entry->chosen >= 0 && size_t(entry->chosen) < entry->candidates.size()) {
-      log(fmt::format("cache hit: entry {} in {} ({}, {:.3f} ms); search and profiling skipped",
-                      key.id().substr(0, 12), cache.path().string(),
-                      entry->candidates[size_t(entry->chosen)].label, entry->chosen_seconds * 1e3));
-      result.cache_hit = true;
-      result.chosen =
-          bind_to(graph, ir::parse_kernel_graph(entry->original_json),
-                  ir::parse_kernel_graph(entry->candidates[size_t(entry->chosen)].graph_json));
-      result.entry = std::move(*entry);
-      return result;
+    if (std::optional<CacheEntry> entry = cache.lookup(key); entry && entry->has_winner()) {
+      ir::KernelGraph winner = bind_to(graph, ir::parse_kernel_graph(entry->original_json),
+                                       ir::parse_kernel_graph(entry->winner().graph_json));
+      // Proved again rather than trusted from the file, which any process may have written.
+      verify::EquivalenceResult proof = prove(graph, winner, options.search.fingerprint);
+      if (proved(proof)) {
+        log(fmt::format("cache hit: entry {} in {} ({}, {:.3f} ms); search and profiling skipped",
+                        key.id().substr(0, 12), cache.path().string(), entry->winner().label,
+                        entry->chosen_seconds * 1e3));
+        result.cache_hit = true;
+        result.chosen = std::move(winner);
+        result.proof = std::move(proof);
+        result.entry = std::move(*entry);
+        return result;
+      }
+      log(fmt::format(
+          "warning: cache entry {} in {}: its winner {} fails its proof ({}); tuning "
+          "again to replace it",
+          key.id().substr(0, 12), cache.path().string(), entry->winner().label, proof.summary()));
     }
     log(fmt::format("cache miss: no entry {} for device {} in {}", key.id().substr(0, 12),
                     key.fingerprint, cache.path().string()));
@@ -221,11 +256,16 @@ OptimizeResult optimize(const ir::KernelGraph& graph, backend::Backend& backend,
   const backend::DeviceDescription device = backend.device();
   auto start = Clock::now();
   progress(TuneStage::search, 0);
-  std::vector<Candidate> candidates =
-      options.candidates ? options.candidates(graph, device)
-                         : search_candidates(graph, device, options.search_seconds, options.pruner);
+  std::vector<Candidate> candidates;
+  if (options.candidates) {
+    candidates = options.candidates(graph, device);
+  } else {
+    result.search = search::superoptimize(graph, device, options.search);
+    candidates = candidates_of(*result.search);
+  }
+  result.search_seconds = seconds_since(start);
   const uint64_t unfused_hash = ir::structural_hash(graph);
-  std::vector<Candidate> ordered{{"unfused", graph}};
+  std::vector<Candidate> ordered{{"unfused", graph, proof_by_identity()}};
   for (Candidate& c : candidates) {
     if (int(ordered.size()) > options.max_candidates) break;
     if (ir::structural_hash(c.graph) == unfused_hash &&
@@ -233,22 +273,33 @@ OptimizeResult optimize(const ir::KernelGraph& graph, backend::Backend& backend,
       continue;  // the unfused graph again
     ordered.push_back(std::move(c));
   }
+  // Every candidate is proved before it may win: the search's come with their proofs, others
+  // (another candidate source) are proved here, and an unproved one is recorded, not compiled.
+  for (Candidate& c : ordered)
+    if (!c.proof) c.proof = prove(graph, c.graph, options.search.fingerprint);
   if (options.library_variants) add_library_variants(ordered, device);
   log(fmt::format("{} candidates in {:.2f} s", ordered.size(), seconds_since(start)));
 
   // 2. Compile them in parallel; each failure is recorded, never fatal.
   start = Clock::now();
-  progress(TuneStage::compile, ordered.size());
+  progress(TuneStage::compile,
+           size_t(std::count_if(ordered.begin(), ordered.end(),
+                                [](const Candidate& c) { return proved(*c.proof); })));
   std::vector<std::future<std::unique_ptr<backend::Module>>> compiles;
   for (const Candidate& c : ordered)
-    compiles.push_back(
-        std::async(std::launch::async, [&backend, &c] { return backend.compile(c.graph); }));
+    compiles.push_back(std::async(std::launch::async, [&backend, &c] {
+      return proved(*c.proof) ? backend.compile(c.graph) : nullptr;
+    }));
   std::vector<std::unique_ptr<backend::Module>> modules;
   std::vector<CandidateRecord> records;
   for (size_t i = 0; i < ordered.size(); ++i) {
     CandidateRecord r{ordered[i].label, "ok", -1, {}, ir::to_json(ordered[i].graph).dump()};
     try {
       modules.push_back(compiles[i].get());
+      if (!proved(*ordered[i].proof)) {
+        r.status = "unproved";
+        r.message = ordered[i].proof->summary();
+      }
     } catch (const std::exception& e) {
       modules.push_back(nullptr);
       r.status = "compile_error";
@@ -333,6 +384,7 @@ OptimizeResult optimize(const ir::KernelGraph& graph, backend::Backend& backend,
                   entry.candidates[size_t(best)].label, entry.chosen_seconds * 1e3,
                   key.id().substr(0, 12), cache.path().string()));
   result.chosen = ordered[size_t(best)].graph;
+  result.proof = *ordered[size_t(best)].proof;
   result.entry = std::move(entry);
   return result;
 }

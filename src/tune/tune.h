@@ -83,8 +83,9 @@ CacheKey cache_key(const ir::KernelGraph& graph, const backend::Backend& backend
 
 struct CandidateRecord {
   std::string label;  // "unfused", "search #2 (1 kernel)", ...
-  // "ok", "compile_error", "mismatch", "non_finite" (inf or NaN where the unfused graph is
-  // finite), "run_error", "slower_than_budget"
+  // "ok", "unproved" (not proved equivalent to the graph: never compiled), "compile_error",
+  // "mismatch", "non_finite" (inf or NaN where the unfused graph is finite), "run_error",
+  // "slower_than_budget"
   std::string status;
   double seconds = -1;  // the profiled median; negative when not profiled
   // Why it was rejected, one line; for a candidate checked against the unfused graph, the result
@@ -101,6 +102,11 @@ struct CacheEntry {
   double chosen_seconds = 0;
   std::string created;  // UTC, ISO 8601
   std::vector<CandidateRecord> candidates;
+
+  // Whether `chosen` indexes a candidate (an entry read from a damaged file may not).
+  bool has_winner() const { return chosen >= 0 && size_t(chosen) < candidates.size(); }
+  // The chosen candidate; throws yirage::Error naming the entry when there is none.
+  const CandidateRecord& winner() const;
 };
 
 class TuningCache {
@@ -139,9 +145,12 @@ class TuningCache {
 struct Candidate {
   std::string label;
   ir::KernelGraph graph;
+  // The proof that it computes what the graph computes, where its source has one (the search
+  // does); optimize() proves a winner that comes without one before returning it.
+  std::optional<verify::EquivalenceResult> proof;
 };
 
-// Where candidates come from; the default asks search::superoptimize with search_seconds.
+// Where candidates come from; the default asks search::superoptimize with OptimizeOptions::search.
 using CandidateSource = std::function<std::vector<Candidate>(const ir::KernelGraph& graph,
                                                              const backend::DeviceDescription&)>;
 
@@ -152,9 +161,14 @@ std::string_view stage_name(TuneStage stage);
 struct OptimizeOptions {
   std::filesystem::path cache_path;  // empty: TuningCache::default_path()
   bool read_cache = true;            // false: search and profile even when an entry exists
-  CandidateSource candidates;        // empty: the search
-  double search_seconds = 30;
-  search::Pruner pruner = search::SearchOptions{}.pruner;  // of the default search
+  CandidateSource candidates;        // empty: the search, with `search`
+  // The search's options when it is the source; its fingerprint options also prove the winners
+  // that come without a proof (cache hits, other sources).
+  search::SearchOptions search = [] {
+    search::SearchOptions s;
+    s.budget_seconds = 30;
+    return s;
+  }();
   // The best-ranked ones are compiled and profiled, each with its library variant, if any.
   int max_candidates = 6;
   // Whether each candidate also runs with its matmuls as library calls where the backend offers
@@ -173,15 +187,25 @@ struct OptimizeResult {
   bool cache_hit = false;
   ir::KernelGraph chosen;  // with the original graph's inputs, in its input order
   CacheEntry entry;
+  // Why `chosen` computes what the graph computes: the search's proof of it, or one made here
+  // (a cache hit is proved again rather than trusted from the file). The unfused graph is
+  // equivalent by construction, with a bound of 0.
+  verify::EquivalenceResult proof;
+  // What the search found, when it ran (not on a cache hit, nor with another candidate source).
+  std::optional<search::SearchResult> search;
+  double search_seconds = 0;  // the candidate source's wall time; 0 on a cache hit
 };
 
-// search -> compile -> check -> profile -> select -> cache, or a cache hit. Throws yirage::Error
-// when no candidate compiles and runs (the messages of each are in the error).
+// search -> compile -> check -> profile -> select -> cache, or a cache hit; either way the
+// winner is proved equivalent to `graph` (a cached winner that fails its proof is tuned again,
+// with a warning in the log). Throws yirage::Error when no candidate compiles and runs (the
+// messages of each are in the error).
 OptimizeResult optimize(const ir::KernelGraph& graph, backend::Backend& backend,
                         const OptimizeOptions& options = {});
 
-// The cached winner for `graph` on `backend`'s device, bound to `graph`'s inputs in its order;
-// nullopt when the cache has no entry for it.
+// The cached winner for `graph` on `backend`'s device, bound to `graph`'s inputs in its order and
+// proved equivalent to it as optimize() proves cache hits; nullopt when the cache has no entry
+// for it. Throws yirage::Error when the entry's winner fails its proof.
 std::optional<ir::KernelGraph> cached_winner(const ir::KernelGraph& graph,
                                              const backend::Backend& backend,
                                              const std::filesystem::path& cache_path = {});

@@ -136,7 +136,8 @@ tune::OptimizeOptions test_options(const fs::path& db, std::atomic<int>& calls) 
     auto w = wrong.input("W", {32, 24}, ir::DType::f32);
     wrong.mark_output(wrong.matmul(x, w), "out");
     return std::vector<tune::Candidate>{
-        {"fused", ir::testing::rmsnorm_linear_ugraph(ir::DType::f32)}, {"wrong", wrong}};
+        {"fused", ir::testing::rmsnorm_linear_ugraph(ir::DType::f32), std::nullopt},
+        {"wrong", wrong, std::nullopt}};
   };
   return o;
 }
@@ -145,8 +146,8 @@ TEST(Optimize, TheSecondCallIsAHitThatSkipsSearchAndProfiling) {
   const fs::path db = fresh_cache_db("optimize");
   std::atomic<int> calls{0};
   const ir::KernelGraph g = ir::testing::rmsnorm_linear_kernel(ir::DType::f32);
-  // A miss reports each stage as it starts, with the candidates it works on: three compile, and
-  // the one that mismatches is not profiled.
+  // A miss reports each stage as it starts, with the candidates it works on: the one that does
+  // not compute the graph's function fails its proof and is never compiled.
   std::vector<std::string> stages;
   tune::OptimizeOptions options = test_options(db, calls);
   options.progress = [&](tune::TuneStage stage, int candidates) {
@@ -156,14 +157,17 @@ TEST(Optimize, TheSecondCallIsAHitThatSkipsSearchAndProfiling) {
   EXPECT_FALSE(first.cache_hit);
   EXPECT_EQ(calls, 1);
   EXPECT_EQ(stages,
-            (std::vector<std::string>{"searching 0", "compiling 3", "checking 3", "profiling 2"}));
+            (std::vector<std::string>{"searching 0", "compiling 2", "checking 2", "profiling 2"}));
   ASSERT_EQ(first.entry.candidates.size(), 3u);
   EXPECT_EQ(first.entry.candidates[0].label, "unfused");
   EXPECT_EQ(first.entry.candidates[1].status, "ok");
   EXPECT_GT(first.entry.candidates[1].seconds, 0);
-  EXPECT_EQ(first.entry.candidates[2].status, "mismatch");
+  EXPECT_EQ(first.entry.candidates[2].status, "unproved");
+  EXPECT_NE(first.entry.candidates[2].message.find("not equivalent"), std::string::npos)
+      << first.entry.candidates[2].message;
   EXPECT_LT(first.entry.candidates[2].seconds, 0);
   EXPECT_NE(first.entry.chosen, 2);
+  EXPECT_TRUE(first.proof.equivalent && first.proof.bound_met) << first.proof.summary();
 
   std::vector<std::string> lines;
   tune::OptimizeOptions again = test_options(db, calls);
@@ -177,6 +181,7 @@ TEST(Optimize, TheSecondCallIsAHitThatSkipsSearchAndProfiling) {
   ASSERT_FALSE(lines.empty());
   EXPECT_NE(lines[0].find("cache hit"), std::string::npos) << lines[0];
   EXPECT_EQ(ir::structural_hash(second.chosen), ir::structural_hash(first.chosen));
+  EXPECT_TRUE(second.proof.equivalent && second.proof.bound_met) << second.proof.summary();
 
   // The winner runs, bound to the graph's inputs, and agrees with the reference.
   std::optional<ir::KernelGraph> winner = tune::cached_winner(g, cpu_backend(), db);
@@ -188,6 +193,44 @@ TEST(Optimize, TheSecondCallIsAHitThatSkipsSearchAndProfiling) {
   tune::OptimizeResult third = tune::optimize(g, cpu_backend(), test_options(db, calls));
   EXPECT_FALSE(third.cache_hit);
   EXPECT_EQ(calls, 2);
+}
+
+// A cache file that any process may have written is not trusted: a winner that no longer computes
+// the graph's function is proved wrong on the next hit, tuned again with a warning, and refused by
+// cached_winner with the entry's id.
+TEST(Optimize, ACachedWinnerThatFailsItsProofIsTunedAgain) {
+  const fs::path db = fresh_cache_db("reprove");
+  std::atomic<int> calls{0};
+  const ir::KernelGraph g = ir::testing::rmsnorm_linear_kernel(ir::DType::f32);
+  const tune::OptimizeResult first = tune::optimize(g, cpu_backend(), test_options(db, calls));
+  {
+    tune::TuningCache cache(db);
+    tune::CacheEntry entry = *cache.lookup(first.entry.key);
+    ir::KernelGraph wrong;
+    auto x = wrong.input("X", {4, 32}, ir::DType::f32);
+    wrong.input("G", {32}, ir::DType::f32);
+    auto w = wrong.input("W", {32, 24}, ir::DType::f32);
+    wrong.mark_output(wrong.matmul(x, w), "out");
+    entry.candidates[size_t(entry.chosen)].graph_json = ir::to_json(wrong).dump();
+    cache.store(entry);
+  }
+  try {
+    tune::cached_winner(g, cpu_backend(), db);
+    ADD_FAILURE() << "cached_winner returned a winner that fails its proof";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(first.entry.key.id().substr(0, 12)), std::string::npos)
+        << e.what();
+  }
+  std::vector<std::string> lines;
+  tune::OptimizeOptions again = test_options(db, calls);
+  again.log = [&](const std::string& line) { lines.push_back(line); };
+  const tune::OptimizeResult second = tune::optimize(g, cpu_backend(), again);
+  EXPECT_FALSE(second.cache_hit);
+  EXPECT_EQ(calls, 2) << "the damaged entry must be tuned again";
+  ASSERT_FALSE(lines.empty());
+  EXPECT_NE(lines[0].find("fails its proof"), std::string::npos) << lines[0];
+  EXPECT_TRUE(second.proof.equivalent && second.proof.bound_met) << second.proof.summary();
+  EXPECT_TRUE(tune::cached_winner(g, cpu_backend(), db)) << "the new entry replaced it";
 }
 
 // Issue 35: a candidate that computes softmax as exp / Σexp agrees with the unfused graph on
@@ -212,7 +255,8 @@ TEST(Optimize, ACandidateThatOverflowsIsRejectedWithItsReason) {
     auto l = logits(safe);
     auto s = safe.exp(safe.sub(l, safe.reduce(ir::ReduceFn::max, l, -1)));
     safe.mark_output(safe.div(s, safe.reduce(ir::ReduceFn::sum, s, -1)), "out");
-    return std::vector<tune::Candidate>{{"unsafe", unsafe}, {"safe", safe}};
+    return std::vector<tune::Candidate>{{"unsafe", unsafe, std::nullopt},
+                                        {"safe", safe, std::nullopt}};
   };
   const tune::OptimizeResult r = tune::optimize(graph, cpu_backend(), o);
   ASSERT_EQ(r.entry.candidates.size(), 3u);
@@ -231,7 +275,7 @@ TEST(Optimize, TheDefaultCandidatesComeFromTheSearch) {
   const fs::path db = fresh_cache_db("search");
   tune::OptimizeOptions o;
   o.cache_path = db;
-  o.search_seconds = 5;
+  o.search.budget_seconds = 5;
   o.profile.min_seconds = 0.01;
   o.profile.min_repetitions = 3;
   tune::OptimizeResult r =

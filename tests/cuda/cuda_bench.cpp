@@ -174,7 +174,7 @@ nlohmann::json tuned_row(backend::Backend& cuda, const Options& o, const suite::
   nlohmann::json row = {{"workload", w.name}, {"bs", bs}};
   tune::OptimizeOptions options;
   options.cache_path = o.cache_path;
-  options.search_seconds = o.search_seconds;
+  options.search.budget_seconds = o.search_seconds;
   options.log = [&](const std::string& line) {
     std::fprintf(stderr, "[%s bs%d] %s\n", w.name.c_str(), bs, line.c_str());
   };
@@ -183,7 +183,7 @@ nlohmann::json tuned_row(backend::Backend& cuda, const Options& o, const suite::
   row["tune_seconds"] =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   row["cache_hit"] = result.cache_hit;
-  row["winner"] = result.entry.candidates.at(size_t(result.entry.chosen)).label;
+  row["winner"] = result.entry.winner().label;
   row["candidates"] = candidates_of(result.entry);
   check_and_time(cuda, w, graph, result.chosen, o.check, row);
   return row;

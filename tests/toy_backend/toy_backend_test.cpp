@@ -73,7 +73,7 @@ TEST(ToyBackend, TheOneOrchestrationSearchesProfilesAndCachesOnIt) {
   std::filesystem::remove_all(dir);
   tune::OptimizeOptions options;
   options.cache_path = dir / "tuning.sqlite";
-  options.search_seconds = 20;
+  options.search.budget_seconds = 20;
   options.profile.min_seconds = 0;
   const tune::OptimizeResult first = tune::optimize(linear_relu(), toy(), options);
   EXPECT_FALSE(first.cache_hit);
