@@ -18,6 +18,13 @@
 // (Backend::time: the host's steady clock on cpu, CUDA events over CUDA-graph replays on cuda).
 // Only backends whose device says it is tunable are worth tuning (the reference backend is
 // not). SQLite stays inside this library.
+//
+// The cache-trust policy, the same for every front end (CLI, Python, the LLM engine): a winner is
+// never returned unproved. The search's candidates carry their proofs; candidates from another
+// source are proved before they are compiled; a cached winner is proved again on every hit,
+// because the file is shared by every process and build on the machine, and what the key
+// identifies is the graph, not the µGraph stored under it. Only the unfused graph itself is
+// trusted by its structural hash. Measured times are trusted from the cache as they are.
 #pragma once
 
 #include <cstdint>
