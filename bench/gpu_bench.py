@@ -362,9 +362,10 @@ def write_md(res, path):
               + (f"{min(rng):.2f}× to {max(rng):.2f}×." if rng else "— (no complete round)."), ""]
     if not res["complete"]:
         lines += ["**This run was cut short**: the rounds above are all it measured.", ""]
-    lines += ["The tuner's candidates per row (first round; µs are the tuner's own profile, a host "
-              "clock around launch + synchronize, which ranks them; the table above times the "
-              "winner with events):", "",
+    lines += ["The tuner's candidates per row, from its cache (µs are the tuner's own profile, by "
+              "the backend's clock: CUDA events over CUDA-graph replays, the inputs rotated through "
+              "copies that exceed twice the L2, so a little above the table's fixed-input time; "
+              "it ranks them):", "",
               "| workload | bs | candidate | status | tuned µs | note |", "|---|---|---|---|---|---|"]
     for r in res["rows"]:
         for c in r.get("candidates", []):
