@@ -42,3 +42,17 @@ def test_search_power_rejects_unknown_graph_names(source_dir):
     p = subprocess.run([sys.executable, str(source_dir / "bench/search_power.py"), "--graphs",
                         "no_such_graph"], capture_output=True, text=True)
     assert p.returncode != 0 and "unknown no_such_graph" in p.stderr
+
+
+def test_cost_model_report_agrees_with_the_committed_gpu_run(source_dir):
+    """bench/cost_model.py reads every estimated candidate of the committed run, and its committed
+    report is what the script prints for that run today."""
+    suite = source_dir / "bench/results/h100_suite.json"
+    out = subprocess.run([sys.executable, str(source_dir / "bench/cost_model.py"), str(suite)],
+                         check=True, capture_output=True, text=True).stdout
+    run = json.loads(suite.read_text())
+    estimated = sum("estimated" in c["label"] and c["status"] == "ok" and bool(c.get("tuned_us"))
+                    for row in run["rows"] for c in row["candidates"])
+    assert f"MAPE over {estimated} candidates" in out
+    committed = (source_dir / "bench/results/cost_model_h100.txt").read_text()
+    assert out in committed

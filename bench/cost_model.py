@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""How well the search's cost estimate predicts what the tuner then measures (issue 41's validation).
+
+The search ranks its candidates by an estimated time (search/cost.cpp), written into each
+candidate's label ("search #0 (1 kernel, estimated 2.65e-05 s)"); the tuner then profiles them on
+the device and stores every measured time. This script compares the two, per graph and over all:
+
+- MAPE: mean |estimated - measured| / measured, over every candidate with both (and over those
+  measured above 100 µs alone);
+- Kendall τ per graph, over its estimated candidates (graphs with two or more);
+- top-1 hit rate: the estimate's first choice is the measured fastest of the estimated
+  candidates, or within 5% of it.
+
+The unfused graph carries no estimate in its label, so it is left out of every figure; the tuner
+measures it always. Input: a tuning cache (SQLite, as `yirage optimize`, `yirage suite run` or the
+GPU bench leave it) or a GPU suite JSON (bench/results/h100_suite.json).
+
+    python3 bench/cost_model.py bench/results/h100_suite.json
+    python3 bench/cost_model.py ~/.cache/yirage/tuning.sqlite
+"""
+import argparse
+import json
+import re
+import sqlite3
+import statistics
+import sys
+
+ESTIMATE = re.compile(r"estimated ([0-9.eE+-]+) s")
+
+
+def graphs_from_cache(path):
+    """(name, [(label, estimated_s, measured_s)]) per entry of a tuning cache."""
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    entries = db.execute("SELECT id, backend, device_name FROM entries ORDER BY created").fetchall()
+    for entry_id, backend, device in entries:
+        rows = db.execute("SELECT label, status, seconds FROM candidates WHERE entry_id = ? "
+                          "ORDER BY idx", (entry_id,)).fetchall()
+        yield f"{entry_id[:12]} ({backend}, {device})", [
+            (label, seconds) for label, status, seconds in rows if status == "ok" and seconds > 0]
+
+
+def graphs_from_suite_json(path):
+    for row in json.load(open(path))["rows"]:
+        yield f"{row['workload']} bs{row['bs']}", [
+            (c["label"], c["tuned_us"] * 1e-6) for c in row.get("candidates", [])
+            if c["status"] == "ok" and c.get("tuned_us")]
+
+
+def kendall_tau(xs, ys):
+    pairs = concordant = discordant = 0
+    for i in range(len(xs)):
+        for j in range(i + 1, len(xs)):
+            s = (xs[i] - xs[j]) * (ys[i] - ys[j])
+            pairs += 1
+            concordant += s > 0
+            discordant += s < 0
+    return (concordant - discordant) / pairs if pairs else None
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("source", help="a tuning cache (.sqlite) or a GPU suite JSON")
+    a = p.parse_args()
+    graphs = (graphs_from_suite_json(a.source) if a.source.endswith(".json")
+              else graphs_from_cache(a.source))
+    errors, errors_long, taus, hits, judged = [], [], [], 0, 0
+    print(f"{'graph':40} {'cands':>5} {'tau':>6} {'top-1':>6}  estimated / measured µs")
+    for name, candidates in graphs:
+        estimated = [(float(m.group(1)), measured, label) for label, measured in candidates
+                     if (m := ESTIMATE.search(label))]
+        for est, meas, _ in estimated:
+            errors.append(abs(est - meas) / meas)
+            if meas > 100e-6:
+                errors_long.append(abs(est - meas) / meas)
+        tau = top1 = None
+        if len(estimated) >= 2:
+            tau = kendall_tau([e for e, _, _ in estimated], [m for _, m, _ in estimated])
+            taus.append(tau)
+            fastest = min(m for _, m, _ in estimated)
+            top1 = min(estimated)[1] <= fastest * 1.05
+            hits += top1
+            judged += 1
+        pairs = ", ".join(f"{e * 1e6:.1f}/{m * 1e6:.1f}" for e, m, _ in estimated)
+        print(f"{name:40} {len(estimated):5} {'—' if tau is None else f'{tau:6.2f}':>6} "
+              f"{'—' if top1 is None else ('yes' if top1 else 'no'):>6}  {pairs}")
+    if not errors:
+        sys.exit("cost_model.py: no candidate with both an estimate and a measured time")
+    print()
+    print(f"MAPE over {len(errors)} candidates: {statistics.mean(errors):.0%}"
+          + (f"; over the {len(errors_long)} measured above 100 µs: "
+             f"{statistics.mean(errors_long):.0%}" if errors_long else "; none above 100 µs"))
+    if taus:
+        print(f"Kendall τ over {len(taus)} graphs with two or more estimated candidates: median "
+              f"{statistics.median(taus):.2f} (range {min(taus):.2f} to {max(taus):.2f})")
+        print(f"top-1 hit rate (first choice within 5% of the fastest): {hits}/{judged}")
+    print("The unfused graph has no estimate and is left out.")
+
+
+if __name__ == "__main__":
+    main()
