@@ -373,10 +373,20 @@ std::vector<BlockConfig> block_configs(const ir::KernelGraph& target, const Sear
           out_bytes += elements / c.grid.blocks() * 4;
         }
         // The ops' tiles need room too: estimate them from the group's own tensors, split like
-        // their dims (in the loop when they carry the walked dim).
+        // their dims (in the loop when they carry the walked dim; a sum over it is one tile in
+        // the loop, its share of the sum, and one after it, the accumulator). A softmax is two
+        // tiles in a block, x - max(x) and its exp (block_search.cpp builds its safe form).
+        auto carries_loop = [&](ir::TensorRef t) {
+          const std::vector<int> tv = dims_vars(t);
+          return loop >= 0 && std::count(tv.begin(), tv.end(), loop) > 0;
+        };
         int64_t loop_tiles = 0, other_tiles = 0;
         for (size_t id = 0; id < target.nodes().size(); ++id) {
-          if (std::holds_alternative<ir::InputOp>(target.nodes()[id].op)) continue;
+          const ir::Node& node = target.nodes()[id];
+          if (std::holds_alternative<ir::InputOp>(node.op)) continue;
+          const int64_t tiles = std::holds_alternative<ir::SoftmaxOp>(node.op) ? 2 : 1;
+          const bool sums_walked =
+              std::any_of(node.inputs.begin(), node.inputs.end(), carries_loop);
           const std::vector<int> tv = dims_vars({int32_t(id), 0});
           int64_t elements = 1;
           bool walked = false;
@@ -390,7 +400,8 @@ std::vector<BlockConfig> block_configs(const ir::KernelGraph& target, const Sear
             }
             elements *= std::max<int64_t>(e, 1);
           }
-          (walked ? loop_tiles : other_tiles) += elements * 4;
+          (walked ? loop_tiles : other_tiles) += tiles * elements * 4;
+          if (!walked && sums_walked) loop_tiles += elements * 4;
         }
         if (space.max_tile_bytes_in_loop > 0 && in_loop + loop_tiles > space.max_tile_bytes_in_loop)
           continue;
