@@ -157,7 +157,8 @@ Poly ExprContext::of_op(const ir::Op& op, const std::vector<Poly>& in) {
                           return y;
                         },
                         [&](const SoftmaxOp&) -> Poly {
-                          Poly e = apply("exp", in.at(0));
+                          // The safe form: the search builds what the target says.
+                          Poly e = apply("exp", add(in.at(0), apply("max", in.at(0))));
                           return mul(e, inv(sum(e)));
                         },
                         [&](const ConcatOp&) -> Poly {
@@ -183,6 +184,10 @@ Poly ExprContext::of_block_op(const ir::BlockOp& op, const std::vector<Poly>& in
       case AccumFn::mean:
         if (invariant) return in.at(0);
         return sum(in.at(0));
+      // rescaled_sum(v, m) = Σ exp(m_i - M)·v_i, where v_i holds exp(s - m_i)·V with m_i the
+      // chunk's max: the abstraction does not tell a chunk's max from the row's (both are
+      // max(s)), so v_i is already what the target's exp(s - max s)·V is, and the rescale, which
+      // only moves every term to the same max, adds nothing to it.
       case AccumFn::sum:
       case AccumFn::rescaled_sum: return sum(in.at(0));
       case AccumFn::rms: return apply("sqrt", sum(in.at(0)));

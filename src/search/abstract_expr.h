@@ -9,7 +9,10 @@
 //   mean, sum, the sum accumulator = Σ;  the mean of a loop-invariant tile is the tile itself
 //   inv(x·y) = inv(x)·inv(y) for a monomial without Σ;  inv(inv(x)) = x;  a / b = a·inv(b)
 //   square(x) = x·x;  rsqrt(x) = inv(sqrt(x));  rms accumulator = sqrt(Σ x) (eps dropped)
-//   rms_norm(x, w) = x·inv(sqrt(Σ x·x))·w;  softmax(x) = exp(x)·inv(Σ exp(x))
+//   rms_norm(x, w) = x·inv(sqrt(Σ x·x))·w;
+//   softmax(x) = exp(x - max(x))·inv(Σ exp(x - max(x))), the safe form and the only one: the plain
+//   exp(x)·inv(Σ exp(x)) is a different expression, so the search never proposes it; a
+//   rescaled_sum accumulator is Σ of its first operand (block_search.cpp builds the online form)
 // A prefix survives when one multiset m completes each of its monomials to a monomial of one
 // subterm of the target (a polynomial the target contains, itself included): later ops can only
 // multiply the prefix as a whole, add terms, sum, or wrap it in a function. Σ may only meet Σ,

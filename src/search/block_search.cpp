@@ -7,8 +7,8 @@
 //   4. savers, once the unread post-loop tiles are exactly the group's outputs.
 // Ops come from a vocabulary derived from the group's kernel ops (a matmul gives matmul; an
 // rms_norm gives itself and its parts square, mean, div, mul and the rms accumulator, so that
-// the norm can be folded through a matmul; a softmax gives exp, sum and div; ...). The number of
-// ops is bounded by the vocabulary's expansion of the group.
+// the norm can be folded through a matmul; a softmax gives max, sub, exp, sum and div, its safe
+// form; ...). The number of ops is bounded by the vocabulary's expansion of the group.
 //
 // Canonical order: an op either reads the newest tile or sorts after the op added before it (by
 // vocabulary index, then operand ids), commutative ops take their operands in order, and an op
@@ -20,6 +20,10 @@
 //     share of a sum the accumulator finishes, so only linear ops may touch it (no exp, no norm,
 //     no product of two iteration-varying factors, no adding of a non-partial tile), and an
 //     accumulator may only take tiles whose walked dims are all summed away;
+//   - the online softmax: a max over the walked dim (the chunk's max m_i) is read in the loop only
+//     as s - m_i, and that only by exp; exp(s - m_i) and what is linear in it carry the factor
+//     exp(-m_i), which differs per iteration, so they are accumulated by rescaled_sum(., m_i)
+//     alone (a running max with rescaled accumulators), and a tile never mixes two such factors;
 //   - memory: the loop body's tiles and all tiles within capabilities.search;
 //   - arity: the unread tiles must still be reducible to the outputs with the ops left.
 #include <algorithm>
@@ -51,14 +55,31 @@ struct TileInfo {
   bool invariant = true;  // the same in every iteration
   Kind kind = Kind::plain;
   uint32_t walked = 0;  // dims that are one iteration's slice of the walked dim
+  // The online softmax (see the header comment): `shift` is the chunk max m (a node id) this tile
+  // has had subtracted, s - m, which only exp may read; `scale` is the m whose exp(-m) factor the
+  // tile carries, exp(s - m) and what is linear in it, which only rescaled_sum(., m) may
+  // accumulate. -1: none.
+  int32_t shift = -1, scale = -1;
   int readers = 0;
   std::vector<int32_t> key;  // vocabulary index and operands, for the no-repeat rule
+};
+
+// What an op that only the expansion of a softmax or an rms_norm brings may read: what the
+// expansion applies it to. Without that, sub(s, s), mean(mean(x)) and Σ over a matmul's Σ are
+// abstractly parts of the target (the abstraction drops signs and repeated sums), and they
+// multiplied the states of an attention group with a QK-norm by a thousand for nothing.
+enum class Reads : uint8_t {
+  anything,
+  minus_its_max,  // sub(x, max(x)) of a max node on x: the softmax's shift
+  exp,            // the softmax's row sum, of exp(x - max x)
+  square,         // the rms norm's chunk mean, of x²
 };
 
 struct VocabOp {
   BlockOp op;
   int arity = 1;
   bool commutative = false;
+  Reads reads = Reads::anything;
 };
 
 struct Vocab {
@@ -98,14 +119,18 @@ std::string op_key(const BlockOp& op) {
 Vocab make_vocab(const ir::KernelGraph& target, bool loop) {
   Vocab v;
   std::vector<std::string> keys;
-  auto add = [&](BlockOp op, int arity, bool commutative = false) {
+  auto add = [&](BlockOp op, int arity, bool commutative = false, Reads reads = Reads::anything) {
     if (std::holds_alternative<ir::MatmulOp>(op)) v.sums = true;
     if (const auto* r = std::get_if<ir::ReduceOp>(&op); r && r->fn != ir::ReduceFn::max)
       v.sums = true;
     std::string key = op_key(op) + fmt::format("/{}", arity);
-    if (std::find(keys.begin(), keys.end(), key) != keys.end()) return;
+    if (auto it = std::find(keys.begin(), keys.end(), key); it != keys.end()) {
+      Reads& known = v.ops[size_t(it - keys.begin())].reads;
+      if (known != reads) known = Reads::anything;  // two uses: the op is free
+      return;
+    }
     keys.push_back(key);
-    v.ops.push_back({std::move(op), arity, commutative});
+    v.ops.push_back({std::move(op), arity, commutative, reads});
   };
   for (const ir::Node& node : target.nodes()) {
     const int rank = node.outputs.empty() ? 0 : int(node.outputs[0].dims.size());
@@ -135,7 +160,7 @@ Vocab make_vocab(const ir::KernelGraph& target, bool loop) {
                      }
                      v.max_ops += 3 + (n.has_weight ? 1 : 0);
                      add(ir::UnaryOp{ir::UnaryFn::square}, 1);
-                     add(ir::ReduceOp{ir::ReduceFn::mean, -1, true}, 1);
+                     add(ir::ReduceOp{ir::ReduceFn::mean, -1, true}, 1, false, Reads::square);
                      add(ir::BinaryOp{ir::BinaryFn::div}, 2);
                      if (n.has_weight) add(ir::BinaryOp{ir::BinaryFn::mul}, 2, true);
                      if (std::find(v.rms_eps.begin(), v.rms_eps.end(), n.eps) == v.rms_eps.end())
@@ -146,10 +171,13 @@ Vocab make_vocab(const ir::KernelGraph& target, bool loop) {
                      v.max_ops += 1;
                    },
                    [&](const ir::SoftmaxOp& s) {
+                     // The safe form only: e = exp(x - max x), e / Σe (abstract_expr.h).
+                     add(ir::ReduceOp{ir::ReduceFn::max, s.dim - rank, true}, 1);
+                     add(ir::BinaryOp{ir::BinaryFn::sub}, 2, false, Reads::minus_its_max);
                      add(ir::UnaryOp{ir::UnaryFn::exp}, 1);
-                     add(ir::ReduceOp{ir::ReduceFn::sum, s.dim - rank, true}, 1);
+                     add(ir::ReduceOp{ir::ReduceFn::sum, s.dim - rank, true}, 1, false, Reads::exp);
                      add(ir::BinaryOp{ir::BinaryFn::div}, 2);
-                     v.max_ops += 3;
+                     v.max_ops += 5;
                    },
                    [&](const auto&) {},
                },
@@ -350,8 +378,10 @@ class Enumerator {
       types.push_back(&g.nodes()[size_t(a)].tile);
     }
     TileInfo r;
+    if (std::optional<TileInfo> online = online_softmax_flags(op, in, types, args, out))
+      return online;
     for (const TileInfo* t : in) {
-      if (t->kind == Kind::partial_max) return std::nullopt;
+      if (t->kind == Kind::partial_max || t->shift >= 0) return std::nullopt;
       r.invariant = r.invariant && t->invariant;
     }
     const auto partials = std::count_if(in.begin(), in.end(),
@@ -428,7 +458,73 @@ class Enumerator {
         },
         op);
     if (!ok) return std::nullopt;
+    r.scale = scale_of(op, in);
+    if (r.scale == kNotLinear) return std::nullopt;
     return r;
+  }
+
+  // The two steps of the online softmax that no other rule allows: s - m, with m the max of this
+  // iteration's chunk along the walked dim, and exp of that, which carries the factor exp(-m)
+  // that a rescaled_sum accumulator takes back out. nullopt: the op is neither.
+  static std::optional<TileInfo> online_softmax_flags(
+      const BlockOp& op, const std::vector<const TileInfo*>& in,
+      const std::vector<const ir::TensorType*>& types, const std::vector<int32_t>& args,
+      const ir::TensorType& out) {
+    TileInfo r;
+    r.invariant = false;
+    const auto* b = std::get_if<ir::BinaryOp>(&op);
+    if (b && b->fn == ir::BinaryFn::sub && in[1]->kind == Kind::partial_max) {
+      const TileInfo& s = *in[0];
+      if (s.kind != Kind::plain || s.invariant || s.shift >= 0 || s.scale >= 0) return std::nullopt;
+      auto w = broadcast_walked(in, types, out);
+      if (!w) return std::nullopt;
+      r.walked = *w;
+      r.shift = args[1];
+      return r;
+    }
+    const auto* u = std::get_if<ir::UnaryOp>(&op);
+    if (u && u->fn == ir::UnaryFn::exp && in[0]->shift >= 0) {
+      r.walked = in[0]->walked;
+      r.scale = in[0]->shift;
+      return r;
+    }
+    return std::nullopt;
+  }
+
+  static constexpr int32_t kNotLinear = -2;
+
+  // The chunk max whose exp(-m) factor the result of `op` carries (-1: none), or kNotLinear when
+  // the op is not linear in that factor, so that no single rescale could take it out: a
+  // nonlinear function of it, a product or sum of tiles of different factors, a division by it.
+  static int32_t scale_of(const BlockOp& op, const std::vector<const TileInfo*>& in) {
+    int32_t scale = -1;
+    int scaled = 0;
+    for (const TileInfo* t : in)
+      if (t->scale >= 0) {
+        if (scale >= 0 && t->scale != scale) return kNotLinear;
+        scale = t->scale;
+        ++scaled;
+      }
+    if (scaled == 0) return -1;
+    const bool linear =
+        std::visit(ir::Overloaded{
+                       [&](const ir::MatmulOp&) { return scaled == 1; },
+                       [&](const ir::UnaryOp& u) { return !nonlinear_unary(u.fn); },
+                       [&](const ir::BinaryOp& b) {
+                         switch (b.fn) {
+                           case ir::BinaryFn::add:
+                           case ir::BinaryFn::sub: return scaled == int(in.size());
+                           case ir::BinaryFn::mul: return scaled == 1;
+                           case ir::BinaryFn::div: return in[1]->scale < 0;
+                           case ir::BinaryFn::pow: return false;
+                         }
+                         return false;
+                       },
+                       [&](const ir::ReduceOp& red) { return red.fn != ir::ReduceFn::max; },
+                       [&](const auto&) { return false; },
+                   },
+                   op);
+    return linear ? scale : kNotLinear;
   }
 
   template <class Next>
@@ -438,7 +534,8 @@ class Enumerator {
     std::vector<int32_t> in;
     for (int32_t a : args) in.push_back(tiles[size_t(a)].expr);
     const int32_t expr = memo_.apply(v, op, in, false);
-    if (expr < 0 || !memo_.part(expr, phase == BlockPhase::in_loop || vocab_.sums)) {
+    if (expr < 0 || !memo_.part(expr, phase == BlockPhase::in_loop || vocab_.sums) ||
+        !reads_fit(vocab_.ops[size_t(v)].reads, g, args)) {
       ++budget_.pruned;
       ++budget_.expr_pruned;
       return;
@@ -472,6 +569,25 @@ class Enumerator {
     next(g2, t2);
   }
 
+  static bool reads_fit(Reads reads, const ir::BlockGraph& g, const std::vector<int32_t>& args) {
+    const ir::BlockNode& first = g.nodes()[size_t(args[0])];
+    auto is_unary = [](const ir::BlockNode& n, ir::UnaryFn fn) {
+      const auto* u = std::get_if<ir::UnaryOp>(&n.op);
+      return u && u->fn == fn;
+    };
+    switch (reads) {
+      case Reads::anything: return true;
+      case Reads::minus_its_max: {
+        const ir::BlockNode& m = g.nodes()[size_t(args[1])];
+        const auto* max = std::get_if<ir::ReduceOp>(&m.op);
+        return max && max->fn == ir::ReduceFn::max && m.inputs[0] == args[0];
+      }
+      case Reads::exp: return is_unary(first, ir::UnaryFn::exp);
+      case Reads::square: return is_unary(first, ir::UnaryFn::square);
+    }
+    return true;
+  }
+
   bool fits(const ir::BlockGraph& g) const {
     return (space_.max_tile_bytes_in_loop <= 0 ||
             g.in_loop_bytes() <= space_.max_tile_bytes_in_loop) &&
@@ -503,6 +619,9 @@ class Enumerator {
       std::vector<ir::AccumulatorOp> fns;
       if (config_.range == 1) {
         fns.push_back({ir::AccumFn::sum});
+      } else if (info.scale >= 0) {
+        if (info.kind != Kind::partial_sum) return;
+        fns.push_back({ir::AccumFn::rescaled_sum});
       } else if (info.kind == Kind::partial_max) {
         fns.push_back({ir::AccumFn::max});
       } else if (info.kind == Kind::partial_sum) {
@@ -533,17 +652,21 @@ class Enumerator {
     for (size_t i = 0; i < frontier.size(); ++i) {
       const ir::AccumulatorOp acc = options[i][pick[i]];
       const TileInfo& src = tiles[size_t(frontier[i])];
+      std::vector<int32_t> operands = {frontier[i]};
+      if (acc.fn == ir::AccumFn::rescaled_sum) operands.push_back(src.scale);
+      std::vector<int32_t> exprs;
+      for (int32_t o : operands) exprs.push_back(tiles[size_t(o)].expr);
       TileInfo info;
       info.expr = config_.range == 1 ? src.expr
                                      : memo_.apply(-1 - int32_t(acc.fn) * 64 - eps_index(acc), acc,
-                                                   {src.expr}, src.invariant);
+                                                   exprs, src.invariant);
       if (info.expr < 0 || !memo_.part(info.expr)) {
         ++budget_.pruned;
         ++budget_.expr_pruned;
         return;
       }
-      g2.add(acc, {frontier[i]});
-      ++t2[size_t(frontier[i])].readers;
+      g2.add(acc, operands);
+      for (int32_t o : operands) ++t2[size_t(o)].readers;
       t2.push_back(std::move(info));
     }
     if (!fits(g2)) {

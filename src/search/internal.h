@@ -37,6 +37,11 @@ std::optional<Group> make_group(const ir::KernelGraph& graph, uint64_t mask, boo
 // Whether any operand of the group would be presented differently with `columns` set.
 bool has_rank1_operand(const ir::KernelGraph& graph, uint64_t mask);
 
+// The graph with every exp-normalize spelled out by hand, exp(x) / Σ_d exp(x) (or with the row
+// max subtracted first), as one softmax op over d, whose parts the search builds in the safe
+// form (exp_normalize.cpp); `rewritten` gets how many it replaced. The same graph when none.
+ir::KernelGraph with_softmax_ops(const ir::KernelGraph& graph, int* rewritten = nullptr);
+
 // One point of the block-level space: the grid, the loop, and where each operand and output
 // sits in it (dims.cpp derives these from the dim correspondence of the group).
 struct BlockConfig {

@@ -182,8 +182,18 @@ SearchResult superoptimize(const ir::KernelGraph& graph, const backend::DeviceDe
       result.notes.push_back(std::move(line));
   };
 
+  // The search runs on the graph with hand-written exp-normalizes read as softmax ops, whose
+  // safe form it builds; proofs and float checks take the graph as it was written.
+  int exp_normalizes = 0;
+  const ir::KernelGraph searched = with_softmax_ops(graph, &exp_normalizes);
+  if (exp_normalizes > 0)
+    note(fmt::format(
+        "read {} exp-normalize{} written as exp, sum and div as softmax, searched in the safe form "
+        "(row max subtracted; a running max with rescaled accumulators in a loop over its dim)",
+        exp_normalizes, exp_normalizes == 1 ? "" : "s"));
+
   // Kernel level: the partitions, and the groups of two or more ops they use.
-  const std::vector<Partition> partitions = enumerate_partitions(graph, kMaxPartitions);
+  const std::vector<Partition> partitions = enumerate_partitions(searched, kMaxPartitions);
   if (partitions.size() >= kMaxPartitions)
     note(fmt::format("kernel level: stopped after {} partitions", kMaxPartitions));
   std::vector<uint64_t> masks;
@@ -195,10 +205,10 @@ SearchResult superoptimize(const ir::KernelGraph& graph, const backend::DeviceDe
     return pa != pb ? pa > pb : a < b;
   });
   masks.erase(std::unique(masks.begin(), masks.end()), masks.end());
-  for (const ir::Node& node : graph.nodes()) {
+  for (const ir::Node& node : searched.nodes()) {
     std::string why;
     if (!std::holds_alternative<ir::InputOp>(node.op) &&
-        !make_group(graph, uint64_t(1) << (&node - graph.nodes().data()), false, why))
+        !make_group(searched, uint64_t(1) << (&node - searched.nodes().data()), false, why))
       note(fmt::format("{}; it stays a kernel of its own", why));
   }
   if (masks.empty()) note("nothing to fuse: no two connected ops can share a kernel");
@@ -214,9 +224,9 @@ SearchResult superoptimize(const ir::KernelGraph& graph, const backend::DeviceDe
   std::vector<Item> items;
   for (uint64_t mask : masks) {
     for (bool columns : {false, true}) {
-      if (columns && !has_rank1_operand(graph, mask)) continue;
+      if (columns && !has_rank1_operand(searched, mask)) continue;
       std::string why;
-      std::optional<Group> group = make_group(graph, mask, columns, why);
+      std::optional<Group> group = make_group(searched, mask, columns, why);
       if (!group) {
         note(fmt::format("not fused: {}", why));
         break;
@@ -224,7 +234,7 @@ SearchResult superoptimize(const ir::KernelGraph& graph, const backend::DeviceDe
       auto v = std::make_unique<Variant>();
       v->group = std::move(*group);
       v->configs = block_configs(v->group.target, space);
-      if (v->configs.empty()) note(no_configuration_note(graph, v->group));
+      if (v->configs.empty()) note(no_configuration_note(searched, v->group));
       for (size_t c = 0; c < v->configs.size(); ++c)
         items.push_back(
             {mask, v.get(), c, fmt::format("{:x}:{}:{}", mask, columns, v->configs[c].describe())});
@@ -325,7 +335,7 @@ SearchResult superoptimize(const ir::KernelGraph& graph, const backend::DeviceDe
   auto group_cost = [&](uint64_t mask) -> double {
     if (__builtin_popcountll(mask) == 1) {
       const int id = __builtin_ctzll(mask);
-      return kernel_op_cost(graph, graph.node(id), space);
+      return kernel_op_cost(searched, searched.node(id), space);
     }
     auto it = choices.find(mask);
     if (it == choices.end() || it->second.exhausted()) return INFINITY;
@@ -375,8 +385,9 @@ SearchResult superoptimize(const ir::KernelGraph& graph, const backend::DeviceDe
     size_t best_groups = 0;
     for (size_t p = 0; p < partitions.size(); ++p) {
       if (taken.count(p) ||
-          partitions[p].groups.size() == graph.nodes().size() - graph.inputs().size())
-        continue;  // the all-singletons partition is the input graph, ranked separately
+          partitions[p].groups.size() == searched.nodes().size() - searched.inputs().size())
+        continue;  // the all-singletons partition is the input graph (its exp-normalizes as
+                   // softmax ops at most), ranked separately
       double cost = 0;
       for (uint64_t m : partitions[p].groups) cost += group_cost(m);
       if (cost < best_cost || (cost == best_cost && partitions[p].groups.size() < best_groups)) {
@@ -394,7 +405,7 @@ SearchResult superoptimize(const ir::KernelGraph& graph, const backend::DeviceDe
       fused.push_back(e.group);
       bodies.push_back(e.candidate.body);
     }
-    ir::KernelGraph mugraph = build_mugraph(graph, fused, bodies);
+    ir::KernelGraph mugraph = build_mugraph(searched, fused, bodies);
     verify::EquivalenceResult proof;
     std::string why;
     try {

@@ -4,8 +4,10 @@
 #include <cmath>
 #include <random>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "backend/backend.h"
 #include "search/search.h"
 #include "search_targets.h"
 #include "verify/numerics.h"
@@ -147,12 +149,10 @@ TEST(Numerics, NewNonFiniteValuesFailOnlyWhereTheInputGraphIsFinite) {
 }
 
 // The tolerance of f16 and bf16 is what their rounding needs: the search targets keep a fused
-// µGraph in both, on every distribution. Not gemm_softmax: its fused µGraph is exp / Σexp, which
-// overflows on the stress inputs in every dtype.
+// µGraph in both, on every distribution; gemm_softmax too, now that its softmax is built safe.
 TEST(Numerics, HalfPrecisionTargetsKeepTheirFusedMugraphs) {
   for (DType t : {DType::f16, DType::bf16})
     for (const char* name : testing::kTargetNames) {
-      if (std::string_view(name) == "gemm_softmax") continue;
       const KernelGraph g = testing::small_target(name, t);
       const SearchResult r = superoptimize(g, testing::cpu_like_device(), options());
       EXPECT_TRUE(r.float_check.passed) << name << ": " << r.float_check.summary;
@@ -161,25 +161,53 @@ TEST(Numerics, HalfPrecisionTargetsKeepTheirFusedMugraphs) {
     }
 }
 
+// The fused candidates of `r`: each is finite on `inputs` and within the float check's
+// tolerance of the input graph, on the reference executor and compiled by the cpu backend.
+void expect_fused_candidates_match(const KernelGraph& graph, const SearchResult& r,
+                                   const std::vector<ir::HostTensor>& inputs) {
+  const std::vector<ir::HostTensor> want = verify::run_reference(graph, inputs);
+  ASSERT_EQ(count_non_finite(want), 0);
+  const int64_t k = verify::reduction_length(graph);
+  int fused = 0;
+  for (const Candidate& c : r.ranked) {
+    if (c.kernels >= count_kernels(graph)) continue;
+    ++fused;
+    const verify::Comparison on_reference =
+        verify::compare(verify::run_reference(c.mugraph, inputs), want, k);
+    EXPECT_EQ(on_reference.new_non_finite, 0) << on_reference.summary();
+    EXPECT_TRUE(on_reference.passed) << "reference executor: " << on_reference.summary();
+    const verify::Comparison on_cpu =
+        verify::compare(backend::run_on(backend::get_backend("cpu"), c.mugraph, inputs), want, k);
+    EXPECT_EQ(on_cpu.new_non_finite, 0) << on_cpu.summary();
+    EXPECT_TRUE(on_cpu.passed) << "cpu backend: " << on_cpu.summary();
+    ::testing::Test::RecordProperty(
+        fmt::format("{} kernels", c.kernels),
+        "reference: " + on_reference.summary() + "; cpu: " + on_cpu.summary());
+  }
+  EXPECT_GT(fused, 0) << "no fused candidate: " << ::testing::PrintToString(r.notes);
+}
+
 // Issue 35 (a): X = 1 and W = 0.1 give logits of 102.4, which the input graph's softmax takes
-// in its stride; the fused µGraph the search proves computes exp / Σexp and gave NaN everywhere,
-// and was returned second, behind the input graph, for the tuner to compile and maybe choose.
-TEST(Numerics, GemmSoftmaxThatOverflowsIsNotAccepted) {
+// in its stride; the fused µGraph the search proved computed exp / Σexp and gave NaN everywhere.
+// The search now builds the softmax with the row max subtracted: its fused µGraph is finite and
+// equal to the input graph's result, on the reference executor and on the cpu backend.
+TEST(Numerics, GemmSoftmaxThatOverflowedIsFusedSafely) {
   KernelGraph g;
   auto x = g.input("X", {4, 1024}, DType::f32);
   auto w = g.input("W", {1024, 8000}, DType::f32);
   g.mark_output(g.softmax(g.matmul(x, w), -1), "out");
-  // The CPU-like description finds no fused candidate at this shape.
-  const SearchResult r = superoptimize(g, testing::cuda_like_device(), options());
-  const std::vector<std::string> drops = non_finite_drops(r);
-  EXPECT_FALSE(drops.empty()) << r.float_check.summary;
-  if (!drops.empty()) RecordProperty("dropped", drops.front());
-  expect_finite_candidates(g, r, {constant(g.type(x), 1.0f), constant(g.type(w), 0.1f)});
+  const std::vector<ir::HostTensor> hot = {constant(g.type(x), 1.0f), constant(g.type(w), 0.1f)};
+  for (const auto& device : {testing::cuda_like_device(), testing::cpu_like_device()}) {
+    const SearchResult r = superoptimize(g, device, options());
+    EXPECT_TRUE(non_finite_drops(r).empty()) << device.name << ": " << r.notes.front();
+    expect_finite_candidates(g, r, hot);
+    expect_fused_candidates_match(g, r, hot);
+  }
 }
 
 // Issue 35 (b): attention with RMS-normed Q and K; with norm weight 4 and Q = K = 1 every score
-// is 16·8 = 128, and every output of the proved µGraph was NaN.
-TEST(Numerics, QkNormAttentionThatOverflowsIsNotAccepted) {
+// is 16·8 = 128, and every output of the proved µGraph was NaN. Fused as an online softmax now.
+TEST(Numerics, QkNormAttentionThatOverflowedIsFusedSafely) {
   KernelGraph g;
   auto q = g.input("Q", {2, 16, 8}, DType::f32);
   auto k = g.input("K", {2, 32, 8}, DType::f32);
@@ -190,15 +218,15 @@ TEST(Numerics, QkNormAttentionThatOverflowsIsNotAccepted) {
   auto probs = g.softmax(g.matmul(g.rms_norm(q, {8}, gq), kt), -1);
   g.mark_output(g.matmul(probs, v), "out");
   const SearchResult r = superoptimize(g, testing::cpu_like_device(), options());
-  const std::vector<std::string> drops = non_finite_drops(r);
-  EXPECT_FALSE(drops.empty()) << r.float_check.summary;
-  if (!drops.empty()) RecordProperty("dropped", drops.front());
+  EXPECT_TRUE(non_finite_drops(r).empty()) << r.notes.front();
   std::mt19937_64 rng(4);
   ir::HostTensor values(g.type(v));
   ir::fill_random(values, rng);
-  expect_finite_candidates(g, r,
-                           {constant(g.type(q), 1.0f), constant(g.type(k), 1.0f), std::move(values),
-                            constant(g.type(gq), 4.0f), constant(g.type(gk), 4.0f)});
+  const std::vector<ir::HostTensor> hot = {constant(g.type(q), 1.0f), constant(g.type(k), 1.0f),
+                                           std::move(values), constant(g.type(gq), 4.0f),
+                                           constant(g.type(gk), 4.0f)};
+  expect_finite_candidates(g, r, hot);
+  expect_fused_candidates_match(g, r, hot);
 }
 
 // The rounding that issue 35 (c) is about, alone: the gated MLP summed in f32, term after term,
