@@ -24,6 +24,10 @@
 //     as s - m_i, and that only by exp; exp(s - m_i) and what is linear in it carry the factor
 //     exp(-m_i), which differs per iteration, so they are accumulated by rescaled_sum(., m_i)
 //     alone (a running max with rescaled accumulators), and a tile never mixes two such factors;
+//   - expansion parts: an op that only a softmax or rms_norm brings reads what the expansion
+//     applies it to (the shift x - max x of a max on x, the row sum of an exp, the chunk mean of
+//     a square), since the abstraction, which drops signs and repeated sums, finds sub(s, s) and
+//     mean(mean x) parts of the target too;
 //   - memory: the loop body's tiles and all tiles within capabilities.search;
 //   - arity: the unread tiles must still be reducible to the outputs with the ops left.
 #include <algorithm>
@@ -534,10 +538,13 @@ class Enumerator {
     std::vector<int32_t> in;
     for (int32_t a : args) in.push_back(tiles[size_t(a)].expr);
     const int32_t expr = memo_.apply(v, op, in, false);
-    if (expr < 0 || !memo_.part(expr, phase == BlockPhase::in_loop || vocab_.sums) ||
-        !reads_fit(vocab_.ops[size_t(v)].reads, g, args)) {
+    if (expr < 0 || !memo_.part(expr, phase == BlockPhase::in_loop || vocab_.sums)) {
       ++budget_.pruned;
       ++budget_.expr_pruned;
+      return;
+    }
+    if (!reads_fit(vocab_.ops[size_t(v)].reads, g, args)) {
+      ++budget_.pruned;
       return;
     }
     ir::BlockGraph g2 = g;
@@ -665,7 +672,11 @@ class Enumerator {
         ++budget_.expr_pruned;
         return;
       }
-      g2.add(acc, operands);
+      try {
+        g2.add(acc, operands);
+      } catch (const Error&) {
+        return;  // a rescale whose max does not broadcast to the tile: not a program
+      }
       for (int32_t o : operands) ++t2[size_t(o)].readers;
       t2.push_back(std::move(info));
     }

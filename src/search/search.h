@@ -7,7 +7,10 @@
 // best fit to the device's parallel units; dims.cpp) filtered by the device description's
 // `capabilities["search"]` (documented in backend/backend.h); block ops are enumerated in a
 // canonical order, each prefix pruned unless its abstract expression can be part of the group's
-// (abstract_expr.h documents the axioms). Complete candidates are ranked by a
+// (abstract_expr.h documents the axioms). Exp-normalize is built in its safe form only: a softmax
+// (or exp(x) / Σexp(x) written out, read as one; exp_normalize.cpp) has its row max subtracted
+// before the exp, and in a loop over its dim becomes an online softmax, a running max with
+// rescaled accumulators (block_search.cpp). Complete candidates are ranked by a
 // documented cost estimate (cost.cpp); the cheapest µGraphs are proved equivalent to the input
 // graph by finite-field fingerprints (verify::check_equivalent), each once, and each is checked in
 // floating point against the reference executor on the input distributions of verify/numerics.h,
