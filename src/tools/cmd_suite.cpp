@@ -207,8 +207,7 @@ void tune_suite(backend::Backend& backend, const std::vector<std::string>& names
     ProgressLine progress(fmt::format("[{}/{}] {}:", i + 1, names.size(), names[i]));
     const TunedWorkload w =
         tune_workload(backend, suite::build_workload(names[i], o.bs, dtype), o, progress);
-    const std::string winner =
-        short_label(w.tuned.entry.winner().label);
+    const std::string winner = short_label(w.tuned.entry.winner().label);
     total_tuning += w.tune_seconds + w.compile_seconds;
     progress.finish(fmt::format(
         " {} {}, {}", winner, format_micros(w.steady_seconds),

@@ -84,7 +84,8 @@ TEST(LibraryMatmul, TheTunerMeasuresLibraryVariants) {
   o.profile.min_seconds = 0.01;
   o.profile.min_repetitions = 3;
   o.candidates = [](const KernelGraph&, const backend::DeviceDescription&) {
-    return std::vector<tune::Candidate>{{"fused", ir::testing::rmsnorm_linear_ugraph(DType::f32), std::nullopt}};
+    return std::vector<tune::Candidate>{
+        {"fused", ir::testing::rmsnorm_linear_ugraph(DType::f32), std::nullopt}};
   };
   const KernelGraph g = ir::testing::rmsnorm_linear_kernel(DType::f32);
   const tune::OptimizeResult r = tune::optimize(g, cpu_backend(), o);
