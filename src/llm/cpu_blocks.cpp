@@ -69,46 +69,40 @@ class CpuBlocks final : public HotBlocks {
 
   void attention(int layer, int pos0, int n, float* q, float* k, float* v, KvCache& cache,
                  float* out) override {
-    const int hd = c_.head_dim;
-    const int q_row = c_.n_head * hd;
-    const int kv_row = c_.n_head_kv * hd;
-    for (int i = 0; i < n; ++i) {
-      const int pos = pos0 + i;
-      for (int h = 0; h < c_.n_head; ++h) rope(q + i * q_row + h * hd, pos);
-      for (int h = 0; h < c_.n_head_kv; ++h) rope(k + i * kv_row + h * hd, pos);
-      // llama.cpp stores keys and values as f16 and converts q to f16 for the K·q product.
-      float* kc = cache.k(layer, pos);
-      float* vc = cache.v(layer, pos);
-      std::copy_n(k + i * kv_row, kv_row, kc);
-      std::copy_n(v + i * kv_row, kv_row, vc);
-      k_.round_f16(kc, static_cast<size_t>(kv_row));
-      k_.round_f16(vc, static_cast<size_t>(kv_row));
-      k_.round_f16(q + i * q_row, static_cast<size_t>(q_row));
-    }
-    std::fill(out, out + static_cast<ptrdiff_t>(n) * q_row, 0.0f);
-    const int group = c_.n_head / c_.n_head_kv;
-    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-    const int items = n * c_.n_head;
-    pool_.run([&](int thread, int threads) {
-      float* scores = scores_[thread].data();
-      for (int item = items * thread / threads; item < items * (thread + 1) / threads; ++item) {
-        const int i = item / c_.n_head;
-        const int h = item % c_.n_head;
-        const int len = pos0 + i + 1;  // causal: positions 0..pos
-        const size_t kv_offset = static_cast<size_t>(h / group) * hd;
-        k_.attn_scores(q + i * q_row + h * hd, cache.k(layer, 0) + kv_offset, cache.row, len, hd,
-                       n == 1, scores);
-        float max = -INFINITY;
-        for (int j = 0; j < len; ++j) max = std::max(max, scores[j] * scale);
-        for (int j = 0; j < len; ++j) scores[j] *= scale;
-        const double sum = k_.softmax_exp(scores, len, max);
-        const float inv = static_cast<float>(1.0 / sum);
-        // The probabilities meet the f16 values as f16, as in llama.cpp's V·softmax product.
-        for (int j = 0; j < len; ++j) scores[j] *= inv;
-        k_.round_f16(scores, static_cast<size_t>(len));
-        k_.attn_accumulate(scores, cache.v(layer, 0) + kv_offset, cache.row, len, hd, n == 1,
-                           out + static_cast<size_t>(i) * q_row + h * hd);
+    const size_t q_row = static_cast<size_t>(c_.n_head) * c_.head_dim;
+    const size_t kv_row = static_cast<size_t>(c_.n_head_kv) * c_.head_dim;
+    for (int i = 0; i < n; ++i)
+      store_row(pos0 + i, q + i * q_row, k + i * kv_row, v + i * kv_row, cache.k(layer, pos0 + i),
+                cache.v(layer, pos0 + i));
+    attend(n, q, out, [&](int i, size_t kv_offset) {
+      return RowKv{pos0 + i + 1, contiguous_rows(cache.k(layer, 0) + kv_offset, cache.row),
+                   contiguous_rows(cache.v(layer, 0) + kv_offset, cache.row), n == 1};
+    });
+  }
+
+  void paged_attention(int layer, std::span<const SequenceRows> sequences, float* q, float* k,
+                       float* v, PagedKvCache& cache, float* out) override {
+    const size_t q_row = static_cast<size_t>(c_.n_head) * c_.head_dim;
+    const size_t kv_row = static_cast<size_t>(c_.n_head_kv) * c_.head_dim;
+    row_sequence_.clear();
+    row_position_.clear();
+    int i = 0;
+    for (size_t s = 0; s < sequences.size(); ++s) {
+      const SequenceRows& seq = sequences[s];
+      for (int r = 0; r < seq.rows; ++r, ++i) {
+        const int pos = seq.pos0 + r;
+        store_row(pos, q + i * q_row, k + i * kv_row, v + i * kv_row,
+                  cache.k_row(layer, seq.blocks, pos), cache.v_row(layer, seq.blocks, pos));
+        row_sequence_.push_back(static_cast<int>(s));
+        row_position_.push_back(pos);
       }
+    }
+    // A sequence's one_query follows its own row count, never the batch's, so that its sums run
+    // in the order they would alone.
+    attend(i, q, out, [&](int row, size_t kv_offset) {
+      const SequenceRows& seq = sequences[static_cast<size_t>(row_sequence_[row])];
+      return RowKv{row_position_[row] + 1, cache.k_rows(layer, seq.blocks, kv_offset),
+                   cache.v_rows(layer, seq.blocks, kv_offset), seq.rows == 1};
     });
   }
 
@@ -142,16 +136,74 @@ class CpuBlocks final : public HotBlocks {
   }
 
   void final_norm_lm_head(const float* x, float* logits) override {
-    ensure(xn_, static_cast<size_t>(c_.n_embd));
-    rms_norm(x, w_.output_norm.data(), 1, c_.n_embd, c_.rms_eps, xn_.data());
-    const Activations& a = prepare(w_.output, xn_.data(), 1, 0);
+    final_norm_lm_head_rows(x, 1, logits);
+  }
+
+  void final_norm_lm_head_rows(const float* x, int n, float* logits) override {
+    ensure(xn_, static_cast<size_t>(n) * c_.n_embd);
+    rms_norm(x, w_.output_norm.data(), n, c_.n_embd, c_.rms_eps, xn_.data());
+    const Activations& a = prepare(w_.output, xn_.data(), n, 0);
     const Job job{&w_.output, &a, logits, static_cast<size_t>(w_.output.rows)};
-    run_jobs({&job, 1}, 1);
+    run_jobs({&job, 1}, n);
   }
 
  private:
   static void ensure(std::vector<float>& v, size_t size) {
     if (v.size() < size) v.resize(size);
+  }
+
+  // What row i of a step attends to: positions 0..len-1 of its sequence.
+  struct RowKv {
+    int len;
+    KvRows k, v;
+    bool one_query;
+  };
+
+  // RoPE on row `pos`'s q and k, and k and v stored (as f16 values) at kc and vc.
+  void store_row(int pos, float* q, float* k, const float* v, float* kc, float* vc) {
+    const int hd = c_.head_dim;
+    const size_t q_row = static_cast<size_t>(c_.n_head) * hd;
+    const size_t kv_row = static_cast<size_t>(c_.n_head_kv) * hd;
+    for (int h = 0; h < c_.n_head; ++h) rope(q + h * hd, pos);
+    for (int h = 0; h < c_.n_head_kv; ++h) rope(k + h * hd, pos);
+    // llama.cpp stores keys and values as f16 and converts q to f16 for the K·q product.
+    std::copy_n(k, kv_row, kc);
+    std::copy_n(v, kv_row, vc);
+    k_.round_f16(kc, kv_row);
+    k_.round_f16(vc, kv_row);
+    k_.round_f16(q, q_row);
+  }
+
+  // Causal attention for n rows of q into out[n][n_head·hd]; where(i, kv_offset) says what row i
+  // attends to, from float kv_offset of each cached row (its KV head).
+  template <typename Where>
+  void attend(int n, const float* q, float* out, Where&& where) {
+    const int hd = c_.head_dim;
+    const int q_row = c_.n_head * hd;
+    std::fill(out, out + static_cast<ptrdiff_t>(n) * q_row, 0.0f);
+    const int group = c_.n_head / c_.n_head_kv;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    const int items = n * c_.n_head;
+    pool_.run([&](int thread, int threads) {
+      float* scores = scores_[thread].data();
+      for (int item = items * thread / threads; item < items * (thread + 1) / threads; ++item) {
+        const int i = item / c_.n_head;
+        const int h = item % c_.n_head;
+        const RowKv kv = where(i, static_cast<size_t>(h / group) * hd);
+        const int len = kv.len;
+        k_.attn_scores(q + i * q_row + h * hd, kv.k, len, hd, kv.one_query, scores);
+        float max = -INFINITY;
+        for (int j = 0; j < len; ++j) max = std::max(max, scores[j] * scale);
+        for (int j = 0; j < len; ++j) scores[j] *= scale;
+        const double sum = k_.softmax_exp(scores, len, max);
+        const float inv = static_cast<float>(1.0 / sum);
+        // The probabilities meet the f16 values as f16, as in llama.cpp's V·softmax product.
+        for (int j = 0; j < len; ++j) scores[j] *= inv;
+        k_.round_f16(scores, static_cast<size_t>(len));
+        k_.attn_accumulate(scores, kv.v, len, hd, kv.one_query,
+                           out + static_cast<size_t>(i) * q_row + h * hd);
+      }
+    });
   }
 
   void rope(float* x, int pos) const {
@@ -225,6 +277,7 @@ class CpuBlocks final : public HotBlocks {
   std::vector<float> rope_cos_, rope_sin_;
   std::vector<std::vector<float>> scores_;  // per thread
   std::vector<float> xn_, gate_, up_, out_;
+  std::vector<int> row_sequence_, row_position_;  // per row of a paged step
   Activations acts_[3];
 };
 

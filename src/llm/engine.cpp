@@ -185,6 +185,9 @@ std::string Llm::chat(std::span<const ChatMessage> messages, const GenerateOptio
   return impl_->run(std::move(ids), options, on_text).text;
 }
 
+const ChatTemplate& Llm::chat_template() const {
+  return impl_->require_template();
+}
 const GenerateStats& Llm::last_stats() const {
   return impl_->stats;
 }

@@ -88,6 +88,8 @@ class Llm {
   std::string chat(std::span<const ChatMessage> messages, const GenerateOptions& options = {},
                    const std::function<void(std::string_view)>& on_text = {});
 
+  // The model's chat template; an error naming the model when it has none.
+  const ChatTemplate& chat_template() const;
   const GenerateStats& last_stats() const;
   const Tokenizer& tokenizer() const;
   LlamaModel& model();

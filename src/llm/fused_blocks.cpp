@@ -159,6 +159,11 @@ class FusedBlocks final : public HotBlocks {
     attention_->attention(layer, pos0, n, q, k, v, cache, out);
   }
 
+  void paged_attention(int layer, std::span<const SequenceRows> sequences, float* q, float* k,
+                       float* v, PagedKvCache& cache, float* out) override {
+    attention_->paged_attention(layer, sequences, q, k, v, cache, out);
+  }
+
   void output_and_mlp(int layer, const float* attention, int n, float* x) override {
     const LayerViews& l = layers_[static_cast<size_t>(layer)];
     const size_t dq = static_cast<size_t>(c_.n_head) * c_.head_dim;
@@ -173,6 +178,13 @@ class FusedBlocks final : public HotBlocks {
              {&out});
     });
     std::copy(next_.begin(), next_.end(), x);
+  }
+
+  // A batch's LM head runs on the hand-written kernels, which take any number of rows in one
+  // pass over the weights; the fused graph has a single row. They give a row the same result
+  // whatever the rows beside it, which a seeded request's tokens rely on.
+  void final_norm_lm_head_rows(const float* x, int n, float* logits) override {
+    attention_->final_norm_lm_head_rows(x, n, logits);
   }
 
   void final_norm_lm_head(const float* x, float* logits) override {

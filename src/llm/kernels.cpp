@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "ir/quant.h"
@@ -69,22 +70,35 @@ void scalar_half(int k, const std::byte* w, size_t w_stride, int nr, const Activ
   }
 }
 
-void scalar_scores(const float* q, const float* k, size_t stride, int n, int dim, bool,
-                   float* out) {
+// Row j of `rows`, by division: the scalar kernels are the plain statement of what the SIMD ones
+// compute walking block by block.
+const float* kv_row(const KvRows& rows, int j) {
+  return rows.base + static_cast<size_t>(rows.blocks[j / rows.block_rows]) * rows.block_stride +
+         static_cast<size_t>(j % rows.block_rows) * rows.row_stride;
+}
+
+void scalar_scores(const float* q, const KvRows& k, int n, int dim, bool, float* out) {
   for (int j = 0; j < n; ++j) {
+    const float* row = kv_row(k, j);
     float sum = 0;
-    for (int i = 0; i < dim; ++i) sum += q[i] * k[j * stride + i];
+    for (int i = 0; i < dim; ++i) sum += q[i] * row[i];
     out[j] = sum;
   }
 }
 
-void scalar_accumulate(const float* p, const float* v, size_t stride, int n, int dim, bool,
-                       float* out) {
-  for (int j = 0; j < n; ++j)
-    for (int i = 0; i < dim; ++i) out[i] += p[j] * v[j * stride + i];
+void scalar_accumulate(const float* p, const KvRows& v, int n, int dim, bool, float* out) {
+  for (int j = 0; j < n; ++j) {
+    const float* row = kv_row(v, j);
+    for (int i = 0; i < dim; ++i) out[i] += p[j] * row[i];
+  }
 }
 
 }  // namespace
+
+KvRows contiguous_rows(const float* base, size_t stride) {
+  static constexpr int32_t kOnlyBlock[1] = {0};
+  return {base, kOnlyBlock, std::numeric_limits<int>::max(), 0, stride};
+}
 
 // exp as ggml's CPU backend computes it for softmax and SiLU (ggml_v_expf in its AVX2 build, after
 // ARM's optimized routine): a polynomial on the reduced argument b, then 2^n · (1 + j) in one

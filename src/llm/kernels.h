@@ -31,6 +31,21 @@ struct Activations {
   const float* f = nullptr;
 };
 
+// Keys or values of one attention head, in blocks of `block_rows` positions: row j lives at
+// base + blocks[j / block_rows] · block_stride + (j % block_rows) · row_stride floats. A paged
+// cache (paged_kv.h) passes a sequence's block table, so attention reads through it in place; a
+// contiguous cache is a single block (contiguous_rows).
+struct KvRows {
+  const float* base = nullptr;
+  const int32_t* blocks = nullptr;
+  int block_rows = 0;
+  size_t block_stride = 0;
+  size_t row_stride = 0;
+};
+
+// Rows `stride` floats apart from `base`, as one block.
+KvRows contiguous_rows(const float* base, size_t stride);
+
 // y[c * ldy + r] = dot(weight row r, activation row c) for r < nr, c < nc. `w` points at weight
 // row 0, rows `w_stride` bytes apart; `x_row` is the first activation row used.
 using GemmFn = void (*)(int k, const std::byte* w, size_t w_stride, int nr, const Activations& x,
@@ -44,13 +59,14 @@ struct KernelTable {
   GemmFn f32 = nullptr;   // weights F32, activations f32
   GemmFn f16 = nullptr;   // weights F16, activations f32
   GemmFn bf16 = nullptr;  // weights BF16, activations f32
-  // Attention over f32 rows `stride` floats apart: out[j] = dot(q, k_j) for j < n, and
-  // out += Σ_j p[j] · v_j. `one_query`: the step evaluates a single position (decoding), for
-  // which llama.cpp sums in another order than for a prompt (kernels_simd.inc).
-  void (*attn_scores)(const float* q, const float* k, size_t stride, int n, int dim, bool one_query,
+  // Attention over f32 rows read through `KvRows`: out[j] = dot(q, k_j) for j < n, and
+  // out += Σ_j p[j] · v_j, summed in the same order however the rows are split into blocks.
+  // `one_query`: the step evaluates a single position (decoding), for which llama.cpp sums in
+  // another order than for a prompt (kernels_simd.inc).
+  void (*attn_scores)(const float* q, const KvRows& k, int n, int dim, bool one_query,
                       float* out) = nullptr;
-  void (*attn_accumulate)(const float* p, const float* v, size_t stride, int n, int dim,
-                          bool one_query, float* out) = nullptr;
+  void (*attn_accumulate)(const float* p, const KvRows& v, int n, int dim, bool one_query,
+                          float* out) = nullptr;
   // Softmax numerators in place, x[i] = exp(x[i] − max), returning their sum, and
   // g[i] = silu(g[i]) · u[i]: with ggml's exp and, for the sum, ggml's order, as llama.cpp built
   // for the same instruction set computes them (see ggml_expf and kernels_simd.inc).

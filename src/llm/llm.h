@@ -12,7 +12,9 @@
 // top of them: `LlamaModel` (model.h) holds the config, the quantized weights borrowed from the
 // mapping, the KV cache and the forward pass as hot blocks; kernels.h has the quantized matmul
 // kernels; `Sampler` picks tokens; and `Llm` (engine.h) is the generation API the CLI and the
-// Python package use.
+// Python package use. For serving many requests at once, `PagedKvCache` (paged_kv.h) keeps many
+// sequences' keys and values in blocks from one pool, `LlamaModel::forward_batch` runs them in one
+// step, and `Scheduler` (scheduler.h) batches requests continuously over them.
 #pragma once
 
 #include "llm/chat.h"         // IWYU pragma: export
@@ -21,7 +23,9 @@
 #include "llm/hf_model.h"     // IWYU pragma: export
 #include "llm/kernels.h"      // IWYU pragma: export
 #include "llm/model.h"        // IWYU pragma: export
+#include "llm/paged_kv.h"     // IWYU pragma: export
 #include "llm/quant.h"        // IWYU pragma: export
 #include "llm/safetensors.h"  // IWYU pragma: export
 #include "llm/sampler.h"      // IWYU pragma: export
+#include "llm/scheduler.h"    // IWYU pragma: export
 #include "llm/tokenizer.h"    // IWYU pragma: export

@@ -208,12 +208,7 @@ std::span<const float> LlamaModel::forward(std::span<const TokenId> tokens, bool
     k_.resize(static_cast<size_t>(n) * c.n_head_kv * c.head_dim);
     v_.resize(k_.size());
     attn_.resize(q_.size());
-    const Linear& e = weights_.token_embd;
-    for (int i = 0; i < n; ++i) {
-      const TokenId t = tokens[start + i];
-      dequantize(e.type, {e.data + static_cast<size_t>(t) * e.row_bytes, e.row_bytes},
-                 {x_.data() + i * d, d}, e.name);
-    }
+    embed(tokens.subspan(start, static_cast<size_t>(n)), x_.data());
     for (int l = 0; l < c.n_layer; ++l) {
       blocks_->norm_qkv(l, x_.data(), n, q_.data(), k_.data(), v_.data());
       blocks_->attention(l, position_, n, q_.data(), k_.data(), v_.data(), cache_, attn_.data());
@@ -229,6 +224,78 @@ std::span<const float> LlamaModel::forward(std::span<const TokenId> tokens, bool
       blocks_->final_norm_lm_head(x_.data() + (n - 1) * d, logits_.data());
   }
   return logits_;
+}
+
+void LlamaModel::embed(std::span<const TokenId> tokens, float* x) const {
+  const Linear& e = weights_.token_embd;
+  const size_t d = static_cast<size_t>(config_.n_embd);
+  for (size_t i = 0; i < tokens.size(); ++i)
+    dequantize(e.type, {e.data + static_cast<size_t>(tokens[i]) * e.row_bytes, e.row_bytes},
+               {x + i * d, d}, e.name);
+}
+
+void LlamaModel::check_batch(std::span<const BatchEntry> entries, const PagedKvCache& cache) const {
+  if (entries.empty()) fail("forward_batch: no sequences");
+  for (size_t s = 0; s < entries.size(); ++s) {
+    const BatchEntry& e = entries[s];
+    const int end = e.pos0 + static_cast<int>(e.tokens.size());
+    if (e.tokens.empty()) fail("forward_batch: sequence {} has no tokens", s);
+    if (e.pos0 < 0 || end > cache_.capacity)
+      fail("forward_batch: sequence {} reaches position {}, past the context of {}", s, end,
+           cache_.capacity);
+    if (static_cast<int>(e.blocks.size()) < cache.blocks_for(end))
+      fail("forward_batch: sequence {} has {} KV blocks for {} positions", s, e.blocks.size(), end);
+    for (TokenId t : e.tokens)
+      if (t < 0 || t >= config_.n_vocab)
+        fail("token id {} is outside the vocabulary of {}", t, config_.n_vocab);
+  }
+}
+
+std::span<const float> LlamaModel::forward_batch(std::span<const BatchEntry> entries,
+                                                 PagedKvCache& cache) {
+  check_batch(entries, cache);
+  const LlamaConfig& c = config_;
+  const size_t d = static_cast<size_t>(c.n_embd);
+  int rows = 0, wanted = 0;
+  batch_sequences_.clear();
+  for (const BatchEntry& e : entries) {
+    const int n = static_cast<int>(e.tokens.size());
+    batch_sequences_.push_back({e.blocks.data(), e.pos0, n});
+    rows += n;
+    wanted += e.logits ? 1 : 0;
+  }
+  // The scratch only grows, so that steady decoding allocates nothing.
+  const auto grow = [](std::vector<float>& v, size_t size) {
+    if (v.size() < size) v.resize(size);
+  };
+  const size_t nr = static_cast<size_t>(rows);
+  grow(x_, nr * d);
+  grow(q_, nr * c.n_head * c.head_dim);
+  grow(k_, nr * c.n_head_kv * c.head_dim);
+  grow(v_, nr * c.n_head_kv * c.head_dim);
+  grow(attn_, nr * c.n_head * c.head_dim);
+  size_t row = 0;
+  for (const BatchEntry& e : entries) {
+    embed(e.tokens, x_.data() + row * d);
+    row += e.tokens.size();
+  }
+  for (int l = 0; l < c.n_layer; ++l) {
+    blocks_->norm_qkv(l, x_.data(), rows, q_.data(), k_.data(), v_.data());
+    blocks_->paged_attention(l, batch_sequences_, q_.data(), k_.data(), v_.data(), cache,
+                             attn_.data());
+    blocks_->output_and_mlp(l, attn_.data(), rows, x_.data());
+  }
+  grow(batch_last_x_, static_cast<size_t>(wanted) * d);
+  grow(batch_logits_, static_cast<size_t>(wanted) * c.n_vocab);
+  row = 0;
+  size_t out = 0;
+  for (const BatchEntry& e : entries) {
+    row += e.tokens.size();
+    if (e.logits) std::copy_n(x_.data() + (row - 1) * d, d, batch_last_x_.data() + out++ * d);
+  }
+  if (wanted == 0) return {};
+  blocks_->final_norm_lm_head_rows(batch_last_x_.data(), wanted, batch_logits_.data());
+  return {batch_logits_.data(), static_cast<size_t>(wanted) * c.n_vocab};
 }
 
 }  // namespace yirage::llm

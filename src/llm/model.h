@@ -19,6 +19,7 @@
 
 #include "llm/gguf.h"
 #include "llm/kernels.h"
+#include "llm/paged_kv.h"
 #include "llm/thread_pool.h"
 #include "llm/tokenizer.h"
 
@@ -88,6 +89,14 @@ struct KvCache {
   std::unique_ptr<float[]> storage_;  // left uninitialised: pages are touched as positions fill
 };
 
+// One sequence's rows in a batched step: `rows` consecutive rows of the batch at positions pos0..,
+// its keys and values in a PagedKvCache through the block table `blocks`.
+struct SequenceRows {
+  const int32_t* blocks = nullptr;
+  int pos0 = 0;
+  int rows = 0;
+};
+
 class HotBlocks {
  public:
   virtual ~HotBlocks() = default;
@@ -97,11 +106,26 @@ class HotBlocks {
   // over positions 0..pos into out[n][n_head·hd]. q is overwritten.
   virtual void attention(int layer, int pos0, int n, float* q, float* k, float* v, KvCache& cache,
                          float* out) = 0;
+  // The same for a batched step: the rows of `sequences`, one after another, each attending to
+  // its own sequence's positions through its block table in `cache`.
+  virtual void paged_attention(int layer, std::span<const SequenceRows> sequences, float* q,
+                               float* k, float* v, PagedKvCache& cache, float* out) = 0;
   // The rest of the layer: x += attention · Woᵀ for n rows of attention[n][n_head·hd], then the
   // gated MLP, x += down(silu(gate(RMSNorm(x))) ⊙ up(RMSNorm(x))).
   virtual void output_and_mlp(int layer, const float* attention, int n, float* x) = 0;
   // logits[n_vocab] = RMSNorm(x)·outputᵀ for one row x.
   virtual void final_norm_lm_head(const float* x, float* logits) = 0;
+  // logits[n][n_vocab] for n rows of x, the LM head's weights read once for all of them.
+  virtual void final_norm_lm_head_rows(const float* x, int n, float* logits) = 0;
+};
+
+// One sequence's part of a batched step (LlamaModel::forward_batch).
+struct BatchEntry {
+  std::span<const TokenId> tokens;  // appended at positions pos0, pos0 + 1, ...
+  int pos0 = 0;                     // positions the sequence's cache already holds
+  // The sequence's block table in the PagedKvCache, covering pos0 + tokens.size() positions.
+  std::span<const int32_t> blocks;
+  bool logits = true;  // whether the logits after its last token are wanted
 };
 
 struct ModelOptions {
@@ -143,6 +167,13 @@ class LlamaModel {
   // Forgets positions from `position` on (0 empties the cache).
   void truncate(int position);
 
+  // One step over several sequences whose keys and values live in `cache`: every entry's tokens
+  // go through the matmuls together, as rows of one activation matrix, so the weights are read
+  // once per step; attention reads each sequence's own blocks. Returns the logits of the entries
+  // with `logits` set, in order, n_vocab floats each (valid until the next call). Each row's result
+  // does not depend on the other rows of the step. Leaves this model's own cache untouched.
+  std::span<const float> forward_batch(std::span<const BatchEntry> entries, PagedKvCache& cache);
+
  private:
   LlamaConfig config_;
   LlamaWeights weights_;
@@ -155,6 +186,11 @@ class LlamaModel {
 
   int position_ = 0;
   std::vector<float> x_, q_, k_, v_, attn_, logits_, all_logits_;
+  // forward_batch's: per sequence, and the rows whose logits are wanted.
+  std::vector<SequenceRows> batch_sequences_;
+  std::vector<float> batch_last_x_, batch_logits_;
+  void check_batch(std::span<const BatchEntry> entries, const PagedKvCache& cache) const;
+  void embed(std::span<const TokenId> tokens, float* x) const;
 };
 
 }  // namespace yirage::llm

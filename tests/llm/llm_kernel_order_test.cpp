@@ -108,8 +108,10 @@ void expect_attention_orders(const KernelTable& t, const Orders& o) {
         const std::vector<float> q = random_floats(dim, 1), kv = random_floats(n * stride, 2);
         const std::vector<float> p = random_floats(n, 3, 0.1f);
         std::vector<float> scores(n), out(dim, 0.0f);
-        t.attn_scores(q.data(), kv.data(), stride, n, dim, one_query, scores.data());
-        t.attn_accumulate(p.data(), kv.data(), stride, n, dim, one_query, out.data());
+        t.attn_scores(q.data(), contiguous_rows(kv.data(), stride), n, dim, one_query,
+                      scores.data());
+        t.attn_accumulate(p.data(), contiguous_rows(kv.data(), stride), n, dim, one_query,
+                          out.data());
         for (int j = 0; j < n; ++j) {
           const float* k = kv.data() + j * stride;
           const float want =

@@ -291,18 +291,46 @@ TEST(Kernels, AttentionHelpersAgreeWithScalar) {
         const std::vector<float> q = random_floats(dim, 1), kv = random_floats(n * stride, 2);
         const std::vector<float> p = random_floats(n, 3);
         std::vector<float> want(n), got(n), acc_want(dim, 0.5f), acc_got(dim, 0.5f);
-        scalar_kernels().attn_scores(q.data(), kv.data(), stride, n, dim, one_query, want.data());
-        scalar_kernels().attn_accumulate(p.data(), kv.data(), stride, n, dim, one_query,
-                                         acc_want.data());
+        scalar_kernels().attn_scores(q.data(), contiguous_rows(kv.data(), stride), n, dim,
+                                     one_query, want.data());
+        scalar_kernels().attn_accumulate(p.data(), contiguous_rows(kv.data(), stride), n, dim,
+                                         one_query, acc_want.data());
         for (const KernelTable* t : available_kernels()) {
-          t->attn_scores(q.data(), kv.data(), stride, n, dim, one_query, got.data());
+          t->attn_scores(q.data(), contiguous_rows(kv.data(), stride), n, dim, one_query,
+                         got.data());
           std::fill(acc_got.begin(), acc_got.end(), 0.5f);
-          t->attn_accumulate(p.data(), kv.data(), stride, n, dim, one_query, acc_got.data());
+          t->attn_accumulate(p.data(), contiguous_rows(kv.data(), stride), n, dim, one_query,
+                             acc_got.data());
           for (int i = 0; i < n; ++i) EXPECT_NEAR(got[i], want[i], 1e-4) << t->isa << " " << dim;
           for (int i = 0; i < dim; ++i)
             EXPECT_NEAR(acc_got[i], acc_want[i], 1e-4) << t->isa << " " << dim;
         }
       }
+}
+
+TEST(Kernels, AttentionThroughABlockTableGivesTheContiguousBits) {
+  // The same 70 rows stored as blocks of 16 in a shuffled pool: every table sums in the same
+  // order as over the contiguous rows, so a paged cache changes no bit of the attention.
+  const int dim = 64, n = 70, block = 16, stride = dim + 4;
+  const std::vector<float> q = random_floats(dim, 11), kv = random_floats(n * stride, 12);
+  const std::vector<float> p = random_floats(n, 13);
+  const std::vector<int32_t> table = {3, 0, 4, 1, 2};  // block i of the sequence lives in table[i]
+  std::vector<float> pool(table.size() * block * stride);
+  for (int j = 0; j < n; ++j)
+    std::copy_n(kv.data() + j * stride, stride,
+                pool.data() + (table[j / block] * block + j % block) * stride);
+  const KvRows paged{pool.data(), table.data(), block, size_t{block} * stride, size_t{stride}};
+  for (const KernelTable* t : available_kernels())
+    for (bool one_query : {false, true}) {
+      std::vector<float> want(n), got(n), acc_want(dim, 0.5f), acc_got(dim, 0.5f);
+      t->attn_scores(q.data(), contiguous_rows(kv.data(), stride), n, dim, one_query, want.data());
+      t->attn_scores(q.data(), paged, n, dim, one_query, got.data());
+      t->attn_accumulate(p.data(), contiguous_rows(kv.data(), stride), n, dim, one_query,
+                         acc_want.data());
+      t->attn_accumulate(p.data(), paged, n, dim, one_query, acc_got.data());
+      EXPECT_EQ(got, want) << t->isa << " one_query " << one_query;
+      EXPECT_EQ(acc_got, acc_want) << t->isa << " one_query " << one_query;
+    }
 }
 
 TEST(Kernels, SoftmaxAndSwigluGiveTheSameBitsOnScalarAndAvx2) {

@@ -1,0 +1,251 @@
+#include "llm/scheduler.h"
+
+#include <algorithm>
+#include <string_view>
+
+#include "support/error.h"
+
+namespace yirage::llm {
+
+const char* finish_reason_name(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::length: return "length";
+    case FinishReason::stop: return "stop";
+    case FinishReason::cancelled: return "cancelled";
+    case FinishReason::none: break;
+  }
+  return "none";
+}
+
+struct Scheduler::Sequence {
+  Sequence(uint64_t id_, SequenceRequest request_, const Tokenizer& tokenizer)
+      : id(id_),
+        request(std::move(request_)),
+        sampler(request.sampling),
+        decoder(tokenizer),
+        history(request.prompt) {
+    history.reserve(request.prompt.size() + static_cast<size_t>(request.max_tokens));
+  }
+  int prompt_size() const { return static_cast<int>(request.prompt.size()); }
+  bool prefilling() const { return cached < prompt_size(); }
+
+  uint64_t id;
+  SequenceRequest request;
+  Sampler sampler;
+  StreamingDecoder decoder;
+  std::vector<int32_t> blocks;   // its block table in the pool
+  std::vector<TokenId> history;  // prompt and generated tokens, for the repeat penalty
+  int cached = 0;                // positions whose keys and values are in the cache
+  int generated = 0;
+  TokenId next = -1;  // the last sampled token, fed by the next step
+  std::string held;   // text held back because it may begin a stop string
+  bool done = false;
+};
+
+namespace {
+
+// How much of the end of `text` could be the beginning of one of `stops`: that much is held back
+// until the next token says whether a stop string follows.
+size_t stop_prefix_length(std::string_view text, const std::vector<std::string>& stops) {
+  size_t longest = 0;
+  for (const std::string& stop : stops)
+    for (size_t n = std::min(stop.size() - 1, text.size()); n > longest; --n)
+      if (text.substr(text.size() - n) == std::string_view(stop).substr(0, n)) {
+        longest = n;
+        break;
+      }
+  return longest;
+}
+
+// Where the first stop string begins in `text`, or npos.
+size_t first_stop(std::string_view text, const std::vector<std::string>& stops) {
+  size_t first = std::string_view::npos;
+  for (const std::string& stop : stops) first = std::min(first, text.find(stop));
+  return first;
+}
+
+}  // namespace
+
+Scheduler::Scheduler(LlamaModel& model, const Tokenizer& tokenizer, const SchedulerOptions& options)
+    : model_(model),
+      tokenizer_(tokenizer),
+      options_(options),
+      cache_(model.config(), options.kv_memory_bytes, options.block_rows) {
+  if (options.max_batch < 1) fail("max batch {} must be at least 1", options.max_batch);
+  if (options.prefill_chunk < 1 || options.step_prompt_tokens < 1)
+    fail("prefill chunk {} and step prompt tokens {} must be at least 1", options.prefill_chunk,
+         options.step_prompt_tokens);
+  running_.reserve(static_cast<size_t>(options.max_batch));
+  entries_.reserve(static_cast<size_t>(options.max_batch) * 2);
+  update_counters();
+}
+
+Scheduler::~Scheduler() = default;
+
+uint64_t Scheduler::submit(SequenceRequest request) {
+  const int context = model_.context_length();
+  const int prompt = static_cast<int>(request.prompt.size());
+  if (prompt == 0) fail("the prompt is empty: nothing to continue from");
+  if (prompt > context)
+    fail("the prompt has {} tokens, more than the context of {}", prompt, context);
+  if (request.max_tokens < 1) fail("max tokens {} must be at least 1", request.max_tokens);
+  for (TokenId t : request.prompt)
+    if (t < 0 || t >= model_.config().n_vocab)
+      fail("token id {} is outside the vocabulary of {}", t, model_.config().n_vocab);
+  for (const std::string& stop : request.stop)
+    if (stop.empty()) fail("a stop string is empty");
+  const int positions = std::min(prompt + request.max_tokens, context);
+  if (cache_.blocks_for(positions) > cache_.total_blocks())
+    fail("the request needs {} KV blocks ({} positions) but the pool has {}",
+         cache_.blocks_for(positions), positions, cache_.total_blocks());
+  std::lock_guard lock(incoming_mutex_);
+  const uint64_t id = next_id_++;
+  // The Sampler checks its options here, on the caller's thread.
+  incoming_.push_back(std::make_unique<Sequence>(id, std::move(request), tokenizer_));
+  counters_.waiting.fetch_add(1);
+  return id;
+}
+
+void Scheduler::cancel(uint64_t id) {
+  std::lock_guard lock(incoming_mutex_);
+  cancelled_.push_back(id);
+}
+
+void Scheduler::take_incoming(const std::function<void(const SequenceEvent&)>& on_event) {
+  std::vector<uint64_t> cancelled;
+  {
+    std::lock_guard lock(incoming_mutex_);
+    for (auto& seq : incoming_) waiting_.push_back(std::move(seq));
+    incoming_.clear();
+    cancelled.swap(cancelled_);
+  }
+  if (cancelled.empty()) return;
+  const auto is_cancelled = [&](const std::unique_ptr<Sequence>& seq) {
+    return std::find(cancelled.begin(), cancelled.end(), seq->id) != cancelled.end();
+  };
+  for (auto& seq : running_)
+    if (is_cancelled(seq)) finish(*seq, FinishReason::cancelled, on_event);
+  for (auto& seq : waiting_)
+    if (is_cancelled(seq)) finish(*seq, FinishReason::cancelled, on_event);
+  std::erase_if(waiting_, is_cancelled);
+}
+
+void Scheduler::admit() {
+  // First come, first served: a request that does not fit yet keeps those behind it waiting.
+  while (!waiting_.empty() && static_cast<int>(running_.size()) < options_.max_batch) {
+    Sequence& seq = *waiting_.front();
+    const int positions =
+        std::min(seq.prompt_size() + seq.request.max_tokens, model_.context_length());
+    if (!cache_.allocate(cache_.blocks_for(positions), seq.blocks)) break;
+    running_.push_back(std::move(waiting_.front()));
+    waiting_.pop_front();
+  }
+}
+
+void Scheduler::finish(Sequence& seq, FinishReason reason,
+                       const std::function<void(const SequenceEvent&)>& on_event) {
+  cache_.release(seq.blocks);
+  seq.done = true;
+  if (on_event)
+    on_event(SequenceEvent{seq.id, {}, 0, -1, reason, seq.prompt_size(), seq.generated});
+}
+
+void Scheduler::emit_token(Sequence& seq, TokenId token,
+                           const std::function<void(const SequenceEvent&)>& on_event) {
+  SequenceEvent event{seq.id, {}, 0, -1, FinishReason::none, seq.prompt_size(), 0};
+  const auto& stops = seq.request.stop;
+  if (seq.request.stop_at_end_of_generation && tokenizer_.is_end_of_generation(token)) {
+    event.finish = FinishReason::stop;
+  } else {
+    ++seq.generated;
+    event.new_tokens = 1;
+    event.token = token;
+    counters_.generated_tokens.fetch_add(1);
+    seq.history.push_back(token);
+    seq.held += seq.decoder.push(token);
+    if (const size_t at = first_stop(seq.held, stops); at != std::string::npos) {
+      seq.held.resize(at);
+      event.finish = FinishReason::stop;
+    } else if (seq.generated == seq.request.max_tokens || seq.cached >= model_.context_length()) {
+      event.finish = FinishReason::length;
+    }
+  }
+  if (event.finish != FinishReason::none) {
+    // Unless a stop string cut it, what the decoder still holds ends the text.
+    if (event.new_tokens == 0 || event.finish == FinishReason::length) {
+      seq.held += seq.decoder.flush();
+      if (const size_t at = first_stop(seq.held, stops); at != std::string::npos) {
+        seq.held.resize(at);
+        event.finish = FinishReason::stop;
+      }
+    }
+    event.text = std::move(seq.held);
+    cache_.release(seq.blocks);
+    seq.done = true;
+  } else {
+    const size_t keep = stop_prefix_length(seq.held, stops);
+    event.text = seq.held.substr(0, seq.held.size() - keep);
+    seq.held.erase(0, seq.held.size() - keep);
+    seq.next = token;
+  }
+  event.completion_tokens = seq.generated;
+  if (on_event) on_event(event);
+}
+
+bool Scheduler::step(const std::function<void(const SequenceEvent&)>& on_event) {
+  take_incoming(on_event);
+  std::erase_if(running_, [](const auto& seq) { return seq->done; });
+  admit();
+  entries_.clear();
+  entry_owner_.clear();
+  // Decode rows first: one each for the sequences that are generating.
+  for (auto& seq : running_)
+    if (!seq->prefilling()) {
+      entries_.push_back({std::span(&seq->next, 1), seq->cached, seq->blocks, true});
+      entry_owner_.push_back(seq.get());
+    }
+  // Then prompt chunks, cut at multiples of prefill_chunk, while the budget lasts.
+  int prompt_tokens = 0;
+  for (auto& seq : running_) {
+    if (!seq->prefilling()) continue;
+    const int length = std::min(options_.prefill_chunk, seq->prompt_size() - seq->cached);
+    if (prompt_tokens > 0 && prompt_tokens + length > options_.step_prompt_tokens) break;
+    const bool last = seq->cached + length == seq->prompt_size();
+    entries_.push_back({std::span(seq->request.prompt)
+                            .subspan(static_cast<size_t>(seq->cached), static_cast<size_t>(length)),
+                        seq->cached, seq->blocks, last});
+    entry_owner_.push_back(seq.get());
+    prompt_tokens += length;
+  }
+  if (entries_.empty()) {
+    update_counters();
+    return false;
+  }
+  const std::span<const float> logits = model_.forward_batch(entries_, cache_);
+  counters_.prompt_tokens.fetch_add(static_cast<uint64_t>(prompt_tokens));
+  counters_.steps.fetch_add(1);
+  const size_t n_vocab = static_cast<size_t>(model_.config().n_vocab);
+  size_t row = 0;
+  for (size_t e = 0; e < entries_.size(); ++e) {
+    Sequence& seq = *entry_owner_[e];
+    seq.cached += static_cast<int>(entries_[e].tokens.size());
+    if (!entries_[e].logits) continue;
+    const TokenId token = seq.sampler.sample(logits.subspan(row++ * n_vocab, n_vocab), seq.history);
+    emit_token(seq, token, on_event);
+  }
+  std::erase_if(running_, [](const auto& seq) { return seq->done; });
+  update_counters();
+  return true;
+}
+
+void Scheduler::update_counters() {
+  counters_.running.store(static_cast<int>(running_.size()));
+  {
+    std::lock_guard lock(incoming_mutex_);
+    counters_.waiting.store(static_cast<int>(waiting_.size() + incoming_.size()));
+  }
+  counters_.kv_blocks_used.store(cache_.used_blocks());
+  counters_.kv_blocks_free.store(cache_.free_blocks());
+}
+
+}  // namespace yirage::llm

@@ -1,0 +1,281 @@
+// Serving many sequences at once: the paged KV cache's pool, batched steps (forward_batch), and
+// the continuous-batching scheduler, on a tiny generated model and on SmolLM2 when it is present.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "llm/llm.h"
+#include "llm_model_path.h"
+#include "llm_tiny_model.h"
+#include "test_util.h"
+
+namespace yirage::llm {
+namespace {
+
+using test_util::error_of;
+using ::testing::HasSubstr;
+
+LlamaConfig tiny_config() {
+  LlamaConfig c;
+  c.n_layer = 2;
+  c.n_head_kv = 2;
+  c.head_dim = 16;
+  return c;
+}
+
+// --- the block pool ---
+
+TEST(PagedKvCache, BudgetSetsTheBlockCountAndAccountingReturnsToZero) {
+  const LlamaConfig c = tiny_config();
+  // A block of 16 positions: 2 layers × (K, V) × 16 × 32 floats = 8 KiB.
+  PagedKvCache cache(c, 5 * 8192 + 100, 16);
+  EXPECT_EQ(cache.block_bytes(), 8192u);
+  EXPECT_EQ(cache.total_blocks(), 5);
+  EXPECT_EQ(cache.blocks_for(16), 1);
+  EXPECT_EQ(cache.blocks_for(17), 2);
+  std::vector<int32_t> a, b;
+  ASSERT_TRUE(cache.allocate(3, a));
+  EXPECT_EQ(cache.used_blocks(), 3);
+  // Exhaustion is an answer, not a crash, and takes nothing.
+  EXPECT_FALSE(cache.allocate(3, b));
+  EXPECT_TRUE(b.empty());
+  EXPECT_EQ(cache.free_blocks(), 2);
+  ASSERT_TRUE(cache.allocate(2, b));
+  EXPECT_EQ(cache.free_blocks(), 0);
+  cache.release(a);
+  EXPECT_TRUE(a.empty());
+  std::vector<int32_t> stale = b;
+  cache.release(b);
+  EXPECT_EQ(cache.used_blocks(), 0);
+  EXPECT_THAT(error_of([&] { cache.release(stale); }), HasSubstr("released but not taken"));
+}
+
+TEST(PagedKvCache, ABudgetBelowOneBlockIsAnError) {
+  EXPECT_THAT(error_of([] { PagedKvCache(tiny_config(), 8191, 16); }),
+              HasSubstr("KV memory 8191 bytes holds no block of 16 positions (8192 bytes each)"));
+}
+
+TEST(PagedKvCache, SequencesWriteOnlyTheirOwnBlocks) {
+  PagedKvCache cache(tiny_config(), 4 * 8192, 16);
+  std::vector<int32_t> a, b;
+  ASSERT_TRUE(cache.allocate(2, a));
+  ASSERT_TRUE(cache.allocate(2, b));
+  for (int pos = 0; pos < 32; ++pos) {
+    cache.k_row(1, a.data(), pos)[3] = 1000.0f + pos;
+    cache.k_row(1, b.data(), pos)[3] = 2000.0f + pos;
+  }
+  for (int pos = 0; pos < 32; ++pos) {
+    EXPECT_EQ(cache.k_row(1, a.data(), pos)[3], 1000.0f + pos);
+    EXPECT_EQ(cache.k_row(1, b.data(), pos)[3], 2000.0f + pos);
+  }
+}
+
+// --- the scheduler ---
+
+struct Outcome {
+  std::vector<TokenId> ids;
+  std::string text;
+  FinishReason finish = FinishReason::none;
+  int events = 0;
+};
+
+// Runs every request through `scheduler` until all have finished; checks on every step that no
+// more than `max_running` run at once.
+std::vector<Outcome> run_all(Scheduler& scheduler, std::vector<SequenceRequest> requests,
+                             int max_running = 1 << 30) {
+  std::map<uint64_t, size_t> index;
+  for (size_t i = 0; i < requests.size(); ++i) index[scheduler.submit(requests[i])] = i;
+  std::vector<Outcome> out(requests.size());
+  size_t finished = 0;
+  while (finished < requests.size()) {
+    const bool worked = scheduler.step([&](const SequenceEvent& e) {
+      Outcome& o = out.at(index.at(e.id));
+      ++o.events;
+      if (e.new_tokens == 1) o.ids.push_back(e.token);
+      o.text += e.text;
+      if (e.finish != FinishReason::none) {
+        o.finish = e.finish;
+        ++finished;
+      }
+    });
+    EXPECT_LE(scheduler.counters().running.load(), max_running);
+    if (!worked) ADD_FAILURE() << "the scheduler idled with requests unfinished";
+    if (!worked) break;
+  }
+  return out;
+}
+
+class TinyServe : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    path_ =
+        new std::filesystem::path(std::filesystem::temp_directory_path() /
+                                  ("yirage_tiny_batch_" + std::to_string(::getpid()) + ".gguf"));
+    const std::vector<std::byte> bytes = testing::write_tiny_llama(testing::TinyLlama{});
+    std::ofstream(*path_, std::ios::binary)
+        .write(reinterpret_cast<const char*>(bytes.data()),
+               static_cast<std::streamsize>(bytes.size()));
+    llm_ = new Llm(Llm::open(path_->string(), LlmOptions{2, 96}));
+  }
+  static void TearDownTestSuite() {
+    delete llm_;
+    std::filesystem::remove(*path_);
+    delete path_;
+  }
+
+  static SequenceRequest request(const std::string& prompt, int max_tokens, float temperature = 0,
+                                 uint64_t seed = 0) {
+    SequenceRequest r;
+    r.prompt = llm_->tokenizer().encode(prompt);
+    r.max_tokens = max_tokens;
+    r.sampling.temperature = temperature;
+    r.sampling.seed = seed;
+    r.stop_at_end_of_generation = false;
+    return r;
+  }
+
+  static SchedulerOptions options(int max_batch, size_t kv_bytes = size_t{8} << 20) {
+    SchedulerOptions o;
+    o.kv_memory_bytes = kv_bytes;
+    o.max_batch = max_batch;
+    o.prefill_chunk = 8;  // several chunks per prompt, so chunks meet decode rows in a step
+    o.step_prompt_tokens = 16;
+    return o;
+  }
+
+  static inline std::filesystem::path* path_ = nullptr;
+  static inline Llm* llm_ = nullptr;
+};
+
+const std::vector<std::string> kPrompts = {"hello hello", "the cat sat on", "a b c d e f g h i j k",
+                                           "zz"};
+
+TEST_F(TinyServe, BatchedGreedyDecodingEqualsEachSequenceAloneAndGenerate) {
+  std::vector<SequenceRequest> requests;
+  for (int i = 0; i < 3; ++i) requests.push_back(request(kPrompts[i], 12));
+  Scheduler together(llm_->model(), llm_->tokenizer(), options(3));
+  const std::vector<Outcome> batched = run_all(together, requests);
+  GenerateOptions g;
+  g.max_tokens = 12;
+  g.stop_at_end_of_generation = false;
+  for (int i = 0; i < 3; ++i) {
+    Scheduler alone(llm_->model(), llm_->tokenizer(), options(1));
+    const Outcome single = run_all(alone, {requests[i]}).at(0);
+    EXPECT_EQ(batched[i].ids, single.ids) << kPrompts[i];
+    EXPECT_EQ(batched[i].text, single.text);
+    EXPECT_EQ(batched[i].ids.size(), 12u);
+    EXPECT_EQ(batched[i].finish, FinishReason::length);
+    EXPECT_EQ(llm_->generate_detailed(kPrompts[i], g).ids, single.ids) << kPrompts[i];
+  }
+  EXPECT_EQ(together.cache().used_blocks(), 0);
+  EXPECT_EQ(together.counters().kv_blocks_used.load(), 0);
+  EXPECT_EQ(together.counters().generated_tokens.load(), 36u);
+}
+
+TEST_F(TinyServe, SeededSamplingGivesTheSameTokensInBatchesOf1_3And16) {
+  auto seeded = [&](int i) { return request(kPrompts[i % 4], 6, 0.9f, 100 + i); };
+  std::vector<Outcome> alone;
+  for (int i = 0; i < 16; ++i) {
+    Scheduler s(llm_->model(), llm_->tokenizer(), options(1));
+    alone.push_back(run_all(s, {seeded(i)}).at(0));
+  }
+  for (int size : {3, 16}) {
+    std::vector<SequenceRequest> batch;
+    for (int i = 0; i < size; ++i) batch.push_back(seeded(i));
+    Scheduler s(llm_->model(), llm_->tokenizer(), options(16));
+    const std::vector<Outcome> got = run_all(s, batch);
+    for (int i = 0; i < size; ++i) EXPECT_EQ(got[i].ids, alone[i].ids) << size << " " << i;
+  }
+  // The seeds matter: not every request drew the same tokens.
+  bool differ = false;
+  for (int i = 4; i < 16; ++i) differ |= alone[i].ids != alone[i % 4].ids;
+  EXPECT_TRUE(differ);
+}
+
+TEST_F(TinyServe, AFullPoolMakesRequestsWaitAndEveryOneFinishes) {
+  // Room for one request's blocks at a time: the others wait, then run as blocks come back.
+  const LlamaConfig& c = llm_->model().config();
+  const size_t block = size_t{2} * c.n_layer * 16 * c.n_head_kv * c.head_dim * sizeof(float);
+  Scheduler s(llm_->model(), llm_->tokenizer(), options(4, 2 * block));
+  std::vector<SequenceRequest> requests;
+  for (int i = 0; i < 4; ++i) requests.push_back(request(kPrompts[i], 10));
+  const std::vector<Outcome> got = run_all(s, requests, 1);
+  for (const Outcome& o : got) EXPECT_EQ(o.ids.size(), 10u);
+  EXPECT_EQ(s.cache().used_blocks(), 0);
+  // A request that can never fit is refused at once.
+  EXPECT_THAT(error_of([&] { s.submit(request(kPrompts[0], 80)); }), HasSubstr("KV blocks"));
+}
+
+TEST_F(TinyServe, CancelFreesTheBlocksAtTheNextStep) {
+  Scheduler s(llm_->model(), llm_->tokenizer(), options(4));
+  const uint64_t id = s.submit(request(kPrompts[1], 50));
+  s.step({});
+  s.step({});
+  EXPECT_GT(s.cache().used_blocks(), 0);
+  s.cancel(id);
+  FinishReason reason = FinishReason::none;
+  s.step([&](const SequenceEvent& e) { reason = e.finish; });
+  EXPECT_EQ(reason, FinishReason::cancelled);
+  EXPECT_EQ(s.cache().used_blocks(), 0);
+  EXPECT_EQ(s.counters().running.load(), 0);
+}
+
+TEST_F(TinyServe, StopStringsEndTheTextBeforeThem) {
+  Scheduler s(llm_->model(), llm_->tokenizer(), options(2));
+  const Outcome full = run_all(s, {request(kPrompts[0], 12)}).at(0);
+  ASSERT_GE(full.text.size(), 4u);
+  SequenceRequest r = request(kPrompts[0], 12);
+  const std::string stop = full.text.substr(2, 2);
+  r.stop = {stop};
+  const Outcome cut = run_all(s, {r}).at(0);
+  EXPECT_EQ(cut.finish, FinishReason::stop);
+  EXPECT_EQ(cut.text, full.text.substr(0, full.text.find(stop)));
+}
+
+TEST_F(TinyServe, BadRequestsAreOneLineErrors) {
+  Scheduler s(llm_->model(), llm_->tokenizer(), options(2));
+  EXPECT_THAT(error_of([&] { s.submit(request("", 4)); }), HasSubstr("the prompt is empty"));
+  SequenceRequest long_prompt = request(kPrompts[0], 4);
+  long_prompt.prompt.assign(97, long_prompt.prompt[0]);
+  EXPECT_THAT(error_of([&] { s.submit(long_prompt); }),
+              HasSubstr("the prompt has 97 tokens, more than the context of 96"));
+  EXPECT_THAT(error_of([&] { s.submit(request(kPrompts[0], 0)); }),
+              HasSubstr("max tokens 0 must be at least 1"));
+  SequenceRequest bad_top_p = request(kPrompts[0], 4);
+  bad_top_p.sampling.top_p = 0;
+  EXPECT_THAT(error_of([&] { s.submit(bad_top_p); }), HasSubstr("top-p 0 must be greater than 0"));
+}
+
+// --- SmolLM2 ---
+
+TEST(SmolLm2Serve, BatchedGreedyEqualsGenerate) {
+  const std::optional<std::string> path = testing::smollm2_path();
+  if (!path) GTEST_SKIP() << testing::kModelSkipReason;
+  Llm llm = Llm::open(*path, LlmOptions{2, 256});
+  const std::vector<std::string> prompts = {"The capital of France is", "1, 2, 3, 4,",
+                                            "Once upon a time"};
+  SchedulerOptions o;
+  o.kv_memory_bytes = size_t{64} << 20;
+  Scheduler s(llm.model(), llm.tokenizer(), o);
+  std::vector<SequenceRequest> requests;
+  for (const std::string& p : prompts) {
+    SequenceRequest r;
+    r.prompt = llm.tokenizer().encode(p, EncodeOptions{.add_special = true, .parse_special = true});
+    r.max_tokens = 8;
+    requests.push_back(r);
+  }
+  const std::vector<Outcome> got = run_all(s, requests);
+  GenerateOptions g;
+  g.max_tokens = 8;
+  for (size_t i = 0; i < prompts.size(); ++i)
+    EXPECT_EQ(got[i].ids, llm.generate_detailed(prompts[i], g).ids) << prompts[i];
+  EXPECT_EQ(s.cache().used_blocks(), 0);
+}
+
+}  // namespace
+}  // namespace yirage::llm
