@@ -3,12 +3,13 @@
 # CMake, the libraries (from the distribution's packages), graphviz for SVG output, and NumPy
 # and pytest for the tests. Runs as root, or through sudo when it is available. OpenBLAS is the
 # cpu backend's library matmul, in its OpenMP flavour: the generated modules run on OpenMP, and a
-# second (pthreads) pool spinning on the same cores would fight them.
+# second (pthreads) pool spinning on the same cores would fight them. cpp-httplib is the HTTP
+# server under `yirage serve` (src/serve/server.cpp says why that one).
 set -euo pipefail
 
 packages=(g++ cmake ninja-build pkg-config nlohmann-json3-dev libcli11-dev libfmt-dev
           libgtest-dev libgmock-dev graphviz clang-format python3 python3-pip
-          python3-venv libsqlite3-dev libz3-dev libopenblas-openmp-dev)
+          python3-venv libsqlite3-dev libz3-dev libopenblas-openmp-dev libcpp-httplib-dev)
 
 missing=()
 for p in "${packages[@]}"; do
@@ -21,10 +22,11 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-if ! python3 -c "import numpy, pytest" 2>/dev/null; then
+# openai: the official client, which the tests of `yirage serve` drive it with.
+if ! python3 -c "import numpy, pytest, openai" 2>/dev/null; then
   # Debian's own python3 refuses plain pip installs (PEP 668); a pyenv or venv python does not.
-  python3 -m pip install -q numpy pytest 2>/dev/null ||
-    python3 -m pip install -q --break-system-packages numpy pytest
+  python3 -m pip install -q numpy pytest openai 2>/dev/null ||
+    python3 -m pip install -q --break-system-packages numpy pytest openai
 fi
 
 # llama.cpp through its Python binding: the LLM tests compare tokens and logits with it, and the

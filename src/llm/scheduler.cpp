@@ -196,6 +196,9 @@ bool Scheduler::step(const std::function<void(const SequenceEvent&)>& on_event) 
   take_incoming(on_event);
   std::erase_if(running_, [](const auto& seq) { return seq->done; });
   admit();
+  // Admission shows in the counters before this step's tokens do, so that a client who has seen
+  // a token also sees its request out of the queue.
+  update_counters();
   entries_.clear();
   entry_owner_.clear();
   // Decode rows first: one each for the sequences that are generating.

@@ -18,6 +18,7 @@ void add_suite_command(CLI::App& app);
 void add_optimize_command(CLI::App& app);
 void add_generate_command(CLI::App& app);  // the LLM engine (cmd_generate.cpp)
 void add_chat_command(CLI::App& app);      // cmd_chat.cpp
+void add_serve_command(CLI::App& app);     // the OpenAI-compatible server (cmd_serve.cpp)
 void add_cache_command(CLI::App& app);     // the tuning cache (cmd_cache.cpp)
 void add_verify_command(CLI::App& app);    // a user's µGraph against a graph (cmd_verify.cpp)
 

@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
   yirage::tools::add_optimize_command(app);
   yirage::tools::add_generate_command(app);
   yirage::tools::add_chat_command(app);
+  yirage::tools::add_serve_command(app);
   yirage::tools::add_cache_command(app);
   yirage::tools::add_verify_command(app);
   try {
