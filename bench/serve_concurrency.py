@@ -66,9 +66,13 @@ def main():
     parser.add_argument("--max-tokens", type=int, default=48)
     parser.add_argument("--requests-per-stream", type=int, default=2)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--hand-written", action="store_true",
+                        help="serve on the hand-written kernels instead of the fused graphs")
     args = parser.parse_args()
     command = [args.yirage, "serve", "--model", args.model, "--port", "0", "--threads",
                str(args.threads), "--max-batch", str(max(args.streams)), "--context", "1024"]
+    if args.hand_written:
+        command.append("--hand-written")
     print("$", " ".join(command), file=sys.stderr)
     server = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
     try:

@@ -39,12 +39,14 @@ std::optional<ApiError> read_int(const json& body, const char* key, long long lo
   if (it == body.end() || it->is_null()) return std::nullopt;
   if (!it->is_number_integer())
     return bad(key, fmt::format("'{}' must be an integer, not {}", key, type_name(*it)));
-  const long long v = it->is_number_unsigned() &&
-                              it->get<unsigned long long>() > static_cast<unsigned long long>(high)
-                          ? high + 1
-                          : it->get<long long>();
-  if (v < low || v > high)
-    return bad(key, fmt::format("'{}' is {}; it must be between {} and {}", key, v, low, high));
+  const auto range_error = [&](const std::string& value) {
+    return bad(key, fmt::format("'{}' is {}; it must be between {} and {}", key, value, low, high));
+  };
+  if (it->is_number_unsigned() &&
+      it->get<unsigned long long>() > static_cast<unsigned long long>(high))
+    return range_error(std::to_string(it->get<unsigned long long>()));
+  const long long v = it->get<long long>();
+  if (v < low || v > high) return range_error(std::to_string(v));
   out = v;
   return std::nullopt;
 }
