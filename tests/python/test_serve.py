@@ -4,6 +4,7 @@ of a full queue, a disconnect freeing its KV blocks, and the README's Serve exam
 
 Needs the model (scripts/fetch-model.sh) and the `openai` package (scripts/install-deps.sh);
 without them the tests skip, unless YIRAGE_REQUIRE_MODEL=1."""
+import concurrent.futures
 import json
 import os
 import re
@@ -86,7 +87,7 @@ class Served:
 
 @pytest.fixture(scope="module")
 def server(yirage_bin, model):
-    served = Served(yirage_bin, model, "--max-batch", "4")
+    served = Served(yirage_bin, model, "--max-batch", "16")
     yield served
     status, err = served.stop()
     assert status == 0, err
@@ -161,6 +162,25 @@ def test_seed_repeats_and_stop_strings_cut(client):
                                     stop=[stop])
     assert cut.choices[0].text == full[:full.index(stop)]
     assert cut.choices[0].finish_reason == "stop"
+
+
+def test_seeded_requests_draw_the_same_tokens_in_batches_of_1_3_and_16(server, client):
+    prompts = [f"Tell me about the number {i}." for i in range(16)]
+
+    def sample(i):
+        return client.completions.create(model="m", prompt=prompts[i], max_tokens=6,
+                                         temperature=0.9, seed=1000 + i).choices[0].text
+
+    alone = [sample(i) for i in range(16)]
+    for size in (3, 16):
+        steps = server.metric("yirage_steps_total")
+        tokens = server.metric("yirage_generated_tokens_total")
+        with concurrent.futures.ThreadPoolExecutor(size) as pool:
+            assert list(pool.map(sample, range(size))) == alone[:size], size
+        # Fewer steps than tokens: the requests did share steps.
+        assert server.metric("yirage_steps_total") - steps < \
+            server.metric("yirage_generated_tokens_total") - tokens
+    assert len(set(alone)) > 1
 
 
 @pytest.mark.parametrize("body,param", [
