@@ -4,11 +4,20 @@
 // (kernels.h's KvRows), so sequences grow a block at a time without copying and a finished
 // sequence's blocks go straight back to the pool. All memory is taken when the pool is built:
 // taking and returning blocks moves ids on a preallocated free list, nothing per token.
+//
+// Prefix caching: a full block of prompt positions can be published under a hash chained over the
+// tokens from the sequence's start to the block's end. Other sequences with the same prefix take
+// it by reference count instead of computing it again. When its last holder lets go, a published
+// block stays cached, counted free, and is evicted least recently used first when allocate() runs
+// out of never-published blocks. A lookup checks the block's tokens and its predecessor too, so a
+// hash collision can only miss, never hand out another prefix's keys.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "llm/kernels.h"
@@ -27,7 +36,9 @@ class PagedKvCache {
 
   int block_rows() const { return block_rows_; }
   int total_blocks() const { return total_blocks_; }
-  int free_blocks() const { return static_cast<int>(free_.size()); }
+  // Blocks no sequence holds, cached ones included (they are evicted as needed).
+  int free_blocks() const { return static_cast<int>(free_.size()) + idle_cached_; }
+  int cached_blocks() const { return idle_cached_; }  // free, but holding a published prefix
   int used_blocks() const { return total_blocks_ - free_blocks(); }
   size_t block_bytes() const { return block_floats_ * sizeof(float); }
   // Blocks needed to hold `positions` positions.
@@ -36,9 +47,22 @@ class PagedKvCache {
   // Appends `count` free blocks to `table`. Returns false, taking nothing, when fewer are free:
   // the caller waits for other sequences to finish.
   bool allocate(int count, std::vector<int32_t>& table);
-  // Returns every block of `table` to the pool and clears it; an error for a block that is not
-  // taken (a table released twice, or another's blocks).
+  // Drops the caller's hold on every block of `table` and clears it; a block nobody holds goes
+  // back to the pool (or to the cache, when published). An error for a block that is not held (a
+  // table released twice).
   void release(std::vector<int32_t>& table);
+
+  // The hash of a prefix that ends with `block_tokens`, given the hash of the prefix before them
+  // (0 for the first block).
+  static uint64_t chain_hash(uint64_t previous, std::span<const int32_t> block_tokens);
+  // Takes the published block for `hash` (one more holder) and appends it to `table`, provided it
+  // holds `block_tokens` after the block `table.back()` (or first, when `table` is empty).
+  bool take_cached(uint64_t hash, std::span<const int32_t> block_tokens,
+                   std::vector<int32_t>& table);
+  // Publishes the full block table[index], whose positions hold `block_tokens`, under `hash`. A
+  // hash already published keeps its block.
+  void publish(const std::vector<int32_t>& table, size_t index, uint64_t hash,
+               std::span<const int32_t> block_tokens);
 
   // Where position `pos` of the sequence with block table `table` keeps its key / value row
   // (n_head_kv · head_dim floats).
@@ -59,8 +83,22 @@ class PagedKvCache {
   size_t block_floats_ = 0;
   int total_blocks_ = 0;
   std::unique_ptr<float[]> storage_;  // left uninitialised: pages are touched as blocks fill
-  std::vector<int32_t> free_;         // capacity total_blocks_, so releasing never allocates
-  std::vector<bool> taken_;
+  void unpublish(int32_t block);
+  void lru_push(int32_t block);
+  void lru_remove(int32_t block);
+
+  std::vector<int32_t> free_;  // capacity total_blocks_, so releasing never allocates
+  std::vector<int> holders_;   // per block: the sequences that hold it
+  // Published blocks: their hash, tokens and predecessor; the idle ones in least-recently-used
+  // order on an intrusive list (no allocation as they come and go).
+  std::unordered_map<uint64_t, int32_t> published_;
+  std::vector<uint64_t> hash_;
+  std::vector<bool> is_published_;
+  std::vector<int32_t> tokens_;  // block_rows_ per block
+  std::vector<int32_t> previous_;
+  std::vector<int32_t> lru_prev_, lru_next_;
+  int32_t lru_head_ = -1, lru_tail_ = -1;
+  int idle_cached_ = 0;
 };
 
 }  // namespace yirage::llm

@@ -18,16 +18,25 @@ const char* finish_reason_name(FinishReason reason) {
 }
 
 struct Scheduler::Sequence {
-  Sequence(uint64_t id_, SequenceRequest request_, const Tokenizer& tokenizer)
+  Sequence(uint64_t id_, SequenceRequest request_, const Tokenizer& tokenizer, int block_rows_)
       : id(id_),
         request(std::move(request_)),
         sampler(request.sampling),
         decoder(tokenizer),
-        history(request.prompt) {
+        history(request.prompt),
+        block_rows(block_rows_) {
     history.reserve(request.prompt.size() + static_cast<size_t>(request.max_tokens));
+    // The prefix hash of every full block of the prompt, for the prefix cache.
+    uint64_t hash = 0;
+    for (int b = 0; b < prompt_size() / block_rows; ++b)
+      prefix_hashes.push_back(hash = PagedKvCache::chain_hash(hash, prompt_block(b)));
   }
   int prompt_size() const { return static_cast<int>(request.prompt.size()); }
   bool prefilling() const { return cached < prompt_size(); }
+  std::span<const TokenId> prompt_block(int b) const {
+    return std::span(request.prompt)
+        .subspan(static_cast<size_t>(b) * block_rows, static_cast<size_t>(block_rows));
+  }
 
   uint64_t id;
   SequenceRequest request;
@@ -40,6 +49,9 @@ struct Scheduler::Sequence {
   TokenId next = -1;  // the last sampled token, fed by the next step
   std::string held;   // text held back because it may begin a stop string
   bool done = false;
+  int block_rows;
+  std::vector<uint64_t> prefix_hashes;
+  int published = 0;  // leading prompt blocks in the prefix cache (taken from it or published)
 };
 
 namespace {
@@ -101,7 +113,8 @@ uint64_t Scheduler::submit(SequenceRequest request) {
   std::lock_guard lock(incoming_mutex_);
   const uint64_t id = next_id_++;
   // The Sampler checks its options here, on the caller's thread.
-  incoming_.push_back(std::make_unique<Sequence>(id, std::move(request), tokenizer_));
+  incoming_.push_back(
+      std::make_unique<Sequence>(id, std::move(request), tokenizer_, cache_.block_rows()));
   counters_.waiting.fetch_add(1);
   return id;
 }
@@ -136,10 +149,39 @@ void Scheduler::admit() {
     Sequence& seq = *waiting_.front();
     const int positions =
         std::min(seq.prompt_size() + seq.request.max_tokens, model_.context_length());
-    if (!cache_.allocate(cache_.blocks_for(positions), seq.blocks)) break;
+    const int reused = take_cached_prefix(seq);
+    if (!cache_.allocate(cache_.blocks_for(positions) - reused, seq.blocks)) {
+      cache_.release(seq.blocks);
+      break;
+    }
+    seq.cached = seq.published = reused;
+    seq.cached *= cache_.block_rows();
+    counters_.prefix_hit_blocks.fetch_add(static_cast<uint64_t>(reused));
     running_.push_back(std::move(waiting_.front()));
     waiting_.pop_front();
   }
+}
+
+int Scheduler::take_cached_prefix(Sequence& seq) {
+  if (!options_.prefix_caching) return 0;
+  // Reuse stops at least two positions before the prompt's end: the last prompt row then runs in
+  // a chunk of several rows exactly when it would without the cache (its attention sums in the
+  // order of one_query or not), so a prefix hit changes no bit of the logits.
+  const int reusable = std::max(seq.prompt_size() - 2, 0) / cache_.block_rows();
+  int taken = 0;
+  while (taken < reusable && cache_.take_cached(seq.prefix_hashes[static_cast<size_t>(taken)],
+                                                seq.prompt_block(taken), seq.blocks))
+    ++taken;
+  counters_.prefix_lookup_blocks.fetch_add(static_cast<uint64_t>(reusable));
+  return taken;
+}
+
+void Scheduler::publish_prefix(Sequence& seq) {
+  const int full = std::min(seq.cached, seq.prompt_size()) / cache_.block_rows();
+  for (; seq.published < full; ++seq.published)
+    cache_.publish(seq.blocks, static_cast<size_t>(seq.published),
+                   seq.prefix_hashes[static_cast<size_t>(seq.published)],
+                   seq.prompt_block(seq.published));
 }
 
 void Scheduler::finish(Sequence& seq, FinishReason reason,
@@ -211,7 +253,8 @@ bool Scheduler::step(const std::function<void(const SequenceEvent&)>& on_event) 
   int prompt_tokens = 0;
   for (auto& seq : running_) {
     if (!seq->prefilling()) continue;
-    const int length = std::min(options_.prefill_chunk, seq->prompt_size() - seq->cached);
+    const int length = std::min(options_.prefill_chunk - seq->cached % options_.prefill_chunk,
+                                seq->prompt_size() - seq->cached);
     if (prompt_tokens > 0 && prompt_tokens + length > options_.step_prompt_tokens) break;
     const bool last = seq->cached + length == seq->prompt_size();
     entries_.push_back({std::span(seq->request.prompt)
@@ -232,6 +275,10 @@ bool Scheduler::step(const std::function<void(const SequenceEvent&)>& on_event) 
   for (size_t e = 0; e < entries_.size(); ++e) {
     Sequence& seq = *entry_owner_[e];
     seq.cached += static_cast<int>(entries_[e].tokens.size());
+    // Blocks a chunk of several prompt rows completed join the prefix cache; one completed by a
+    // single row (its attention summed in the decoding order) would not give a later prompt the
+    // bits it computes itself.
+    if (options_.prefix_caching && entries_[e].tokens.size() > 1) publish_prefix(seq);
     if (!entries_[e].logits) continue;
     const TokenId token = seq.sampler.sample(logits.subspan(row++ * n_vocab, n_vocab), seq.history);
     emit_token(seq, token, on_event);
@@ -249,6 +296,7 @@ void Scheduler::update_counters() {
   }
   counters_.kv_blocks_used.store(cache_.used_blocks());
   counters_.kv_blocks_free.store(cache_.free_blocks());
+  counters_.kv_blocks_cached.store(cache_.cached_blocks());
 }
 
 }  // namespace yirage::llm

@@ -8,8 +8,9 @@
 // step, and a row's result does not depend on its neighbours: so a request's tokens, seeded
 // sampling included, are the same in any batch. A request is admitted only when the pool has the
 // blocks for its prompt and all its new tokens; until then it waits (there is no preemption), so
-// a running sequence never runs out of cache. submit() and cancel() may be called from any thread;
-// step() from one.
+// a running sequence never runs out of cache. A prompt whose leading blocks are in the pool's
+// prefix cache starts after them and computes only the rest, with the same bits. submit() and
+// cancel() may be called from any thread; step() from one.
 #pragma once
 
 #include <atomic>
@@ -58,12 +59,16 @@ struct SchedulerOptions {
   int max_batch = 16;            // sequences running at once
   int prefill_chunk = 256;       // a prompt is fed in chunks of this many tokens
   int step_prompt_tokens = 256;  // prompt tokens per step (at least one chunk always runs)
+  bool prefix_caching = true;    // reuse the cached blocks of a prompt prefix (paged_kv.h)
 };
 
 // The scheduler's counters, readable from any thread.
 struct SchedulerCounters {
-  std::atomic<int> waiting{0}, running{0}, kv_blocks_used{0}, kv_blocks_free{0};
+  std::atomic<int> waiting{0}, running{0}, kv_blocks_used{0}, kv_blocks_free{0},
+      kv_blocks_cached{0};
   std::atomic<uint64_t> prompt_tokens{0}, generated_tokens{0}, steps{0};
+  // Full prompt blocks looked up in the prefix cache at admission, and those found.
+  std::atomic<uint64_t> prefix_lookup_blocks{0}, prefix_hit_blocks{0};
 };
 
 class Scheduler {
@@ -95,6 +100,8 @@ class Scheduler {
   void finish(Sequence& seq, FinishReason reason, const std::function<void(const SequenceEvent&)>&);
   void emit_token(Sequence& seq, TokenId token, const std::function<void(const SequenceEvent&)>&);
   void update_counters();
+  int take_cached_prefix(Sequence& seq);  // blocks of the prompt taken from the prefix cache
+  void publish_prefix(Sequence& seq);
 
   LlamaModel& model_;
   const Tokenizer& tokenizer_;

@@ -41,6 +41,18 @@ std::string render_metrics(const llm::SchedulerCounters& s, const ServerMetrics&
                 s.kv_blocks_used.load());
   out += metric("yirage_kv_blocks_free", "gauge", "KV cache blocks free in the pool.",
                 s.kv_blocks_free.load());
+  out += metric("yirage_kv_blocks_cached", "gauge",
+                "Free KV blocks still holding a cached prompt prefix (evicted as needed).",
+                s.kv_blocks_cached.load());
+  out += metric("yirage_prefix_cache_lookup_blocks_total", "counter",
+                "Full prompt blocks looked up in the prefix cache.", s.prefix_lookup_blocks.load());
+  out += metric("yirage_prefix_cache_hit_blocks_total", "counter",
+                "Prompt blocks taken from the prefix cache instead of computed.",
+                s.prefix_hit_blocks.load());
+  const uint64_t lookups = s.prefix_lookup_blocks.load();
+  out += metric("yirage_prefix_cache_hit_rate", "gauge",
+                "Hit blocks over looked-up blocks since the start (0 before any lookup).",
+                lookups == 0 ? 0.0 : double(s.prefix_hit_blocks.load()) / double(lookups));
   out += metric("yirage_prompt_tokens_total", "counter", "Prompt tokens prefilled.",
                 s.prompt_tokens.load());
   out += metric("yirage_generated_tokens_total", "counter", "Tokens generated.",

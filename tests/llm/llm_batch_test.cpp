@@ -75,6 +75,46 @@ TEST(PagedKvCache, SequencesWriteOnlyTheirOwnBlocks) {
   }
 }
 
+TEST(PagedKvCache, PublishedBlocksAreSharedThenCachedThenEvictedLeastRecentlyUsed) {
+  PagedKvCache cache(tiny_config(), 4 * 8192, 16);
+  std::vector<int32_t> t0(16, 7), t1(16, 8), other(16, 9);
+  const uint64_t h0 = PagedKvCache::chain_hash(0, t0), h1 = PagedKvCache::chain_hash(h0, t1);
+  std::vector<int32_t> a;
+  ASSERT_TRUE(cache.allocate(2, a));
+  cache.publish(a, 0, h0, t0);
+  cache.publish(a, 1, h1, t1);
+  const std::vector<int32_t> published = a;
+  cache.release(a);
+  EXPECT_EQ(cache.used_blocks(), 0);
+  EXPECT_EQ(cache.cached_blocks(), 2);
+  EXPECT_EQ(cache.free_blocks(), 4);
+  // Another sequence with the same prefix takes the same blocks.
+  std::vector<int32_t> b;
+  EXPECT_FALSE(cache.take_cached(h0, other, b));  // the tokens must match, not only the hash
+  ASSERT_TRUE(cache.take_cached(h0, t0, b));
+  ASSERT_TRUE(cache.take_cached(h1, t1, b));
+  EXPECT_EQ(b, published);
+  EXPECT_EQ(cache.used_blocks(), 2);
+  EXPECT_EQ(cache.cached_blocks(), 0);
+  // A second holder: the block stays taken until both let go.
+  std::vector<int32_t> c;
+  ASSERT_TRUE(cache.take_cached(h0, t0, c));
+  cache.release(b);
+  EXPECT_EQ(cache.used_blocks(), 1);
+  cache.release(c);
+  // Allocation uses never-published blocks first, then evicts the least recently used prefix:
+  // block h1 went idle before h0, so it goes first.
+  std::vector<int32_t> d;
+  ASSERT_TRUE(cache.allocate(3, d));
+  EXPECT_EQ(cache.cached_blocks(), 1);
+  std::vector<int32_t> e;
+  EXPECT_TRUE(cache.take_cached(h0, t0, e));
+  EXPECT_FALSE(cache.take_cached(h1, t1, e));
+  cache.release(d);
+  cache.release(e);
+  EXPECT_EQ(cache.used_blocks(), 0);
+}
+
 // --- the scheduler ---
 
 struct Outcome {
@@ -209,6 +249,52 @@ TEST_F(TinyServe, AFullPoolMakesRequestsWaitAndEveryOneFinishes) {
   EXPECT_EQ(s.cache().used_blocks(), 0);
   // A request that can never fit is refused at once.
   EXPECT_THAT(error_of([&] { s.submit(request(kPrompts[0], 80)); }), HasSubstr("KV blocks"));
+}
+
+TEST_F(TinyServe, APromptPrefixIsTakenFromTheCacheWithTheSameTokens) {
+  // 40 and more tokens: two full blocks of 16 to share, prefilled in chunks of 8.
+  const std::string system = "a b c d e f g h i j k l m n o p q r s t ";
+  std::vector<SequenceRequest> requests;
+  for (const char* tail : {"hello hello", "the cat sat on", "zz"})
+    requests.push_back(request(system + tail, 6));
+  SchedulerOptions no_cache = options(1);
+  no_cache.prefix_caching = false;
+  Scheduler cold(llm_->model(), llm_->tokenizer(), no_cache);
+  Scheduler warm(llm_->model(), llm_->tokenizer(), options(1));
+  for (const SequenceRequest& r : requests) {
+    ASSERT_GE(r.prompt.size(), 34u);
+    const uint64_t hits = warm.counters().prefix_hit_blocks.load();
+    EXPECT_EQ(run_all(warm, {r}).at(0).ids, run_all(cold, {r}).at(0).ids);
+    if (&r != &requests[0]) {
+      EXPECT_GE(warm.counters().prefix_hit_blocks.load(), hits + 2);
+    }
+  }
+  EXPECT_EQ(warm.counters().prefix_hit_blocks.load(), 4u);
+  EXPECT_EQ(cold.counters().prefix_hit_blocks.load(), 0u);
+  EXPECT_EQ(warm.cache().used_blocks(), 0);
+  EXPECT_GT(warm.cache().cached_blocks(), 0);
+  // The same prompt again, running beside others, still draws the same tokens.
+  const std::vector<Outcome> again = run_all(warm, requests);
+  for (size_t i = 0; i < requests.size(); ++i)
+    EXPECT_EQ(again[i].ids, run_all(cold, {requests[i]}).at(0).ids);
+}
+
+TEST_F(TinyServe, CachedPrefixesGiveWayWhenThePoolIsFull) {
+  const LlamaConfig& c = llm_->model().config();
+  const size_t block = size_t{2} * c.n_layer * 16 * c.n_head_kv * c.head_dim * sizeof(float);
+  Scheduler s(llm_->model(), llm_->tokenizer(), options(1, 5 * block));
+  const std::string system = "a b c d e f g h i j k l m n o p q r s t ";
+  const Outcome first = run_all(s, {request(system + "hello", 10)}).at(0);
+  EXPECT_GT(s.cache().cached_blocks(), 0);
+  // A different prompt needs every block: the cached prefix is evicted, nothing fails.
+  SequenceRequest other = request("zz zz zz zz zz zz zz zz zz zz zz zz zz", 1);
+  other.max_tokens = 5 * 16 - static_cast<int>(other.prompt.size());
+  EXPECT_EQ(run_all(s, {other}).at(0).ids.size(), static_cast<size_t>(other.max_tokens));
+  // The first prompt's blocks are gone: it is computed again, to the same tokens.
+  const uint64_t hits = s.counters().prefix_hit_blocks.load();
+  EXPECT_EQ(run_all(s, {request(system + "hello", 10)}).at(0).ids, first.ids);
+  EXPECT_EQ(s.counters().prefix_hit_blocks.load(), hits);
+  EXPECT_EQ(s.cache().used_blocks(), 0);
 }
 
 TEST_F(TinyServe, CancelFreesTheBlocksAtTheNextStep) {

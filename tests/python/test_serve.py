@@ -168,7 +168,7 @@ def test_seeded_requests_draw_the_same_tokens_in_batches_of_1_3_and_16(server, c
     prompts = [f"Tell me about the number {i}." for i in range(16)]
 
     def sample(i):
-        return client.completions.create(model="m", prompt=prompts[i], max_tokens=6,
+        return client.completions.create(model="m", prompt=prompts[i], max_tokens=4,
                                          temperature=0.9, seed=1000 + i).choices[0].text
 
     alone = [sample(i) for i in range(16)]
@@ -243,11 +243,26 @@ def test_full_queue_answers_429_and_disconnects_free_blocks(yirage_bin, model):
     assert "SIGINT: shutting down" in err
 
 
+def test_a_repeated_prompt_prefix_comes_from_the_cache(server, client):
+    system = "You are a helpful assistant who answers in one short sentence. " * 3
+    answers = []
+    for question in ("Name a color.", "Name a color.", "Name a fruit."):
+        hits = server.metric("yirage_prefix_cache_hit_blocks_total")
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": question}]
+        answers.append(client.chat.completions.create(model="m", messages=messages, max_tokens=8,
+                                                      temperature=0).choices[0].message.content)
+        if len(answers) > 1:  # the system prompt's blocks are shared from the second request on
+            assert server.metric("yirage_prefix_cache_hit_blocks_total") >= hits + 2
+    assert answers[0] == answers[1]
+    assert 0 < server.metric("yirage_prefix_cache_hit_rate") <= 1
+
+
 def test_metrics_are_prometheus_text(server, client):
     client.completions.create(model="m", prompt=PROMPT, max_tokens=3, temperature=0)
     text = server.get("/metrics")
     for name in ("yirage_queue_depth", "yirage_running_sequences", "yirage_kv_blocks_used",
-                 "yirage_kv_blocks_free", "yirage_generated_tokens_total"):
+                 "yirage_kv_blocks_free", "yirage_kv_blocks_cached",
+                 "yirage_prefix_cache_hit_rate", "yirage_generated_tokens_total"):
         assert re.search(rf"^# TYPE {name} (gauge|counter)$", text, flags=re.M), name
     assert re.search(r'^yirage_time_to_first_token_seconds_bucket\{le="\+Inf"\} [1-9]', text,
                      flags=re.M)
