@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (GGUF reader, safetensors reader, Hugging Face config.json, tokenizer,
-# kernel-graph JSON, .npy reader) with clang, ASan and UBSan in build/fuzz, and runs each for a
+# kernel-graph JSON, .npy reader, the server's OpenAI request parser) with clang, ASan and UBSan in build/fuzz, and runs each for a
 # while on a seed corpus: files from the test GGUF and safetensors writers, config.json files,
 # examples/ and tests/data/, and small .npy files.
 #
@@ -28,15 +28,22 @@ build=build/fuzz
 CXX="${CXX:-clang++}" cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DYIRAGE_FUZZ=ON -DYIRAGE_SANITIZE=ON -DYIRAGE_WERROR=ON -DYIRAGE_BUILD_TESTS=OFF \
   -DCMAKE_UNITY_BUILD=ON >/dev/null
-targets=(gguf_fuzz safetensors_fuzz hf_config_fuzz tokenizer_fuzz graph_json_fuzz npy_fuzz)
+targets=(gguf_fuzz safetensors_fuzz hf_config_fuzz tokenizer_fuzz graph_json_fuzz npy_fuzz
+         openai_request_fuzz)
 cmake --build "$build" --target "${targets[@]}" gguf_make_seeds
 bin="$build/tests/fuzz"
 
 corpus="$build/corpus"
 "$bin/gguf_make_seeds" "$corpus/gguf" "$corpus/tokenizer" "$corpus/safetensors" \
   "$corpus/hf_config"
-mkdir -p "$corpus/graph_json" "$corpus/npy" "$build/artifacts"
+mkdir -p "$corpus/graph_json" "$corpus/npy" "$corpus/openai_request" "$build/artifacts"
 cp examples/*.json tests/data/*.json "$corpus/graph_json/"
+# Request bodies of the OpenAI API, as the openai client sends them.
+printf '%s' '{"model": "m", "prompt": "Hi", "max_tokens": 8, "temperature": 0.5, "top_p": 0.9, "seed": 3, "stop": ["\n", "x"], "stream": true, "stream_options": {"include_usage": true}}' \
+  >"$corpus/openai_request/completion.json"
+printf '%s' '{"model": "m", "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": [{"type": "text", "text": "Hi"}]}], "max_completion_tokens": 4, "top_k": 2, "n": 1, "response_format": {"type": "text"}}' \
+  >"$corpus/openai_request/chat.json"
+printf '%s' '{"prompt": [1, 2, 3], "logprobs": null, "presence_penalty": 0}' >"$corpus/openai_request/ids.json"
 python3 - "$corpus/npy" <<'PY'
 import sys, numpy as np
 out = sys.argv[1]

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -16,6 +17,12 @@ ApiError bad(const std::string& param, const std::string& message) {
 
 std::string type_name(const json& v) {
   return v.type_name();
+}
+
+// Whether object[key] is the string `value` (json::value() would throw for another type).
+bool is_string_equal(const json& object, const char* key, std::string_view value) {
+  const auto it = object.find(key);
+  return it != object.end() && it->is_string() && it->get_ref<const std::string&>() == value;
 }
 
 // Each reader leaves `out` alone when the field is absent or null, and returns the error when the
@@ -107,7 +114,7 @@ std::optional<ApiError> read_content(const json& content, std::string& out) {
   }
   if (!content.is_array()) return bad("messages", "a message's 'content' must be a string");
   for (const json& part : content) {
-    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
+    if (!part.is_object() || !is_string_equal(part, "type", "text") || !part.contains("text") ||
         !part["text"].is_string())
       return bad("messages", "a message's content parts must be {\"type\": \"text\", \"text\"}");
     out += part["text"].get<std::string>();
@@ -123,9 +130,9 @@ std::optional<ApiError> read_messages(const json& body, ApiRequest& out) {
     if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
       return bad("messages", "each message must be an object with a string 'role'");
     llm::ChatMessage message{m["role"].get<std::string>(), {}};
+    // The role is not echoed: an error message stays one line whatever the client sent.
     if (message.role != "system" && message.role != "user" && message.role != "assistant")
-      return bad("messages",
-                 fmt::format("message role '{}' is not system, user or assistant", message.role));
+      return bad("messages", "a message's 'role' must be system, user or assistant");
     if (!m.contains("content")) return bad("messages", "each message needs a 'content'");
     if (auto e = read_content(m["content"], message.content)) return e;
     out.messages.push_back(std::move(message));
@@ -145,7 +152,7 @@ std::optional<ApiError> refuse_unsupported(const json& body) {
       return bad(key, fmt::format("'{}' is not supported", key));
   }
   if (const auto f = body.find("response_format"); f != body.end() && !f->is_null()) {
-    if (!f->is_object() || f->value("type", "") != "text")
+    if (!f->is_object() || !is_string_equal(*f, "type", "text"))
       return bad("response_format", "only 'response_format' {\"type\": \"text\"} is supported");
   }
   for (const char* key : {"presence_penalty", "frequency_penalty"}) {
