@@ -1,6 +1,8 @@
 #include "llm/scheduler.h"
 
 #include <algorithm>
+#include <cmath>
+#include <iterator>
 #include <string_view>
 
 #include "support/error.h"
@@ -69,6 +71,27 @@ size_t stop_prefix_length(std::string_view text, const std::vector<std::string>&
   return longest;
 }
 
+// The log-softmax of `logits` at `token`, and the `top` most likely tokens with theirs, best
+// first (ties by id).
+void token_logprobs(std::span<const float> logits, TokenId token, int top, SequenceEvent& event) {
+  const float max = *std::max_element(logits.begin(), logits.end());
+  double sum = 0;
+  for (float l : logits) sum += std::exp(double{l} - max);
+  const double log_total = max + std::log(sum);
+  event.logprob = static_cast<float>(logits[static_cast<size_t>(token)] - log_total);
+  auto& best = event.top_logprobs;
+  best.clear();
+  for (size_t i = 0; i < logits.size(); ++i) {
+    const float l = logits[i];
+    if (static_cast<int>(best.size()) == top && (top == 0 || l <= best.back().second)) continue;
+    if (static_cast<int>(best.size()) == top) best.pop_back();
+    auto at = best.end();
+    while (at != best.begin() && std::prev(at)->second < l) --at;
+    best.insert(at, {static_cast<TokenId>(i), l});
+  }
+  for (auto& [id, value] : best) value = static_cast<float>(value - log_total);
+}
+
 // Where the first stop string begins in `text`, or npos.
 size_t first_stop(std::string_view text, const std::vector<std::string>& stops) {
   size_t first = std::string_view::npos;
@@ -106,6 +129,8 @@ uint64_t Scheduler::submit(SequenceRequest request) {
       fail("token id {} is outside the vocabulary of {}", t, model_.config().n_vocab);
   for (const std::string& stop : request.stop)
     if (stop.empty()) fail("a stop string is empty");
+  if (request.logprobs < -1 || request.logprobs > 20)
+    fail("top logprobs {} is out of range (0 to 20)", request.logprobs);
   const int positions = std::min(prompt + request.max_tokens, context);
   if (cache_.blocks_for(positions) > cache_.total_blocks())
     fail("the request needs {} KV blocks ({} positions) but the pool has {}",
@@ -192,7 +217,7 @@ void Scheduler::finish(Sequence& seq, FinishReason reason,
     on_event(SequenceEvent{seq.id, {}, 0, -1, reason, seq.prompt_size(), seq.generated});
 }
 
-void Scheduler::emit_token(Sequence& seq, TokenId token,
+void Scheduler::emit_token(Sequence& seq, TokenId token, std::span<const float> logits,
                            const std::function<void(const SequenceEvent&)>& on_event) {
   SequenceEvent event{seq.id, {}, 0, -1, FinishReason::none, seq.prompt_size(), 0};
   const auto& stops = seq.request.stop;
@@ -202,6 +227,7 @@ void Scheduler::emit_token(Sequence& seq, TokenId token,
     ++seq.generated;
     event.new_tokens = 1;
     event.token = token;
+    if (seq.request.logprobs >= 0) token_logprobs(logits, token, seq.request.logprobs, event);
     counters_.generated_tokens.fetch_add(1);
     seq.history.push_back(token);
     seq.held += seq.decoder.push(token);
@@ -281,7 +307,7 @@ bool Scheduler::step(const std::function<void(const SequenceEvent&)>& on_event) 
     if (options_.prefix_caching && entries_[e].tokens.size() > 1) publish_prefix(seq);
     if (!entries_[e].logits) continue;
     const TokenId token = seq.sampler.sample(logits.subspan(row++ * n_vocab, n_vocab), seq.history);
-    emit_token(seq, token, on_event);
+    emit_token(seq, token, logits.subspan((row - 1) * n_vocab, n_vocab), on_event);
   }
   std::erase_if(running_, [](const auto& seq) { return seq->done; });
   update_counters();

@@ -19,7 +19,9 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "llm/model.h"
@@ -37,6 +39,10 @@ struct SequenceRequest {
   std::vector<std::string> stop;
   // Ends at EOS or an end-of-turn token (not part of the text).
   bool stop_at_end_of_generation = true;
+  // Log-probabilities of each generated token and of this many most likely alternatives (0 to
+  // 20); -1: none. They are the model's own distribution, before the sampler's penalty and
+  // temperature, as vLLM reports them.
+  int logprobs = -1;
 };
 
 enum class FinishReason { none, length, stop, cancelled };
@@ -51,6 +57,10 @@ struct SequenceEvent {
   FinishReason finish = FinishReason::none;
   int prompt_tokens = 0;
   int completion_tokens = 0;
+  // With SequenceRequest::logprobs ≥ 0 and a generated token: its log-probability and the most
+  // likely tokens' (best first).
+  float logprob = 0;
+  std::vector<std::pair<TokenId, float>> top_logprobs = {};
 };
 
 struct SchedulerOptions {
@@ -98,7 +108,8 @@ class Scheduler {
   void take_incoming(const std::function<void(const SequenceEvent&)>& on_event);
   void admit();
   void finish(Sequence& seq, FinishReason reason, const std::function<void(const SequenceEvent&)>&);
-  void emit_token(Sequence& seq, TokenId token, const std::function<void(const SequenceEvent&)>&);
+  void emit_token(Sequence& seq, TokenId token, std::span<const float> logits,
+                  const std::function<void(const SequenceEvent&)>&);
   void update_counters();
   int take_cached_prefix(Sequence& seq);  // blocks of the prompt taken from the prefix cache
   void publish_prefix(Sequence& seq);

@@ -145,8 +145,7 @@ std::optional<ApiError> read_messages(const json& body, ApiRequest& out) {
 std::optional<ApiError> refuse_unsupported(const json& body) {
   if (const auto n = body.find("n"); n != body.end() && !n->is_null() && *n != 1)
     return bad("n", "'n' other than 1 is not supported");
-  for (const char* key : {"logprobs", "top_logprobs", "echo", "best_of", "suffix", "tools",
-                          "functions", "logit_bias"}) {
+  for (const char* key : {"echo", "best_of", "suffix", "tools", "functions", "logit_bias"}) {
     const auto it = body.find(key);
     if (it != body.end() && !it->is_null() && *it != false && *it != 0)
       return bad(key, fmt::format("'{}' is not supported", key));
@@ -160,6 +159,25 @@ std::optional<ApiError> refuse_unsupported(const json& body) {
     if (it != body.end() && !it->is_null() && (!it->is_number() || it->get<double>() != 0))
       return bad(key, fmt::format("'{}' is not supported (use repeat_penalty)", key));
   }
+  return std::nullopt;
+}
+
+// Completions: "logprobs": 0 to 5 alternatives. Chat: "logprobs": true, with "top_logprobs": 0 to
+// 20 alternatives.
+std::optional<ApiError> read_logprobs(const json& body, ApiRequest& out) {
+  std::optional<long long> top;
+  if (out.endpoint == Endpoint::completions) {
+    if (const auto t = body.find("top_logprobs"); t != body.end() && !t->is_null())
+      return bad("top_logprobs", "'top_logprobs' is for chat; completions take 'logprobs': 0 to 5");
+    if (auto e = read_int(body, "logprobs", 0, 5, top)) return e;
+    if (top) out.logprobs = static_cast<int>(*top);
+    return std::nullopt;
+  }
+  bool wanted = false;
+  if (auto e = read_bool(body, "logprobs", wanted)) return e;
+  if (auto e = read_int(body, "top_logprobs", 0, 20, top)) return e;
+  if (top && !wanted) return bad("top_logprobs", "'top_logprobs' needs 'logprobs': true");
+  if (wanted) out.logprobs = static_cast<int>(top.value_or(0));
   return std::nullopt;
 }
 
@@ -216,6 +234,7 @@ std::optional<ApiError> parse_request(const std::string& text, Endpoint endpoint
   if (auto e = read_int(body, max_key, 1, 1 << 24, max_tokens)) return e;
   if (max_tokens) out.max_tokens = static_cast<int>(*max_tokens);
   if (auto e = read_sampling(body, out)) return e;
+  if (auto e = read_logprobs(body, out)) return e;
   if (auto e = read_stop(body, out.stop)) return e;
   if (auto e = read_bool(body, "stream", out.stream)) return e;
   if (const auto so = body.find("stream_options"); so != body.end() && !so->is_null()) {
@@ -246,13 +265,49 @@ json finish_json(const std::string& reason) {
 
 }  // namespace
 
+nlohmann::json logprobs_json(Endpoint endpoint, std::span<const TokenLogprob> tokens) {
+  const auto bytes = [](const std::string& s) {
+    json b = json::array();
+    for (unsigned char c : s) b.push_back(c);
+    return b;
+  };
+  if (endpoint == Endpoint::chat) {
+    json content = json::array();
+    for (const TokenLogprob& t : tokens) {
+      json top = json::array();
+      for (const auto& [token, logprob] : t.top)
+        top.push_back({{"token", token}, {"logprob", logprob}, {"bytes", bytes(token)}});
+      content.push_back({{"token", t.token},
+                         {"logprob", t.logprob},
+                         {"bytes", bytes(t.token)},
+                         {"top_logprobs", top}});
+    }
+    return {{"content", content}, {"refusal", nullptr}};
+  }
+  json r = {{"tokens", json::array()},
+            {"token_logprobs", json::array()},
+            {"top_logprobs", json::array()},
+            {"text_offset", json::array()}};
+  size_t offset = 0;
+  for (const TokenLogprob& t : tokens) {
+    r["tokens"].push_back(t.token);
+    r["token_logprobs"].push_back(t.logprob);
+    json top = json::object();
+    for (const auto& [token, logprob] : t.top) top[token] = logprob;
+    r["top_logprobs"].push_back(top);
+    r["text_offset"].push_back(offset);
+    offset += t.token.size();
+  }
+  return r;
+}
+
 nlohmann::json full_response(const ResponseHead& head, const std::string& text,
                              const std::string& finish_reason, int prompt_tokens,
-                             int completion_tokens) {
+                             int completion_tokens, const nlohmann::json& logprobs) {
   const bool chat = head.endpoint == Endpoint::chat;
   json r = head_json(head, chat ? "chat.completion" : "text_completion");
   json choice = {
-      {"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish_json(finish_reason)}};
+      {"index", 0}, {"logprobs", logprobs}, {"finish_reason", finish_json(finish_reason)}};
   if (chat)
     choice["message"] = {{"role", "assistant"}, {"content", text}};
   else
@@ -263,11 +318,12 @@ nlohmann::json full_response(const ResponseHead& head, const std::string& text,
 }
 
 nlohmann::json stream_chunk(const ResponseHead& head, const std::string& text,
-                            const std::string& finish_reason, bool first) {
+                            const std::string& finish_reason, bool first,
+                            const nlohmann::json& logprobs) {
   const bool chat = head.endpoint == Endpoint::chat;
   json r = head_json(head, chat ? "chat.completion.chunk" : "text_completion");
   json choice = {
-      {"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish_json(finish_reason)}};
+      {"index", 0}, {"logprobs", logprobs}, {"finish_reason", finish_json(finish_reason)}};
   if (chat) {
     json delta = json::object();
     if (first) delta["role"] = "assistant";

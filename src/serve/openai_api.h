@@ -4,7 +4,9 @@
 #pragma once
 
 #include <optional>
+#include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -37,6 +39,16 @@ struct ApiRequest {
   std::vector<std::string> stop;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
+  // Completions' `logprobs` (0 to 5), or chat's `top_logprobs` (0 to 20) under `logprobs: true`:
+  // how many alternatives to report beside each token's log-probability; -1: none.
+  int logprobs = -1;
+};
+
+// One generated token's log-probability and its most likely alternatives', as text.
+struct TokenLogprob {
+  std::string token;
+  float logprob = 0;
+  std::vector<std::pair<std::string, float>> top;
 };
 
 // Parses and checks a request body; the error names the first field that is wrong.
@@ -50,13 +62,16 @@ struct ResponseHead {
   long long created = 0;
 };
 nlohmann::json usage_json(int prompt_tokens, int completion_tokens);
+// The choice's "logprobs" object for `tokens` in the endpoint's format (null when not asked for).
+nlohmann::json logprobs_json(Endpoint endpoint, std::span<const TokenLogprob> tokens);
 nlohmann::json full_response(const ResponseHead& head, const std::string& text,
                              const std::string& finish_reason, int prompt_tokens,
-                             int completion_tokens);
+                             int completion_tokens, const nlohmann::json& logprobs = nullptr);
 // One stream chunk: `text` as the delta (the chat's first chunk also carries the role), and the
 // finish reason once known (null before).
 nlohmann::json stream_chunk(const ResponseHead& head, const std::string& text,
-                            const std::string& finish_reason, bool first);
+                            const std::string& finish_reason, bool first,
+                            const nlohmann::json& logprobs = nullptr);
 nlohmann::json usage_chunk(const ResponseHead& head, int prompt_tokens, int completion_tokens);
 
 }  // namespace yirage::serve

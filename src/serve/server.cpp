@@ -142,6 +142,7 @@ struct Server::Impl {
     out.sampling = api.sampling;
     if (!api.seeded) out.sampling.seed = std::random_device{}();
     out.stop = api.stop;
+    out.logprobs = api.logprobs;
     return std::nullopt;
   }
 
@@ -185,9 +186,9 @@ struct Server::Impl {
         endpoint, fmt::format("{}-{}", endpoint == Endpoint::chat ? "chatcmpl" : "cmpl", id),
         api.model.empty() ? model_name : api.model, unix_seconds()};
     if (api.stream)
-      stream(res, head, id, channel, api.include_usage);
+      stream(res, head, id, channel, api.include_usage, api.logprobs >= 0);
     else
-      respond(res, head, *channel);
+      respond(res, head, *channel, api.logprobs >= 0);
   }
 
   // Waits for the request's next event; false after `timeout` without one.
@@ -201,13 +202,23 @@ struct Server::Impl {
     return true;
   }
 
-  void respond(httplib::Response& res, const ResponseHead& head, Channel& channel) {
+  // A generated token's log-probabilities with the tokens as text.
+  TokenLogprob token_logprob(const llm::SequenceEvent& event) const {
+    TokenLogprob t{llm.tokenizer().token_to_piece(event.token), event.logprob, {}};
+    for (const auto& [id, logprob] : event.top_logprobs)
+      t.top.emplace_back(llm.tokenizer().token_to_piece(id), logprob);
+    return t;
+  }
+
+  void respond(httplib::Response& res, const ResponseHead& head, Channel& channel, bool logprobs) {
     std::string text;
+    std::vector<TokenLogprob> tokens;
     llm::SequenceEvent event;
     do {
       while (!next_event(channel, event, std::chrono::milliseconds(1000))) {
       }
       text += event.text;
+      if (logprobs && event.new_tokens > 0) tokens.push_back(token_logprob(event));
     } while (event.finish == llm::FinishReason::none);
     if (event.finish == llm::FinishReason::cancelled)
       return send_json(res, 503,
@@ -216,17 +227,19 @@ struct Server::Impl {
                            .body());
     send_json(res, 200,
               full_response(head, text, llm::finish_reason_name(event.finish), event.prompt_tokens,
-                            event.completion_tokens));
+                            event.completion_tokens,
+                            logprobs ? logprobs_json(head.endpoint, tokens) : json(nullptr)));
   }
 
   void stream(httplib::Response& res, const ResponseHead& head, uint64_t id,
-              std::shared_ptr<Channel> channel, bool include_usage) {
+              std::shared_ptr<Channel> channel, bool include_usage, bool logprobs) {
     auto finished = std::make_shared<bool>(false);
     auto first = std::make_shared<bool>(true);
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
         "text/event-stream",
-        [this, head, channel, include_usage, finished, first](size_t, httplib::DataSink& sink) {
+        [this, head, channel, include_usage, logprobs, finished, first](size_t,
+                                                                        httplib::DataSink& sink) {
           llm::SequenceEvent event;
           // While no token comes (the request waits for a batch slot), an SSE comment now and
           // then finds out whether the client is still there: a write to a closed connection
@@ -239,11 +252,18 @@ struct Server::Impl {
           if (event.finish == llm::FinishReason::cancelled) {
             *finished = true;
             out = sse(ApiError{503, "the request was cancelled", "", "server_error"}.body());
-          } else if (!event.text.empty() || *first || event.finish != llm::FinishReason::none) {
+          } else if (!event.text.empty() || *first || event.finish != llm::FinishReason::none ||
+                     (logprobs && event.new_tokens > 0)) {
             const std::string reason = event.finish == llm::FinishReason::none
                                            ? ""
                                            : llm::finish_reason_name(event.finish);
-            out = sse(stream_chunk(head, event.text, reason, *first));
+            // A chunk's log-probabilities are those of its token (none for the end's chunk).
+            json token_logprobs = nullptr;
+            if (logprobs && event.new_tokens > 0) {
+              const TokenLogprob t = token_logprob(event);
+              token_logprobs = logprobs_json(head.endpoint, {&t, 1});
+            }
+            out = sse(stream_chunk(head, event.text, reason, *first, token_logprobs));
             *first = false;
           }
           if (event.finish != llm::FinishReason::none && !*finished) {

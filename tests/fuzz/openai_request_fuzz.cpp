@@ -22,7 +22,7 @@ void check(const std::string& body, yirage::serve::Endpoint endpoint) {
   const auto& s = r.sampling;
   if (!has_input || !(s.temperature >= 0 && s.temperature <= 2) || !(s.top_p > 0 && s.top_p <= 1) ||
       s.top_k < 0 || !(s.repeat_penalty > 0) || (r.max_tokens && *r.max_tokens < 1) ||
-      r.stop.size() > 4)
+      r.stop.size() > 4 || r.logprobs < -1 || r.logprobs > 20)
     __builtin_trap();
   for (const std::string& stop : r.stop)
     if (stop.empty()) __builtin_trap();

@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -321,6 +322,35 @@ TEST_F(TinyServe, StopStringsEndTheTextBeforeThem) {
   const Outcome cut = run_all(s, {r}).at(0);
   EXPECT_EQ(cut.finish, FinishReason::stop);
   EXPECT_EQ(cut.text, full.text.substr(0, full.text.find(stop)));
+}
+
+TEST_F(TinyServe, LogprobsDescribeTheModelsDistribution) {
+  Scheduler s(llm_->model(), llm_->tokenizer(), options(2));
+  SequenceRequest r = request(kPrompts[1], 5);
+  r.logprobs = 3;
+  const uint64_t id = s.submit(r);
+  int events = 0;
+  while (s.step([&](const SequenceEvent& e) {
+    ASSERT_EQ(e.id, id);
+    if (e.new_tokens == 0) return;
+    ++events;
+    ASSERT_EQ(e.top_logprobs.size(), 3u);
+    // Greedy: the token is the most likely one; the alternatives come best first, and their
+    // probabilities are a part of one.
+    EXPECT_EQ(e.top_logprobs[0].first, e.token);
+    EXPECT_EQ(e.top_logprobs[0].second, e.logprob);
+    double mass = 0;
+    for (size_t i = 0; i < e.top_logprobs.size(); ++i) {
+      EXPECT_LE(e.top_logprobs[i].second, 0.0f);
+      if (i > 0) {
+        EXPECT_LE(e.top_logprobs[i].second, e.top_logprobs[i - 1].second);
+      }
+      mass += std::exp(e.top_logprobs[i].second);
+    }
+    EXPECT_LE(mass, 1.0 + 1e-6);
+  })) {
+  }
+  EXPECT_EQ(events, 5);
 }
 
 TEST_F(TinyServe, BadRequestsAreOneLineErrors) {

@@ -183,6 +183,24 @@ def test_seeded_requests_draw_the_same_tokens_in_batches_of_1_3_and_16(server, c
     assert len(set(alone)) > 1
 
 
+def test_logprobs_in_chat_and_completions(client):
+    chat = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "Hi"}],
+                                          max_tokens=6, temperature=0, logprobs=True,
+                                          top_logprobs=2)
+    content = chat.choices[0].logprobs.content
+    assert len(content) == chat.usage.completion_tokens
+    assert "".join(t.token for t in content) == chat.choices[0].message.content
+    for t in content:  # greedy: each token is its step's most likely one
+        assert t.logprob <= 0 and len(t.top_logprobs) == 2
+        assert t.top_logprobs[0].token == t.token and t.top_logprobs[0].logprob == t.logprob
+    chunks = list(client.completions.create(model="m", prompt=PROMPT, max_tokens=5,
+                                            temperature=0, logprobs=1, stream=True))
+    tokens = [tok for c in chunks if c.choices and c.choices[0].logprobs
+              for tok in c.choices[0].logprobs.tokens]
+    assert "".join(tokens) == "".join(c.choices[0].text for c in chunks if c.choices)
+    assert len(tokens) == 5
+
+
 @pytest.mark.parametrize("body,param", [
     ('{"prompt": "x", ', None),
     ({"prompt": "x", "temperature": "hot"}, "temperature"),
@@ -190,6 +208,7 @@ def test_seeded_requests_draw_the_same_tokens_in_batches_of_1_3_and_16(server, c
     ({"prompt": "x", "max_tokens": 0}, "max_tokens"),
     ({"prompt": "x", "stop": [1]}, "stop"),
     ({"prompt": "x", "n": 2}, "n"),
+    ({"prompt": "x", "logprobs": 9}, "logprobs"),
     ({"prompt": "x", "stream": "yes"}, "stream"),
     ({"prompt": " ".join(["word"] * (CONTEXT + 10))}, "prompt"),
     ({"temperature": 0}, "prompt"),

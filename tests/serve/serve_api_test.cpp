@@ -77,17 +77,60 @@ TEST(OpenAiRequest, EachRefusalNamesTheField) {
   EXPECT_EQ(refusal(R"({"prompt": "x", "stream_options": {"include_usage": "y"}})"),
             "stream_options.include_usage");
   EXPECT_EQ(refusal(R"({"prompt": "x", "n": 2})"), "n");
-  EXPECT_EQ(refusal(R"({"prompt": "x", "logprobs": 2})"), "logprobs");
+  EXPECT_EQ(refusal(R"({"prompt": "x", "logprobs": 6})"), "logprobs");
+  EXPECT_EQ(refusal(R"({"prompt": "x", "logprobs": true})"), "logprobs");
+  EXPECT_EQ(refusal(R"({"prompt": "x", "top_logprobs": 2})"), "top_logprobs");
+  EXPECT_EQ(refusal(R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})",
+                    Endpoint::chat),
+            "top_logprobs");
+  EXPECT_EQ(
+      refusal(R"({"messages": [{"role": "user", "content": "x"}], "logprobs": 1})", Endpoint::chat),
+      "logprobs");
+  EXPECT_EQ(refusal(R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true,
+                        "top_logprobs": 21})",
+                    Endpoint::chat),
+            "top_logprobs");
   EXPECT_EQ(refusal(R"({"prompt": "x", "response_format": {"type": "json_object"}})"),
             "response_format");
   EXPECT_EQ(refusal(R"({"prompt": "x", "presence_penalty": 0.5})"), "presence_penalty");
-  EXPECT_EQ(refusal(R"({"prompt": "x", "n": 1, "logprobs": false, "presence_penalty": 0})"),
+  EXPECT_EQ(refusal(R"({"prompt": "x", "n": 1, "logprobs": null, "presence_penalty": 0})"),
             "accepted");
   EXPECT_EQ(refusal(R"({"messages": []})", Endpoint::chat), "messages");
   EXPECT_EQ(refusal(R"({"messages": [{"role": "robot", "content": "x"}]})", Endpoint::chat),
             "messages");
   EXPECT_EQ(refusal(R"({"messages": [{"role": "user", "content": 5}]})", Endpoint::chat),
             "messages");
+}
+
+TEST(OpenAiRequest, LogprobsAreCountsOfAlternatives) {
+  ApiRequest completion, chat, chat_plain, none;
+  ASSERT_FALSE(
+      parse_request(R"({"prompt": "x", "logprobs": 2})", Endpoint::completions, completion));
+  EXPECT_EQ(completion.logprobs, 2);
+  ASSERT_FALSE(parse_request(R"({"messages": [{"role": "user", "content": "x"}],
+                                 "logprobs": true, "top_logprobs": 3})",
+                             Endpoint::chat, chat));
+  EXPECT_EQ(chat.logprobs, 3);
+  ASSERT_FALSE(parse_request(R"({"messages": [{"role": "user", "content": "x"}],
+                                 "logprobs": true})",
+                             Endpoint::chat, chat_plain));
+  EXPECT_EQ(chat_plain.logprobs, 0);
+  ASSERT_FALSE(parse_request(R"({"prompt": "x"})", Endpoint::completions, none));
+  EXPECT_EQ(none.logprobs, -1);
+}
+
+TEST(OpenAiResponse, LogprobsInBothFormats) {
+  const std::vector<TokenLogprob> tokens = {{"He", -0.5f, {{"He", -0.5f}, {"I", -1.5f}}},
+                                            {"llo", -0.25f, {{"llo", -0.25f}}}};
+  const json chat = logprobs_json(Endpoint::chat, tokens);
+  EXPECT_EQ(chat["content"][1]["token"], "llo");
+  EXPECT_EQ(chat["content"][0]["top_logprobs"][1]["token"], "I");
+  EXPECT_EQ(chat["content"][0]["bytes"], json({72, 101}));
+  const json completion = logprobs_json(Endpoint::completions, tokens);
+  EXPECT_EQ(completion["tokens"], json({"He", "llo"}));
+  EXPECT_EQ(completion["token_logprobs"][1], -0.25);
+  EXPECT_EQ(completion["top_logprobs"][0]["I"], -1.5);
+  EXPECT_EQ(completion["text_offset"], json({0, 2}));
 }
 
 TEST(OpenAiResponse, ObjectsHaveTheShapesTheClientReads) {
