@@ -36,10 +36,34 @@ from ._yirage import (
     load,
 )
 from ._yirage import _verify
+from ._yirage import _TUNE_WORKER_FLAG, _set_tune_worker
 from ._yirage import from_json as _from_json
 
 # Tracebacks name the exception as users import it.
 Error.__module__ = "yirage"
+
+
+def _register_tune_worker() -> None:
+    """Names the `yirage` command of this build or install as the tuning worker.
+
+    Tuning checks and profiles each candidate in a worker process, so that generated code that
+    crashes or hangs costs that candidate, not this interpreter. The interpreter cannot be the
+    worker; the command built or installed with this module can (only that one: another build's
+    would refuse the work). Without it, candidates run in this process.
+    """
+    import sysconfig
+
+    here = _os.path.dirname(_os.path.abspath(__file__))
+    for candidate in (
+        _os.path.join(here, "..", "..", "yirage"),  # the build folder: <build>/python/yirage
+        _os.path.join(sysconfig.get_path("scripts"), "yirage"),  # pip install
+    ):
+        if _os.path.isfile(candidate) and _os.access(candidate, _os.X_OK):
+            _set_tune_worker([_os.path.realpath(candidate), _TUNE_WORKER_FLAG])
+            return
+
+
+_register_tune_worker()
 
 float32 = DType.float32
 float16 = DType.float16

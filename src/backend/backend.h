@@ -110,6 +110,13 @@ struct Timings {
   int launches_per_repetition = 1;  // as run
 };
 
+// What a caller may set when it creates a backend of its own.
+struct BackendOptions {
+  // Host threads for backends that run kernels on the CPU (cpu); 0: the backend's default
+  // (for cpu, YIRAGE_CPU_THREADS, else every core the process may use). Others ignore it.
+  int threads = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -150,6 +157,11 @@ class Backend {
   // and flags, threads), as one stable line. The tuning cache keys its entries by it, so that a
   // winner tuned under other settings is never reused. Backends without such settings keep "".
   virtual std::string codegen_settings() const { return {}; }
+
+  // Optional: the options this instance runs with (defaults resolved), so that another process,
+  // such as the tuner's worker (tune.h), can create an identical instance with create_backend.
+  // Backends that take no options keep the default.
+  virtual BackendOptions options() const { return {}; }
 };
 
 struct BackendInfo {
@@ -165,12 +177,6 @@ std::vector<std::string> backend_names();
 // backend (with the reason).
 Backend& get_backend(std::string_view name);
 
-// What a caller may set when it creates a backend of its own.
-struct BackendOptions {
-  // Host threads for backends that run kernels on the CPU (cpu); 0: the backend's default
-  // (for cpu, YIRAGE_CPU_THREADS, else every core the process may use). Others ignore it.
-  int threads = 0;
-};
 // A new instance of the named backend, owned by the caller: for a setting that must not change
 // the shared one, such as an LLM's thread count. Throws as get_backend does.
 std::unique_ptr<Backend> create_backend(std::string_view name, const BackendOptions& options);

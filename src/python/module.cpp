@@ -7,6 +7,7 @@
 #include "python/bindings.h"
 #include "support/error.h"
 #include "support/version.h"
+#include "tune/tune.h"
 
 namespace yirage::python {
 
@@ -55,6 +56,12 @@ NB_MODULE(_yirage, m) {
       .value("uint8", ir::DType::u8)
       .def_prop_ro(
           "itemsize", [](ir::DType t) { return ir::dtype_size(t); }, "Bytes per element.");
+
+  // The Python interpreter cannot serve as a tuning worker, so python/yirage/__init__.py names
+  // the `yirage` command installed with this module (tune.h, candidate isolation).
+  m.def("_set_tune_worker", &tune::set_worker_command, "command"_a,
+        "The command that checks and profiles tuning candidates in a process of their own.");
+  m.attr("_TUNE_WORKER_FLAG") = nb::str(tune::kWorkerFlag.data(), tune::kWorkerFlag.size());
 
   // Backends probe the machine when first asked (the cpu backend builds and loads a module), so
   // these run without the GIL.

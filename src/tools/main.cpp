@@ -2,12 +2,14 @@
 #include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <optional>
 #include <string>
 
 #include <fmt/format.h>
 
 #include "support/version.h"
 #include "tools/commands.h"
+#include "tune/tune.h"
 
 namespace {
 
@@ -20,6 +22,9 @@ void print_error(std::string message) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // `yirage --yirage-tune-worker <request>` checks and profiles candidates for a tuning caller
+  // (tune.h); any other run registers this binary as the worker of its own tuning.
+  if (std::optional<int> code = yirage::tune::serve_as_worker_if_asked(argc, argv)) return *code;
   CLI::App app{"YiRage: superoptimizer and inference engine for LLM tensor programs", "yirage"};
   app.set_version_flag("--version", fmt::format("yirage {}", yirage::kVersion));
   app.require_subcommand(1);

@@ -14,8 +14,9 @@
 #include "support/error.h"
 #include "support/source_hash.h"
 #include "support/version.h"
+#include "tune/evaluate.h"
 #include "tune/tune.h"
-#include "verify/numerics.h"
+#include "tune/worker.h"
 
 namespace yirage::tune {
 namespace {
@@ -176,6 +177,34 @@ void add_library_variants(std::vector<Candidate>& candidates,
           {fmt::format("{} + {}", candidates[i].label, offer->name), *v, candidates[i].proof});
 }
 
+// Checks and profiles the compiled candidates: in worker processes when isolation is on and a
+// worker is registered, else in this process (said in the log), where a crash is the caller's.
+// `on_profiling` is called with the number that passed the check as the profiles begin.
+std::map<size_t, Evaluation> evaluate_candidates(
+    backend::Backend& backend, const ir::KernelGraph& graph, const std::vector<Candidate>& ordered,
+    const std::vector<std::unique_ptr<backend::Module>>& modules,
+    const std::vector<size_t>& compiled, const OptimizeOptions& options,
+    const std::function<void(const std::string&)>& log,
+    const std::function<void(size_t)>& on_profiling) {
+  const std::vector<std::string> command = worker_command();
+  if (options.isolate && !command.empty())
+    return evaluate_in_workers(command, backend, graph, ordered, compiled, options, on_profiling);
+  if (options.isolate)
+    log("candidates run in this process: no tuning worker is registered "
+        "(tune::serve_as_worker_if_asked)");
+  Evaluator evaluator(backend, graph, options.profile);
+  std::map<size_t, Evaluation> evaluations;
+  size_t passed = 0;
+  for (size_t i : compiled) {
+    evaluations[i] = evaluator.check(ordered[i].graph);
+    passed += evaluations[i].status == "ok" ? 1 : 0;
+  }
+  on_profiling(passed);
+  for (auto& [i, e] : evaluations)
+    if (e.status == "ok") e.profile = evaluator.profile(ordered[i].graph, *modules[i]);
+  return evaluations;
+}
+
 }  // namespace
 
 std::string_view stage_name(TuneStage stage) {
@@ -309,53 +338,21 @@ OptimizeResult optimize(const ir::KernelGraph& graph, backend::Backend& backend,
   }
   log(fmt::format("compiled {} candidates in {:.2f} s", ordered.size(), seconds_since(start)));
 
-  // 3. The same inputs through every candidate, from each distribution of verify/numerics.h;
-  // compare with the unfused graph's outputs. A candidate that overflows where the unfused graph
-  // does not is rejected as non_finite, one off by more than the tolerance as a mismatch; the
-  // message of each says what every distribution gave.
-  const auto compiled = [&] {
-    return size_t(
-        std::count_if(modules.begin(), modules.end(), [](const auto& m) { return m != nullptr; }));
-  };
-  progress(TuneStage::check, compiled());
-  const int64_t reduction = verify::reduction_length(graph);
-  std::vector<std::vector<std::string>> checks(ordered.size());
-  for (verify::InputDistribution d : verify::kAllDistributions) {
-    const std::vector<ir::HostTensor> inputs =
-        verify::make_inputs(graph, d, options.profile.seed + 1);
-    std::optional<std::vector<ir::HostTensor>> expected;
-    for (size_t i = 0; i < ordered.size(); ++i) {
-      if (!modules[i]) continue;
-      try {
-        std::vector<ir::HostTensor> out = backend::run_on(backend, ordered[i].graph, inputs);
-        if (!expected) {
-          expected = std::move(out);  // the first that runs: the unfused graph, normally
-          continue;
-        }
-        const verify::Comparison c = verify::compare(out, *expected, reduction, d);
-        checks[i].push_back(fmt::format("{}: {}", verify::distribution_name(d), c.summary()));
-        if (!c.passed) {
-          records[i].status = c.new_overflow() ? "non_finite" : "mismatch";
-          modules[i].reset();
-        }
-      } catch (const std::exception& e) {
-        records[i].status = "run_error";
-        records[i].message = fmt::format("{} inputs: {}", verify::distribution_name(d), e.what());
-        modules[i].reset();
-      }
-    }
-  }
+  // 3. Check each compiled candidate against the unfused graph and profile the survivors, in
+  // worker processes where a crash or a hang costs one candidate only; 4. select the fastest.
+  std::vector<size_t> compiled;
   for (size_t i = 0; i < ordered.size(); ++i)
-    if (records[i].status != "run_error" && !checks[i].empty())
-      records[i].message =
-          fmt::format("float check against the unfused graph: {}", fmt::join(checks[i], "; "));
-
-  // 4. Profile the survivors; 5. select the fastest.
-  progress(TuneStage::profile, compiled());
+    if (modules[i]) compiled.push_back(i);
+  progress(TuneStage::check, compiled.size());
+  const std::map<size_t, Evaluation> evaluations =
+      evaluate_candidates(backend, graph, ordered, modules, compiled, options, log,
+                          [&](size_t passed) { progress(TuneStage::profile, passed); });
   int best = -1;
-  for (size_t i = 0; i < ordered.size(); ++i) {
-    if (!modules[i]) continue;
-    Profile p = profile(backend, *modules[i], ordered[i].graph, options.profile);
+  for (const auto& [i, e] : evaluations) {
+    records[i].status = e.status;
+    if (!e.message.empty()) records[i].message = e.message;
+    if (!e.profile) continue;
+    const Profile& p = *e.profile;
     records[i].seconds = p.median_seconds;
     log(fmt::format("  {:<50} {:10.3f} ms (median of {} samples of {} launch{}, {} input sets)",
                     records[i].label, p.median_seconds * 1e3, p.repetitions,
@@ -363,6 +360,9 @@ OptimizeResult optimize(const ir::KernelGraph& graph, backend::Backend& backend,
                     p.input_sets));
     if (best < 0 || p.median_seconds < records[size_t(best)].seconds) best = int(i);
   }
+  for (const CandidateRecord& r : records)
+    if (r.status == "crashed" || r.status == "timed_out")
+      log(fmt::format("  {:<50} {}: {}", r.label, r.status, r.message));
   if (best < 0) {
     std::vector<std::string> why;
     for (const CandidateRecord& r : records)

@@ -25,6 +25,12 @@
 // because the file is shared by every process and build on the machine, and what the key
 // identifies is the graph, not the µGraph stored under it. Only the unfused graph itself is
 // trusted by its structural hash. Measured times are trusted from the cache as they are.
+//
+// Candidates are generated code, and a code-generation bug may make one crash or hang. So each
+// is checked and profiled in a worker process (worker.cpp says why a process started by exec,
+// not fork): a candidate that kills its worker with a signal is recorded as "crashed" with the
+// signal's name, one that runs past OptimizeOptions::candidate_seconds_limit as "timed_out", and
+// a new worker goes on with the rest. The winner then runs in the caller's process.
 #pragma once
 
 #include <cstdint>
@@ -92,7 +98,8 @@ struct CandidateRecord {
   std::string label;  // "unfused", "search #2 (1 kernel)", ...
   // "ok", "unproved" (not proved equivalent to the graph: never compiled), "compile_error",
   // "mismatch", "non_finite" (inf or NaN where the unfused graph is finite), "run_error",
-  // "slower_than_budget"
+  // "crashed" (its worker died of a signal: the message names it), "timed_out" (its worker ran
+  // past the limit and was killed), "slower_than_budget"
   std::string status;
   double seconds = -1;  // the profiled median; negative when not profiled
   // Why it was rejected, one line; for a candidate checked against the unfused graph, the result
@@ -182,6 +189,13 @@ struct OptimizeOptions {
   // them; false measures generated kernels only.
   bool library_variants = true;
   ProfileOptions profile;
+  // Check and profile each candidate in a worker process (worker_command()), so that one that
+  // crashes or hangs costs that candidate only; false, or no worker registered, runs them in this
+  // process (the log says so).
+  bool isolate = true;
+  // A worker that spends longer than this on one candidate's check, or on its profile, is killed
+  // and the candidate recorded as timed out.
+  double candidate_seconds_limit = 60;
   // Progress lines ("cache hit ...", "compiled 3 candidates in 2.1 s", ...); may be empty.
   std::function<void(const std::string&)> log;
   // Called as each stage of a tuning run starts, with the number of candidates it works on (0
@@ -216,5 +230,20 @@ OptimizeResult optimize(const ir::KernelGraph& graph, backend::Backend& backend,
 std::optional<ir::KernelGraph> cached_winner(const ir::KernelGraph& graph,
                                              const backend::Backend& backend,
                                              const std::filesystem::path& cache_path = {});
+
+// ==== candidate isolation ========================================================================
+
+// The argument that makes an executable a tuning worker: `<exe> --yirage-tune-worker <request>`.
+inline constexpr std::string_view kWorkerFlag = "--yirage-tune-worker";
+
+// For main() of an executable that tunes (the yirage command, a test binary with backends of its
+// own): with kWorkerFlag, serves the request and returns the exit code main should return;
+// otherwise registers this executable as the worker (set_worker_command) and returns nullopt.
+// A worker is the caller's own binary so that it knows every backend the caller registered.
+std::optional<int> serve_as_worker_if_asked(int argc, char** argv);
+// The command optimize() starts workers with, the request's path appended; empty: none
+// registered, and candidates run in the caller's process.
+void set_worker_command(std::vector<std::string> argv);
+std::vector<std::string> worker_command();
 
 }  // namespace yirage::tune

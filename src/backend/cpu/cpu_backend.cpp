@@ -214,6 +214,8 @@ class CpuBackend final : public Backend {
                        blas ? fmt::format("{} ({})", blas->name, blas->threading) : "none");
   }
 
+  BackendOptions options() const override { return {.threads = threads_}; }
+
   std::unique_ptr<Module> compile(const ir::KernelGraph& graph) override {
     require_available();
     const cpu::BlasLibrary* blas = library_for(graph);
