@@ -14,6 +14,7 @@
 #include "support/error.h"
 #include "support/source_hash.h"
 #include "support/version.h"
+#include "support/warn.h"
 #include "tune/evaluate.h"
 #include "tune/tune.h"
 #include "tune/worker.h"
@@ -177,6 +178,42 @@ void add_library_variants(std::vector<Candidate>& candidates,
           {fmt::format("{} + {}", candidates[i].label, offer->name), *v, candidates[i].proof});
 }
 
+// The entry's winner bound to `graph`; nullopt, with a warning, when the entry cannot be read
+// (no chosen candidate, JSON that does not parse or does not fit the graph): such an entry is
+// never trusted, and tuning again replaces it.
+std::optional<ir::KernelGraph> readable_winner(const ir::KernelGraph& graph,
+                                               const CacheEntry& entry,
+                                               const std::filesystem::path& cache_path) {
+  try {
+    if (!entry.has_winner())
+      fail("its chosen candidate {} is not among its {}", entry.chosen, entry.candidates.size());
+    return bind_to(graph, ir::parse_kernel_graph(entry.original_json),
+                   ir::parse_kernel_graph(entry.winner().graph_json));
+  } catch (const std::exception& e) {
+    warn(fmt::format("tuning cache {}: entry {} is unreadable ({}); tuning again",
+                     cache_path.string(), entry.key.id().substr(0, 12), e.what()));
+    return std::nullopt;
+  }
+}
+
+// Whether the cached winner compiles on `backend`, tried once here so that a winner whose
+// kernels no longer build or load (a cached object deleted or damaged, a compiler gone) is tuned
+// again, with a warning, rather than handed to the caller to fail on. On backends with an object
+// cache this is a load of the cached binary.
+bool loads_here(backend::Backend& backend, const ir::KernelGraph& winner, const CacheEntry& entry,
+                const std::filesystem::path& cache_path) {
+  try {
+    backend.compile(winner);
+    return true;
+  } catch (const std::exception& e) {
+    warn(
+        fmt::format("tuning cache {}: the winner of entry {} does not compile or load on '{}' "
+                    "({}); tuning again",
+                    cache_path.string(), entry.key.id().substr(0, 12), backend.name(), e.what()));
+    return false;
+  }
+}
+
 // Checks and profiles the compiled candidates: in worker processes when isolation is on and a
 // worker is registered, else in this process (said in the log), where a crash is the caller's.
 // `on_profiling` is called with the number that passed the check as the profiles begin.
@@ -231,11 +268,11 @@ std::optional<ir::KernelGraph> cached_winner(const ir::KernelGraph& graph,
                                              const std::filesystem::path& cache_path) {
   TuningCache cache(cache_path.empty() ? TuningCache::default_path() : cache_path);
   std::optional<CacheEntry> entry = cache.lookup(cache_key(graph, backend));
-  if (!entry || !entry->has_winner()) return std::nullopt;
-  ir::KernelGraph winner = bind_to(graph, ir::parse_kernel_graph(entry->original_json),
-                                   ir::parse_kernel_graph(entry->winner().graph_json));
+  if (!entry) return std::nullopt;
+  std::optional<ir::KernelGraph> winner = readable_winner(graph, *entry, cache.path());
+  if (!winner) return std::nullopt;
   if (const verify::EquivalenceResult proof =
-          prove(graph, winner, search::SearchOptions{}.fingerprint);
+          prove(graph, *winner, search::SearchOptions{}.fingerprint);
       !proved(proof))
     fail(
         "tuning cache {}: the winner {} of entry {} does not provably compute what the graph "
@@ -257,25 +294,26 @@ OptimizeResult optimize(const ir::KernelGraph& graph, backend::Backend& backend,
   const CacheKey key = cache_key(graph, backend);
   OptimizeResult result;
   if (options.read_cache) {
-    if (std::optional<CacheEntry> entry = cache.lookup(key); entry && entry->has_winner()) {
-      ir::KernelGraph winner = bind_to(graph, ir::parse_kernel_graph(entry->original_json),
-                                       ir::parse_kernel_graph(entry->winner().graph_json));
+    std::optional<CacheEntry> entry = cache.lookup(key);
+    if (std::optional<ir::KernelGraph> winner =
+            entry ? readable_winner(graph, *entry, cache.path()) : std::nullopt) {
       // Proved again rather than trusted from the file, which any process may have written.
-      verify::EquivalenceResult proof = prove(graph, winner, options.search.fingerprint);
-      if (proved(proof)) {
+      verify::EquivalenceResult proof = prove(graph, *winner, options.search.fingerprint);
+      if (!proved(proof)) {
+        log(fmt::format(
+            "warning: cache entry {} in {}: its winner {} fails its proof ({}); tuning "
+            "again to replace it",
+            key.id().substr(0, 12), cache.path().string(), entry->winner().label, proof.summary()));
+      } else if (loads_here(backend, *winner, *entry, cache.path())) {
         log(fmt::format("cache hit: entry {} in {} ({}, {:.3f} ms); search and profiling skipped",
                         key.id().substr(0, 12), cache.path().string(), entry->winner().label,
                         entry->chosen_seconds * 1e3));
         result.cache_hit = true;
-        result.chosen = std::move(winner);
+        result.chosen = std::move(*winner);
         result.proof = std::move(proof);
         result.entry = std::move(*entry);
         return result;
       }
-      log(fmt::format(
-          "warning: cache entry {} in {}: its winner {} fails its proof ({}); tuning "
-          "again to replace it",
-          key.id().substr(0, 12), cache.path().string(), entry->winner().label, proof.summary()));
     }
     log(fmt::format("cache miss: no entry {} for device {} in {}", key.id().substr(0, 12),
                     key.fingerprint, cache.path().string()));

@@ -125,7 +125,9 @@ struct CacheEntry {
 
 class TuningCache {
  public:
-  // Opens or creates the database (and its folder). Throws yirage::Error naming the file.
+  // Opens or creates the database (and its folder). A damaged file, or one that is not a
+  // database, is moved aside with a warning and replaced by an empty cache. Throws yirage::Error
+  // naming the file when it cannot be opened at all.
   explicit TuningCache(std::filesystem::path path);
   ~TuningCache();
   TuningCache(const TuningCache&) = delete;
@@ -150,6 +152,14 @@ class TuningCache {
   struct Db;  // the SQLite connection, opaque outside cache.cpp
 
  private:
+  // Moves a damaged file aside (when it is still the file with this inode), warns, and opens an
+  // empty cache in its place.
+  void recover(const std::string& why, uint64_t inode);
+  // Runs a database operation; when SQLite finds the file damaged, recovers and runs it again on
+  // the empty cache.
+  template <typename F>
+  auto guarded(F&& operation);
+
   std::filesystem::path path_;
   Db* db_ = nullptr;
 };

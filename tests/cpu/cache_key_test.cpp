@@ -98,7 +98,7 @@ TEST(TuningCache, UpgradesASchema1File) {
   tune::CacheKey other = e.key;
   other.codegen = "threads=4";
   EXPECT_FALSE(cache.lookup(other));
-  tune::TuningCache reopened(path);  // the upgrade happened once; a second open reads version 2
+  tune::TuningCache reopened(path);  // the upgrade happened once; a second open reads version 3
   EXPECT_EQ(reopened.list().size(), 2u);
 }
 

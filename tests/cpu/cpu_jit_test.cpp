@@ -1,15 +1,23 @@
 // The JIT: the object cache, compiler failures kept as messages, the timeout.
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "backend/cpu/codegen.h"
 #include "backend/cpu/jit.h"
 #include "cpu_test_util.h"
+#include "ir/serialize.h"
 #include "test_util.h"
 
 namespace yirage::cpu_test {
 namespace {
 
 namespace cpu = backend::cpu;
+namespace fs = std::filesystem;
 
 cpu::Toolchain toolchain() {
   private_cache_dir();
@@ -46,6 +54,49 @@ static_assert(fib(60) > 0);
   cpu::Toolchain tc = toolchain();
   const std::string error = test_util::error_of([&] { cpu::compile_and_load(slow, tc, 0.2); });
   EXPECT_NE(error.find("timed out after"), std::string::npos) << error;
+}
+
+std::set<fs::path> cached_objects() {
+  std::set<fs::path> objects;
+  for (const fs::directory_entry& f : fs::directory_iterator(private_cache_dir() / "kernels"))
+    if (f.path().extension() == ".so") objects.insert(f.path());
+  return objects;
+}
+
+TEST(CpuJit, ADamagedObjectInTheCacheIsCompiledAgainWithAWarning) {
+  ir::KernelGraph g;  // a shape no other test compiles
+  g.mark_output(g.relu(g.input("x", {3, 37}, ir::DType::f32)), "y");
+  const fs::path file = private_cache_dir() / "damaged_object_graph.json";
+  std::ofstream(file) << ir::to_json(g).dump();
+  cpu_backend();  // the probe's object is built before the listing
+  const std::set<fs::path> before = cached_objects();
+  // Another process builds the object, so that this one has never loaded it: the dynamic loader
+  // hands back a library it has loaded by its path, whatever the file holds now.
+  ASSERT_EQ(std::system(fmt::format("{} run {} --backend cpu --no-cache > /dev/null", YIRAGE_BINARY,
+                                    file.string())
+                            .c_str()),
+            0);
+  std::vector<fs::path> built;
+  for (const fs::path& p : cached_objects())
+    if (!before.contains(p)) built.push_back(p);
+  ASSERT_FALSE(built.empty());
+  std::vector<uintmax_t> sizes;
+  for (const fs::path& p : built) {
+    sizes.push_back(fs::file_size(p));
+    fs::resize_file(p, sizes.back() / 2);  // as a full disk might have left it
+  }
+
+  testing::internal::CaptureStderr();
+  const std::vector<ir::HostTensor> inputs = inputs_for(g, 5);
+  const std::vector<ir::HostTensor> out = backend::run_on(cpu_backend(), g, inputs);
+  const std::string warning = testing::internal::GetCapturedStderr();
+  EXPECT_NE(warning.find("yirage: warning: cpu backend: cannot load"), std::string::npos)
+      << warning;
+  EXPECT_NE(warning.find("past its"), std::string::npos) << warning;
+  EXPECT_NE(warning.find("compiling it again"), std::string::npos) << warning;
+  expect_close(out[0], verify::run_reference(g, inputs)[0], "rebuilt object");
+  for (size_t i = 0; i < built.size(); ++i)
+    EXPECT_EQ(fs::file_size(built[i]), sizes[i]) << built[i] << " was not rebuilt whole";
 }
 
 TEST(CpuJit, FlagsFollowTheDescribedIsa) {

@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -14,6 +15,8 @@ namespace yirage::isolation_test {
 namespace {
 
 using backend::Buffer;
+
+std::atomic<int> compiles_to_fail{0};
 
 // Host memory whose last byte sits right before a PROT_NONE page.
 class GuardedBuffer final : public Buffer {
@@ -112,11 +115,19 @@ class FaultyBackend final : public backend::Backend {
     return std::make_unique<GuardedBuffer>(bytes);
   }
   std::unique_ptr<backend::Module> compile(const ir::KernelGraph& graph) override {
+    int left = compiles_to_fail.load();
+    while (left > 0 && !compiles_to_fail.compare_exchange_weak(left, left - 1)) {
+    }
+    if (left > 0) fail("faulty: the module's binary fails to load (planted by the test)");
     return std::make_unique<FaultyModule>(graph);
   }
 };
 
 }  // namespace
+
+void fail_next_compiles(int count) {
+  compiles_to_fail = count;
+}
 
 std::unique_ptr<backend::Backend> make_faulty_backend(const backend::BackendOptions&) {
   return std::make_unique<FaultyBackend>();

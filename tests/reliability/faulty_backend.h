@@ -16,6 +16,9 @@ inline constexpr const char* kAbort = "plant_abort";            // std::abort: S
 inline constexpr const char* kHang = "plant_infinite_loop";     // never returns
 inline constexpr const char* kOutOfBounds = "plant_oob_write";  // one element past the output
 
+// The next `count` compiles in this process fail as a kernel binary that no longer loads would.
+void fail_next_compiles(int count);
+
 std::unique_ptr<backend::Backend> make_faulty_backend(const backend::BackendOptions& options);
 
 }  // namespace yirage::isolation_test

@@ -2,6 +2,7 @@
 #include "backend/cpu/jit.h"
 
 #include <dlfcn.h>
+#include <elf.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -25,6 +26,7 @@
 
 #include "backend/fingerprint.h"
 #include "support/error.h"
+#include "support/warn.h"
 
 extern char** environ;
 
@@ -168,7 +170,34 @@ fs::path kernel_cache_dir() {
   return fs::temp_directory_path() / "yirage-cache" / "kernels";
 }
 
+namespace {
+
+// Throws unless `path` is a 64-bit ELF file that holds every byte its program headers load: the
+// dynamic loader maps segments without checking, and touching a page past the end of a
+// truncated object raises SIGBUS in the caller instead of an error.
+void check_elf_extent(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  Elf64_Ehdr header{};
+  const auto size = fs::file_size(path);
+  if (!in.read(reinterpret_cast<char*>(&header), sizeof header) ||
+      std::memcmp(header.e_ident, ELFMAG, SELFMAG) != 0 || header.e_ident[EI_CLASS] != ELFCLASS64)
+    fail("cpu backend: cannot load '{}': not a 64-bit ELF object", path.string());
+  for (unsigned i = 0; i < header.e_phnum; ++i) {
+    Elf64_Phdr ph{};
+    in.seekg(std::streamoff(header.e_phoff + uint64_t(i) * header.e_phentsize));
+    if (!in.read(reinterpret_cast<char*>(&ph), sizeof ph))
+      fail("cpu backend: cannot load '{}': its program headers end past its {} bytes",
+           path.string(), size);
+    if (ph.p_type == PT_LOAD && ph.p_offset + ph.p_filesz > size)
+      fail("cpu backend: cannot load '{}': a segment ends at byte {}, past its {} bytes",
+           path.string(), ph.p_offset + ph.p_filesz, size);
+  }
+}
+
+}  // namespace
+
 SharedObject::SharedObject(const fs::path& path) : path_(path) {
+  check_elf_extent(path);
   // RTLD_NODELETE: a module pulls in the OpenMP runtime, whose worker threads outlive the
   // module; unmapping the last module that holds the runtime would pull the code out from under
   // those threads.
@@ -203,9 +232,16 @@ CompiledObject compile_and_load(const std::string& source, const Toolchain& tc,
 
   CompiledObject result;
   if (fs::exists(object)) {
-    result.cache_hit = true;
-    result.object = std::make_shared<SharedObject>(object);
-    return result;
+    try {
+      result.cache_hit = true;
+      result.object = std::make_shared<SharedObject>(object);
+      return result;
+    } catch (const Error& e) {
+      // A damaged object (truncated by a full disk, overwritten) is never trusted: build it
+      // again. The rename below replaces it atomically for every process.
+      warn(fmt::format("{}; compiling it again", e.what()));
+      result.cache_hit = false;
+    }
   }
 
   static std::atomic<uint64_t> counter{0};
