@@ -40,10 +40,11 @@ struct DeviceDescription {
   //   parallel_units          blocks that run at once (cores, SMs)
   //   bytes_per_second, flops_per_second, launch_seconds
   //                           rough rates for ranking candidates until they are profiled
-  // and "library_matmul", which a backend that can run kernel-level matmuls as library calls
-  // (ir::MatmulOp::library) fills the same way: {"name": "OpenBLAS 0.3.21", "dtypes": ["f32"],
-  // ...} when it can, {"unavailable": why} when its library is missing. The tuner measures such
-  // variants of every candidate against the generated ones.
+  // "memory_bytes", the device's memory, which compile() checks every graph against
+  // (check_fits_memory); and "library_matmul", which a backend that can run kernel-level matmuls
+  // as library calls (ir::MatmulOp::library) fills the same way: {"name": "OpenBLAS 0.3.21",
+  // "dtypes": ["f32"], ...} when it can, {"unavailable": why} when its library is missing. The
+  // tuner measures such variants of every candidate against the generated ones.
   nlohmann::json capabilities;
   // Whether choosing among candidate µGraphs by their measured time on this backend means
   // anything: tune::optimize runs on it, and its winners are cached and looked up. False for the
@@ -194,6 +195,14 @@ using BackendFactory = std::function<std::unique_ptr<Backend>(const BackendOptio
 // by name like the others. Throws yirage::Error for an empty name, a name already registered,
 // or an empty factory.
 void register_backend(std::string name, BackendFactory make);
+
+// For implementations of Backend::compile: throws yirage::Error, with the numbers and the largest
+// tensor, when the tensors of `graph` (inputs, outputs and every intermediate, as if all were live
+// at once) need more bytes than the device's memory (capabilities "memory_bytes"), so that such a
+// graph is refused before anything is allocated. A device that does not state its memory is not
+// checked.
+void check_fits_memory(std::string_view backend, const DeviceDescription& device,
+                       const ir::KernelGraph& graph);
 
 // For implementations of Backend::time: throws yirage::Error for an empty `sets` or a negative
 // count in `plan`.

@@ -2,6 +2,7 @@
 #include <memory>
 
 #include "backend/backend.h"
+#include "support/error.h"
 #include "verify/verify.h"
 
 namespace yirage::backend {
@@ -14,6 +15,32 @@ std::vector<Buffer*> raw_pointers(const std::vector<std::unique_ptr<Buffer>>& bu
 }
 
 }  // namespace
+
+void check_fits_memory(std::string_view backend, const DeviceDescription& device,
+                       const ir::KernelGraph& graph) {
+  const nlohmann::json& memory = device.capabilities.is_object()
+                                     ? device.capabilities.value("memory_bytes", nlohmann::json())
+                                     : nlohmann::json();
+  if (!memory.is_number_unsigned() && !memory.is_number_integer()) return;
+  // In double: element counts of absurd shapes overflow 64 bits, and the comparison needs no more
+  // than double's precision.
+  double needed = 0, largest = -1;
+  std::string largest_name;
+  for (const ir::Node& node : graph.nodes())
+    for (const ir::TensorType& t : node.outputs) {
+      double bytes = double(ir::dtype_size(t.dtype));
+      for (int64_t d : t.dims) bytes *= double(d);
+      needed += bytes;
+      if (bytes > largest) largest = bytes, largest_name = node.name;
+    }
+  const double available = memory.get<double>();
+  if (needed > available)
+    fail(
+        "backend '{}': the graph's tensors need {:.4g} GiB, more than the {:.4g} GiB of memory of "
+        "device '{}' (the largest, '{}', {:.4g} GiB)",
+        backend, needed / double(1 << 30), available / double(1 << 30), device.name, largest_name,
+        largest / double(1 << 30));
+}
 
 std::vector<ir::HostTensor> run_on(Backend& backend, const ir::KernelGraph& graph,
                                    const std::vector<ir::HostTensor>& inputs) {

@@ -69,6 +69,7 @@ struct Llm::Impl {
         model(config_of(source), weights_of(source),
               ModelOptions{.threads = options.threads,
                            .context_length = options.context_length,
+                           .memory_budget_bytes = options.memory_budget_bytes,
                            .fused_blocks = options.fused_blocks,
                            .progress = options.progress,
                            .detail = options.detail}),

@@ -23,6 +23,9 @@ struct LlmOptions {
   int threads = 2;
   // Tokens the KV cache holds; 0 means the model's training context, capped at 4096.
   int context_length = 0;
+  // Bytes the model may take (weights and KV cache); a larger one is refused at open with the
+  // numbers, not left to the OOM killer. 0: the memory available now.
+  uint64_t memory_budget_bytes = 0;
   // The hot blocks as superoptimized kernel graphs where the weights allow (ModelOptions).
   bool fused_blocks = true;
   // Lines shown while the block graphs are optimized the first time; may be empty.

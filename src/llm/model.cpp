@@ -7,6 +7,7 @@
 #include "llm/cpu_blocks.h"
 #include "llm/fused_blocks.h"
 #include "support/error.h"
+#include "support/system_memory.h"
 
 namespace yirage::llm {
 namespace {
@@ -149,6 +150,49 @@ std::string unfused_reason(const ModelOptions& options, const LlamaConfig& confi
   return fused_blocks_unsupported(config, weights);
 }
 
+uint64_t linear_bytes(const Linear& l) {
+  return uint64_t(l.rows) * l.row_bytes;
+}
+
+// What the weights occupy in memory: mapped from the file or owned, they are read every token.
+uint64_t weight_bytes(const LlamaWeights& w) {
+  uint64_t bytes = linear_bytes(w.token_embd) + w.output_norm.size() * sizeof(float);
+  if (w.output.data != w.token_embd.data) bytes += linear_bytes(w.output);
+  for (const LayerWeights& l : w.layers) {
+    for (const Linear* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down})
+      bytes += linear_bytes(*m);
+    bytes += (l.attn_norm.size() + l.ffn_norm.size()) * sizeof(float);
+  }
+  return bytes;
+}
+
+std::string gib(uint64_t bytes) {
+  return fmt::format("{:.3g} GiB", double(bytes) / double(1 << 30));
+}
+
+// The KV cache's capacity in tokens, once the weights and the cache are known to fit the budget:
+// refusing here, before the cache is allocated, is what keeps a model too large for the machine
+// from being killed by the OOM killer half-way through loading.
+int checked_capacity(const LlamaConfig& c, const LlamaWeights& w, const ModelOptions& options) {
+  if (options.context_length < 0 || options.context_length > (1 << 24))
+    fail("context length {} is out of range", options.context_length);
+  const int capacity =
+      options.context_length > 0 ? options.context_length : std::min(c.n_ctx_train, 4096);
+  const uint64_t weights = weight_bytes(w);
+  const uint64_t kv = uint64_t(2) * uint64_t(c.n_layer) * uint64_t(capacity) *
+                      uint64_t(c.n_head_kv) * uint64_t(c.head_dim) * sizeof(float);
+  const std::optional<uint64_t> budget = options.memory_budget_bytes > 0
+                                             ? std::optional(options.memory_budget_bytes)
+                                             : available_memory_bytes();
+  if (budget && weights + kv > *budget)
+    fail(
+        "the model needs {} ({} bytes: {} of weights, {} of KV cache for {} tokens), more than "
+        "the {} ({} bytes) {}; a shorter context length shrinks the KV cache",
+        gib(weights + kv), weights + kv, gib(weights), gib(kv), capacity, gib(*budget), *budget,
+        options.memory_budget_bytes > 0 ? "of its memory budget" : "of memory available");
+  return capacity;
+}
+
 }  // namespace
 
 LlamaModel::LlamaModel(const GgufFile& file, const ModelOptions& options)
@@ -164,10 +208,7 @@ LlamaModel::LlamaModel(LlamaConfig config, LlamaWeights weights, const ModelOpti
       pool_(options.threads,
             unfused_why_.empty() ? ThreadPool::Workers::openmp : ThreadPool::Workers::own),
       kernels_(&best_kernels()),
-      cache_(config_, options.context_length > 0 ? options.context_length
-                                                 : std::min(config_.n_ctx_train, 4096)) {
-  if (options.context_length < 0 || options.context_length > (1 << 24))
-    fail("context length {} is out of range", options.context_length);
+      cache_(config_, checked_capacity(config_, weights_, options)) {
   blocks_ = make_cpu_blocks(config_, weights_, cache_.capacity, pool_, *kernels_);
   if (unfused_why_.empty())
     blocks_ = make_fused_blocks(

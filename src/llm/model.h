@@ -131,6 +131,9 @@ struct BatchEntry {
 struct ModelOptions {
   int threads = 2;
   int context_length = 0;  // 0: the training context, capped at 4096
+  // Bytes the model may take: its weights and KV cache must fit, or loading it is an error with
+  // the numbers. 0: the memory available now (support/system_memory.h).
+  uint64_t memory_budget_bytes = 0;
   // Run RMSNorm + QKV, the gated MLP and the LM head as superoptimized kernel graphs
   // (fused_blocks.h) where the model's weight types allow; else, or when false, every block runs
   // on the hand-written kernels.

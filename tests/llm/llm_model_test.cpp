@@ -1,5 +1,6 @@
 // The forward pass against the plain reference of llm_tiny_model.h, the KV cache against full
 // recomputation, the kernels against the scalar ones, and config validation.
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -157,6 +158,28 @@ TEST(Model, ContextOverflowAndBadTokensAreErrors) {
               HasSubstr("token id 5000 is outside the vocabulary of 265"));
   EXPECT_THAT(error_of([&] { model.forward(std::vector<TokenId>{}); }), HasSubstr("no tokens"));
   EXPECT_THAT(error_of([&] { model.truncate(3); }), HasSubstr("the cache holds 0"));
+}
+
+TEST(Model, AModelLargerThanItsMemoryBudgetIsRefusedWithTheNumbers) {
+  TinyLlama m;
+  const std::vector<std::byte> bytes = write_tiny_llama(m);
+  GgufFile file = GgufFile::from_memory(bytes);
+  // The KV cache alone: 2 (keys, values) × 2 layers × 64 tokens × 2 kv heads × 16 dims × 4 bytes.
+  const uint64_t kv = 2 * 2 * 64 * 2 * 16 * 4;
+  const std::string error = error_of([&] {
+    LlamaModel model(file,
+                     ModelOptions{.threads = 1, .context_length = 64, .memory_budget_bytes = kv});
+  });
+  EXPECT_THAT(error, HasSubstr("the model needs"));
+  EXPECT_THAT(error, HasSubstr("of KV cache for 64 tokens"));
+  EXPECT_THAT(error, HasSubstr(fmt::format("({} bytes) of its memory budget", kv)));
+  EXPECT_EQ(error.find('\n'), std::string::npos);
+  // With room for the weights too, it loads.
+  LlamaModel fits(file, ModelOptions{.threads = 1,
+                                     .context_length = 64,
+                                     .memory_budget_bytes = 1 << 30,
+                                     .fused_blocks = false});
+  EXPECT_EQ(fits.context_length(), 64);
 }
 
 TEST(Config, ReadsTheTinyModel) {

@@ -27,6 +27,7 @@
 #include "backend/cpu/cpu_device.h"
 #include "backend/cpu/jit.h"
 #include "support/error.h"
+#include "support/system_memory.h"
 
 namespace yirage::backend {
 namespace {
@@ -185,6 +186,8 @@ class CpuBackend final : public Backend {
   DeviceDescription device() const override {
     DeviceDescription d = device_;
     d.capabilities["threads"] = threads_;
+    if (const std::optional<uint64_t> memory = physical_memory_bytes())
+      d.capabilities["memory_bytes"] = *memory;
     std::string why;
     if (const auto& blas = cpu::openblas(why))
       d.capabilities["library_matmul"] = {{"name", blas->name},
@@ -218,6 +221,7 @@ class CpuBackend final : public Backend {
 
   std::unique_ptr<Module> compile(const ir::KernelGraph& graph) override {
     require_available();
+    check_fits_memory("cpu", device(), graph);
     const cpu::BlasLibrary* blas = library_for(graph);
     const std::string source = cpu::generate_source(graph);
     cpu::CompiledObject object = cpu::compile_and_load(source, *toolchain_, timeout());
