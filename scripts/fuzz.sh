@@ -1,10 +1,18 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (GGUF reader, safetensors reader, Hugging Face config.json, tokenizer,
-# kernel-graph JSON, .npy reader, the server's OpenAI request parser) with clang, ASan and UBSan in build/fuzz, and runs each for a
-# while on a seed corpus: files from the test GGUF and safetensors writers, config.json files,
+# kernel-graph JSON, .npy reader, the server's OpenAI request parser) with clang, ASan and UBSan
+# in build/fuzz, and runs each for a while on a seed corpus: the committed seeds of
+# tests/fuzz/corpus (valid files from the test data and the test writers), files from the test
+# GGUF and safetensors writers, config.json files,
 # examples/ and tests/data/, and small .npy files.
 #
 #   scripts/fuzz.sh [SECONDS_PER_TARGET]   (default 60)
+#   scripts/fuzz.sh --long [MINUTES_PER_TARGET]   (default 30; fractions allowed)
+#
+# --long is the soak run: each target for MINUTES from the committed seeds plus the corpus that
+# earlier long runs grew, which it keeps (build/fuzz/corpus-long), and a table of executions,
+# coverage (edges) and crashes per target in build/fuzz/fuzz_long.md, to copy into
+# bench/results/fuzz_long.md after a full run.
 #
 # Needs clang and libFuzzer's runtime (Debian 12: clang libclang-rt-14-dev), installed if missing.
 # Corpora grow in build/fuzz/corpus; crashes are written to build/fuzz/artifacts. Inputs that once
@@ -12,7 +20,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-seconds="${1:-60}"
+long=0
+if [[ "${1:-}" == "--long" ]]; then
+  long=1
+  minutes="${2:-30}"
+  seconds=$(awk -v m="$minutes" 'BEGIN { s = int(m * 60 + 0.5); if (s < 1) s = 1; print s }')
+else
+  seconds="${1:-60}"
+fi
 
 # libFuzzer ships with clang's runtime package; install both when a probe link fails.
 if ! echo 'extern "C" int LLVMFuzzerTestOneInput(const char*, long) { return 0; }' |
@@ -34,6 +49,7 @@ cmake --build "$build" --target "${targets[@]}" gguf_make_seeds
 bin="$build/tests/fuzz"
 
 corpus="$build/corpus"
+[[ $long -eq 1 ]] && corpus="$build/corpus-long"
 "$bin/gguf_make_seeds" "$corpus/gguf" "$corpus/tokenizer" "$corpus/safetensors" \
   "$corpus/hf_config"
 mkdir -p "$corpus/graph_json" "$corpus/npy" "$corpus/openai_request" "$build/artifacts"
@@ -52,8 +68,24 @@ for i, a in enumerate([np.arange(6, dtype="<f4").reshape(2, 3), np.ones(4, "<f2"
                        np.zeros((2, 1, 2), "|u1")]):
     np.save(f"{out}/seed{i}.npy", a)
 PY
+# The committed seeds, without overwriting what earlier runs kept.
+for dir in tests/fuzz/corpus/*/; do
+  mkdir -p "$corpus/$(basename "$dir")"
+  cp -n "$dir"* "$corpus/$(basename "$dir")/"
+done
 
 status=0
+report="$build/fuzz_long.md"
+if [[ $long -eq 1 ]]; then
+  {
+    echo "# Long fuzzing: ${seconds} s per target"
+    echo
+    echo "$(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD), $(clang++ --version | head -1)"
+    echo
+    echo "| target | seconds | executions | coverage (edges) | corpus files | crashes |"
+    echo "|---|---|---|---|---|---|"
+  } >"$report"
+fi
 for target in "${targets[@]}"; do
   dir="$corpus/${target%_fuzz}"
   # Inputs that once crashed a target are replayed first, so a regression fails fast.
@@ -63,7 +95,21 @@ for target in "${targets[@]}"; do
     "$bin/$target" "${regressions[@]}" || status=1
   fi
   echo "== $target for ${seconds}s =="
-  "$bin/$target" "$dir" -max_total_time="$seconds" -max_len=65536 \
-    -artifact_prefix="$build/artifacts/$target-" -print_final_stats=1 || status=1
+  log="$build/$target.log"
+  touch "$log.start"
+  if "$bin/$target" "$dir" -max_total_time="$seconds" -max_len=65536 \
+    -artifact_prefix="$build/artifacts/$target-" -print_final_stats=1 >"$log" 2>&1; then
+    grep -E '^(#[0-9]+[[:space:]]+(INITED|DONE)|stat::number_of_executed_units)' "$log" || true
+  else
+    status=1
+    tail -40 "$log"
+  fi
+  if [[ $long -eq 1 ]]; then
+    executions=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+    edges=$(grep -oE 'cov: [0-9]+' "$log" | tail -1 | cut -d' ' -f2)
+    crashes=$(find "$build/artifacts" -name "$target-*" -newer "$log.start" 2>/dev/null | wc -l)
+    echo "| ${target%_fuzz} | $seconds | ${executions:-?} | ${edges:-?} | $(ls "$dir" | wc -l) | $crashes |" >>"$report"
+  fi
 done
+[[ $long -eq 1 ]] && echo "wrote $report"
 exit "$status"
