@@ -29,6 +29,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -436,14 +437,19 @@ std::map<size_t, Evaluation> evaluate_in_workers(const std::vector<std::string>&
         p.results[i] = {"run_error", fmt::format("tuning worker failed: {}", why), std::nullopt};
       break;
     }
+    const char* step =
+        std::find(p.to_profile.begin(), p.to_profile.end(), *running) != p.to_profile.end()
+            ? "profiling"
+            : "checking";
     p.results[*running] =
         timed_out
             ? Evaluation{"timed_out",
-                         fmt::format("timed out after {:g} s in its worker process, which "
-                                     "was killed",
-                                     options.candidate_seconds_limit),
+                         fmt::format("timed out after {:g} s {} it in a worker process, "
+                                     "which was killed",
+                                     options.candidate_seconds_limit, step),
                          std::nullopt}
-            : Evaluation{"crashed", fmt::format("its worker process was {}", how), std::nullopt};
+            : Evaluation{"crashed", fmt::format("its worker process was {} while {} it", how, step),
+                         std::nullopt};
     std::erase(p.to_check, *running);
     std::erase(p.to_profile, *running);
   }
