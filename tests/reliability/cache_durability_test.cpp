@@ -63,7 +63,7 @@ tune::OptimizeOptions quick_tuning(const fs::path& cache, int64_t rows) {
   tune::OptimizeOptions o;
   o.cache_path = cache;
   o.candidates = [rows](const ir::KernelGraph&, const backend::DeviceDescription&) {
-    return std::vector<tune::Candidate>{{"sound", with_extra_node("unused", rows)}};
+    return std::vector<tune::Candidate>{{"sound", with_extra_node("unused", rows), std::nullopt}};
   };
   o.profile.min_seconds = 0;
   o.profile.min_repetitions = 1;

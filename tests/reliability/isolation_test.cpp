@@ -44,11 +44,12 @@ TEST(Isolation, FaultyCandidatesAreRecordedAndTheRestAreTuned) {
   ASSERT_FALSE(tune::worker_command().empty()) << "main registers this binary as the worker";
   backend::Backend& faulty = backend::get_backend("faulty");
   const ir::KernelGraph graph = add_relu();
-  tune::OptimizeOptions o = options_with({{"trap", with_extra_node(kCrash)},
-                                          {"hang", with_extra_node(kHang)},
-                                          {"out of bounds", with_extra_node(kOutOfBounds)},
-                                          {"abort", with_extra_node(kAbort)},
-                                          {"sound", with_extra_node("unused")}});
+  tune::OptimizeOptions o =
+      options_with({{"trap", with_extra_node(kCrash), std::nullopt},
+                    {"hang", with_extra_node(kHang), std::nullopt},
+                    {"out of bounds", with_extra_node(kOutOfBounds), std::nullopt},
+                    {"abort", with_extra_node(kAbort), std::nullopt},
+                    {"sound", with_extra_node("unused"), std::nullopt}});
   const tune::OptimizeResult result = tune::optimize(graph, faulty, o);
 
   std::map<std::string, tune::CandidateRecord> r = by_label(result.entry);
@@ -87,7 +88,7 @@ TEST(Isolation, FaultyCandidatesAreRecordedAndTheRestAreTuned) {
 TEST(Isolation, AWorkerThatCannotStartFailsEveryCandidateWithItsReason) {
   const std::vector<std::string> saved = tune::worker_command();
   tune::set_worker_command({"/bin/false"});
-  tune::OptimizeOptions o = options_with({{"sound", with_extra_node("unused")}});
+  tune::OptimizeOptions o = options_with({{"sound", with_extra_node("unused"), std::nullopt}});
   try {
     tune::optimize(add_relu(), backend::get_backend("faulty"), o);
     ADD_FAILURE() << "optimize succeeded without a worker";
@@ -102,7 +103,7 @@ TEST(Isolation, AWorkerThatCannotStartFailsEveryCandidateWithItsReason) {
 TEST(Isolation, WithoutAWorkerCandidatesRunInThisProcessAndTheLogSaysSo) {
   const std::vector<std::string> saved = tune::worker_command();
   tune::set_worker_command({});
-  tune::OptimizeOptions o = options_with({{"sound", with_extra_node("unused")}});
+  tune::OptimizeOptions o = options_with({{"sound", with_extra_node("unused"), std::nullopt}});
   std::vector<std::string> lines;
   o.log = [&](const std::string& line) { lines.push_back(line); };
   const tune::OptimizeResult result = tune::optimize(add_relu(), backend::get_backend("faulty"), o);
