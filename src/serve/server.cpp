@@ -24,19 +24,22 @@
 #include "support/error.h"
 
 namespace yirage::serve {
+
+// What the engine thread hands one request's HTTP handler. Outside the anonymous namespace
+// because Server::Impl holds it, and a unity build would make that a -Wsubobject-linkage error.
+struct RequestChannel {
+  std::mutex mutex;
+  std::condition_variable ready;
+  std::deque<llm::SequenceEvent> events;
+  std::chrono::steady_clock::time_point arrived = std::chrono::steady_clock::now(), last_token;
+  bool got_token = false;
+};
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
-
-// What the engine thread hands one request's HTTP handler.
-struct Channel {
-  std::mutex mutex;
-  std::condition_variable ready;
-  std::deque<llm::SequenceEvent> events;
-  Clock::time_point arrived = Clock::now(), last_token;
-  bool got_token = false;
-};
+using Channel = RequestChannel;
 
 void send_json(httplib::Response& res, int status, const json& body) {
   res.status = status;
