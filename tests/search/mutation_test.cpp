@@ -25,6 +25,7 @@
 
 #include <gtest/gtest.h>
 
+#include "block_json.h"
 #include "block_test_graphs.h"
 #include "search/search.h"
 #include "search_targets.h"
@@ -110,28 +111,6 @@ void add_rewiring_mutants(const json& base, const AddMutant& add) {
       }
     }
   }
-}
-
-// Drops the nodes that no saver depends on, which a rewiring leaves behind and validation rejects
-// (a tile that no node reads): the mutant is the program that remains.
-void drop_dead_nodes(json& body) {
-  json& nodes = body["nodes"];
-  std::vector<bool> live(nodes.size(), false);
-  for (size_t i = nodes.size(); i-- > 0;) {
-    live[i] = live[i] || is_saver(nodes[i]);
-    if (live[i] && nodes[i].contains("inputs"))
-      for (const json& in : nodes[i]["inputs"]) live[in.get<size_t>()] = true;
-  }
-  std::vector<size_t> renumbered(nodes.size());
-  json kept = json::array();
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    if (!live[i]) continue;
-    renumbered[i] = kept.size();
-    kept.push_back(nodes[i]);
-    if (kept.back().contains("inputs"))
-      for (json& in : kept.back()["inputs"]) in = renumbered[in.get<size_t>()];
-  }
-  nodes = std::move(kept);
 }
 
 std::vector<Mutant> mutants_of(const ir::BlockGraph& g) {
@@ -241,7 +220,7 @@ std::vector<Mutant> mutants_of(const ir::BlockGraph& g) {
     add(fmt::format("forloop_range {}", r), m);
   }
   for (Mutant& m : out) {
-    drop_dead_nodes(m.body);
+    testing::drop_dead_block_nodes(m.body);
     for (auto& n : m.body["nodes"]) n.erase("shape");  // they would only restate the change
   }
   return out;

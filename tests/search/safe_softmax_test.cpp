@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "block_json.h"
 #include "block_test_graphs.h"
 #include "search/internal.h"
 #include "search/search.h"
@@ -181,26 +182,11 @@ TEST(SafeSoftmax, FusedAttentionIsAnOnlineSoftmax) {
 
 // ---- mutants of the safe form ----------------------------------------------------------------
 
-// The nodes no saver depends on dropped and the rest renumbered, as validation wants.
+// The nodes no saver depends on dropped and the rest renumbered, as validation wants, and the
+// shapes left out.
 void drop_dead_nodes(json& body) {
-  json& nodes = body["nodes"];
-  std::vector<bool> live(nodes.size(), false);
-  for (size_t i = nodes.size(); i-- > 0;) {
-    live[i] = live[i] || nodes[i]["op"] == "save";
-    if (live[i] && nodes[i].contains("inputs"))
-      for (const json& in : nodes[i]["inputs"]) live[in.get<size_t>()] = true;
-  }
-  std::vector<size_t> renumbered(nodes.size());
-  json kept = json::array();
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    if (!live[i]) continue;
-    renumbered[i] = kept.size();
-    kept.push_back(nodes[i]);
-    if (kept.back().contains("inputs"))
-      for (json& in : kept.back()["inputs"]) in = renumbered[in.get<size_t>()];
-  }
-  nodes = std::move(kept);
-  for (json& n : nodes) n.erase("shape");
+  testing::drop_dead_block_nodes(body);
+  for (json& n : body["nodes"]) n.erase("shape");
 }
 
 size_t index_of(const json& body, const std::string& op) {
