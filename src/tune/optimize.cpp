@@ -58,13 +58,16 @@ verify::EquivalenceResult proof_by_identity() {
   return proof;
 }
 
+bool is_the_graph_itself(const ir::KernelGraph& candidate, const ir::KernelGraph& graph) {
+  return ir::structural_hash(candidate) == ir::structural_hash(graph) &&
+         candidate.nodes().size() == graph.nodes().size();
+}
+
 // A proof for a candidate that came without one: by identity when it is the graph itself, else
 // by the fingerprint check with the search's options.
 verify::EquivalenceResult prove(const ir::KernelGraph& graph, const ir::KernelGraph& candidate,
                                 const verify::FingerprintOptions& options) {
-  if (ir::structural_hash(candidate) == ir::structural_hash(graph) &&
-      candidate.nodes().size() == graph.nodes().size())
-    return proof_by_identity();
+  if (is_the_graph_itself(candidate, graph)) return proof_by_identity();
   return verify::check_equivalent(graph, candidate, options);
 }
 
@@ -331,13 +334,10 @@ OptimizeResult optimize(const ir::KernelGraph& graph, backend::Backend& backend,
     candidates = candidates_of(*result.search);
   }
   result.search_seconds = seconds_since(start);
-  const uint64_t unfused_hash = ir::structural_hash(graph);
   std::vector<Candidate> ordered{{"unfused", graph, proof_by_identity()}};
   for (Candidate& c : candidates) {
     if (int(ordered.size()) > options.max_candidates) break;
-    if (ir::structural_hash(c.graph) == unfused_hash &&
-        c.graph.nodes().size() == graph.nodes().size())
-      continue;  // the unfused graph again
+    if (is_the_graph_itself(c.graph, graph)) continue;  // the unfused graph again
     ordered.push_back(std::move(c));
   }
   // Every candidate is proved before it may win: the search's come with their proofs, others
