@@ -12,3 +12,7 @@ if [[ ! -f /usr/include/sqlite3.h && -f .gpudeps/sqlite3.h ]]; then
   lib=$(ls /usr/lib/x86_64-linux-gnu/libsqlite3.so* 2>/dev/null | head -1 || true)
   [[ -n "$lib" ]] && extra+=(-DSQLite3_INCLUDE_DIR="$PWD/.gpudeps" -DSQLite3_LIBRARY="$lib")
 fi
+# Nor has it cpp-httplib, which only `yirage serve` needs: build without the server there.
+if ! pkg-config --exists cpp-httplib 2>/dev/null; then
+  extra+=(-DYIRAGE_SERVER=OFF)
+fi
