@@ -276,6 +276,21 @@ TEST(Cli, BackendErrorsAreOneLine) {
                             fmt::format("backend '{}' is unavailable: ", info.name));
 }
 
+// The LLM's commands take the same names, and refuse an unavailable backend (cuda on a machine
+// without a GPU) with its reason before the model loads: never a run on another backend.
+TEST(Cli, AnLlmOnAnUnavailableBackendIsAOneLineError) {
+  const std::string model = quote((kExamples / "ntrans.json").string());
+  for (const char* command : {"generate --prompt hi", "chat"})
+    expect_one_line_error(yirage(fmt::format("{} --model {} --backend nope", command, model)),
+                          "unknown backend 'nope'");
+  for (const yirage::backend::BackendInfo& info : yirage::backend::describe_backends())
+    if (!info.availability.available)
+      for (const char* command : {"generate --prompt hi", "chat", "serve --port 0"})
+        expect_one_line_error(
+            yirage(fmt::format("{} --model {} --backend {}", command, model, info.name)),
+            fmt::format("backend '{}' is unavailable: ", info.name));
+}
+
 // Without OpenBLAS the cpu backend says why, and a library matmul is an error, never generated
 // code in its place.
 TEST(Cli, ALibraryMatmulWithoutTheLibraryIsAOneLineError) {

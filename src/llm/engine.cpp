@@ -64,13 +64,15 @@ double GenerateStats::decode_tokens_per_second() const {
 
 struct Llm::Impl {
   Impl(const std::string& path_, const LlmOptions& options)
-      : path(path_),
+      : backend(options.backend),
+        path(path_),
         source(open_source(path)),
         model(config_of(source), weights_of(source),
               ModelOptions{.threads = options.threads,
                            .context_length = options.context_length,
                            .memory_budget_bytes = options.memory_budget_bytes,
                            .fused_blocks = options.fused_blocks,
+                           .backend = options.backend.get(),
                            .progress = options.progress,
                            .detail = options.detail}),
         tokenizer(tokenizer_of(source)),
@@ -140,6 +142,7 @@ struct Llm::Impl {
     return result;
   }
 
+  std::shared_ptr<backend::Backend> backend;  // outlives the model, whose modules it runs
   std::string path;
   ModelSource source;
   LlamaModel model;

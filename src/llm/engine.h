@@ -15,6 +15,10 @@
 #include "llm/chat.h"
 #include "llm/tokenizer.h"
 
+namespace yirage::backend {
+class Backend;  // backend/backend.h
+}
+
 namespace yirage::llm {
 
 class LlamaModel;
@@ -26,8 +30,11 @@ struct LlmOptions {
   // Bytes the model may take (weights and KV cache); a larger one is refused at open with the
   // numbers, not left to the OOM killer. 0: the memory available now.
   uint64_t memory_budget_bytes = 0;
-  // The hot blocks as superoptimized kernel graphs where the weights allow (ModelOptions).
+  // The hot blocks as superoptimized kernel graphs where the weights allow, on `backend`
+  // (ModelOptions). The front ends create it by name (backend::create_backend); without one every
+  // block runs on the hand-written kernels.
   bool fused_blocks = true;
+  std::shared_ptr<backend::Backend> backend = {};
   // Lines shown while the block graphs are optimized the first time; may be empty.
   std::function<void(const std::string&)> progress = {};
   // The tuning pipeline's lines (candidates, compile times, profiles); may be empty.

@@ -4,6 +4,8 @@
 #include <array>
 #include <chrono>
 #include <cstring>
+#include <deque>
+#include <map>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -83,11 +85,10 @@ ir::KernelGraph lm_head_graph(const LlamaConfig& c, const LlamaWeights& w) {
   return g;
 }
 
-// Host memory the model owns or borrows (mapped weights, its activations) seen as a cpu backend
-// buffer, so that launches read and write it in place.
+// Host memory the model owns or borrows (mapped weights, its activations) seen as a buffer of a
+// backend whose buffers are host memory, so that launches read and write it in place.
 class HostView final : public backend::Buffer {
  public:
-  HostView() = default;
   HostView(const void* data, size_t bytes) : data_(const_cast<void*>(data)), size_(bytes) {}
   size_t size() const override { return size_; }
   void write(std::span<const std::byte>) override {
@@ -104,19 +105,88 @@ class HostView final : public backend::Buffer {
   size_t size_ = 0;
 };
 
-HostView view_of(const Linear& w) {
-  return HostView(w.data, static_cast<size_t>(w.rows) * w.row_bytes);
+std::span<const std::byte> bytes_of(const void* data, size_t bytes) {
+  return {static_cast<const std::byte*>(data), bytes};
 }
-HostView view_of(const std::vector<float>& v) {
-  return HostView(v.data(), v.size() * sizeof(float));
+
+// A weight as the backend reads it: a view of the mapping where the backend's buffers are host
+// memory, else a buffer of the backend's, written once here.
+std::unique_ptr<backend::Buffer> placed(backend::Backend& backend, const void* data, size_t bytes) {
+  if (backend.buffer_type().host_visible) return std::make_unique<HostView>(data, bytes);
+  std::unique_ptr<backend::Buffer> buffer = backend.allocate(bytes);
+  buffer->write(bytes_of(data, bytes));
+  return buffer;
 }
+
+std::unique_ptr<backend::Buffer> placed(backend::Backend& backend, const Linear& w) {
+  return placed(backend, w.data, static_cast<size_t>(w.rows) * w.row_bytes);
+}
+std::unique_ptr<backend::Buffer> placed(backend::Backend& backend, const std::vector<float>& v) {
+  return placed(backend, v.data(), v.size() * sizeof(float));
+}
+
+// The activations of one launch. Where the backend's buffers are host memory they are views of
+// the model's own arrays; elsewhere each is a buffer of the backend's, one per role and size and
+// kept for the next step, that inputs are copied into before the launch and outputs out of after.
+class Activations {
+ public:
+  explicit Activations(backend::Backend& backend)
+      : backend_(backend), host_visible_(backend.buffer_type().host_visible) {}
+
+  backend::Buffer* input(int role, const float* data, size_t bytes) {
+    if (host_visible_) return &views_.emplace_back(data, bytes);
+    backend::Buffer& buffer = on_device(role, bytes);
+    buffer.write(bytes_of(data, bytes));
+    return &buffer;
+  }
+
+  backend::Buffer* output(int role, float* data, size_t bytes) {
+    if (host_visible_) return &views_.emplace_back(data, bytes);
+    backend::Buffer& buffer = on_device(role, bytes);
+    pending_.push_back({&buffer, data, bytes});
+    return &buffer;
+  }
+
+  // After the launch: the outputs back in host memory, and the views forgotten.
+  void finish() {
+    if (!pending_.empty()) backend_.synchronize();
+    for (const Pending& p : pending_)
+      p.buffer->read({reinterpret_cast<std::byte*>(p.data), p.bytes});
+    pending_.clear();
+    views_.clear();
+  }
+
+ private:
+  struct Pending {
+    backend::Buffer* buffer;
+    float* data;
+    size_t bytes;
+  };
+
+  backend::Buffer& on_device(int role, size_t bytes) {
+    std::unique_ptr<backend::Buffer>& slot = device_[{role, bytes}];
+    if (!slot) slot = backend_.allocate(bytes);
+    return *slot;
+  }
+
+  backend::Backend& backend_;
+  const bool host_visible_;
+  std::deque<HostView> views_;  // stable addresses while a launch's list grows
+  std::map<std::pair<int, size_t>, std::unique_ptr<backend::Buffer>> device_;
+  std::vector<Pending> pending_;
+};
+
+// The roles of Activations' buffers.
+enum Role : int { kX, kQ, kK, kV, kAttention, kNext, kLogits };
 
 class FusedBlocks final : public HotBlocks {
  public:
   FusedBlocks(const LlamaConfig& config, const LlamaWeights& weights,
               std::unique_ptr<HotBlocks> attention, const FusedBlockOptions& options)
-      : c_(config), attention_(std::move(attention)) {
-    backend_ = backend::create_backend("cpu", {options.threads});
+      : c_(config),
+        attention_(std::move(attention)),
+        backend_(*options.backend),
+        activations_(backend_) {
     const LayerWeights& l0 = weights.layers.at(0);
     std::vector<std::pair<std::string, ir::KernelGraph>> graphs;
     for (int rows : kRowBuckets) {
@@ -133,24 +203,28 @@ class FusedBlocks final : public HotBlocks {
       output_and_mlp_[b] = std::move(modules[2 * b + 1]);
     }
     lm_head_ = std::move(modules.back());
-    // Views per layer: the weights do not move, so only the activation views change per call.
+    // The weights do not move: placed once, only the activations change per call.
     for (const LayerWeights& lw : weights.layers)
-      layers_.push_back({view_of(lw.attn_norm), view_of(lw.wq), view_of(lw.wk), view_of(lw.wv),
-                         view_of(lw.wo), view_of(lw.ffn_norm), view_of(lw.gate), view_of(lw.up),
-                         view_of(lw.down)});
-    output_norm_ = view_of(weights.output_norm);
-    output_ = view_of(weights.output);
+      layers_.push_back({placed(backend_, lw.attn_norm), placed(backend_, lw.wq),
+                         placed(backend_, lw.wk), placed(backend_, lw.wv), placed(backend_, lw.wo),
+                         placed(backend_, lw.ffn_norm), placed(backend_, lw.gate),
+                         placed(backend_, lw.up), placed(backend_, lw.down)});
+    output_norm_ = placed(backend_, weights.output_norm);
+    output_ = placed(backend_, weights.output);
   }
 
   void norm_qkv(int layer, const float* x, int n, float* q, float* k, float* v) override {
-    const LayerViews& l = layers_[static_cast<size_t>(layer)];
+    const LayerBuffers& l = layers_[static_cast<size_t>(layer)];
     const size_t dq = static_cast<size_t>(c_.n_head) * c_.head_dim;
     const size_t dkv = static_cast<size_t>(c_.n_head_kv) * c_.head_dim;
     for_buckets(n, [&](size_t bucket, int row, int rows) {
-      HostView xv(x + row * static_cast<size_t>(c_.n_embd), bytes(rows, c_.n_embd));
-      HostView qv(q + row * dq, bytes(rows, dq)), kv(k + row * dkv, bytes(rows, dkv)),
-          vv(v + row * dkv, bytes(rows, dkv));
-      launch(*norm_qkv_[bucket], {&xv, &l.attn_norm, &l.wq, &l.wk, &l.wv}, {&qv, &kv, &vv});
+      Activations& a = activations_;
+      launch(*norm_qkv_[bucket],
+             {a.input(kX, x + row * static_cast<size_t>(c_.n_embd), bytes(rows, c_.n_embd)),
+              l.attn_norm.get(), l.wq.get(), l.wk.get(), l.wv.get()},
+             {a.output(kQ, q + row * dq, bytes(rows, dq)),
+              a.output(kK, k + row * dkv, bytes(rows, dkv)),
+              a.output(kV, v + row * dkv, bytes(rows, dkv))});
     });
   }
 
@@ -165,17 +239,19 @@ class FusedBlocks final : public HotBlocks {
   }
 
   void output_and_mlp(int layer, const float* attention, int n, float* x) override {
-    const LayerViews& l = layers_[static_cast<size_t>(layer)];
+    const LayerBuffers& l = layers_[static_cast<size_t>(layer)];
     const size_t dq = static_cast<size_t>(c_.n_head) * c_.head_dim;
     // The result goes to a buffer of its own, copied back once every bucket has run: a graph's
     // output never aliases its input.
     next_.resize(static_cast<size_t>(n) * c_.n_embd);
     for_buckets(n, [&](size_t bucket, int row, int rows) {
       const size_t at = static_cast<size_t>(row) * c_.n_embd;
-      HostView av(attention + row * dq, bytes(rows, dq)), xv(x + at, bytes(rows, c_.n_embd)),
-          out(next_.data() + at, bytes(rows, c_.n_embd));
-      launch(*output_and_mlp_[bucket], {&av, &xv, &l.wo, &l.ffn_norm, &l.gate, &l.up, &l.down},
-             {&out});
+      Activations& a = activations_;
+      launch(*output_and_mlp_[bucket],
+             {a.input(kAttention, attention + row * dq, bytes(rows, dq)),
+              a.input(kX, x + at, bytes(rows, c_.n_embd)), l.wo.get(), l.ffn_norm.get(),
+              l.gate.get(), l.up.get(), l.down.get()},
+             {a.output(kNext, next_.data() + at, bytes(rows, c_.n_embd))});
     });
     std::copy(next_.begin(), next_.end(), x);
   }
@@ -188,13 +264,14 @@ class FusedBlocks final : public HotBlocks {
   }
 
   void final_norm_lm_head(const float* x, float* logits) override {
-    HostView xv(x, bytes(1, c_.n_embd)), out(logits, bytes(1, c_.n_vocab));
-    launch(*lm_head_, {&xv, &output_norm_, &output_}, {&out});
+    launch(*lm_head_,
+           {activations_.input(kX, x, bytes(1, c_.n_embd)), output_norm_.get(), output_.get()},
+           {activations_.output(kLogits, logits, bytes(1, c_.n_vocab))});
   }
 
  private:
-  struct LayerViews {
-    HostView attn_norm, wq, wk, wv, wo, ffn_norm, gate, up, down;
+  struct LayerBuffers {
+    std::unique_ptr<backend::Buffer> attn_norm, wq, wk, wv, wo, ffn_norm, gate, up, down;
   };
 
   static size_t bytes(int rows, size_t width) {
@@ -208,12 +285,11 @@ class FusedBlocks final : public HotBlocks {
       for (; n - row >= kRowBuckets[b]; row += kRowBuckets[b]) run(b, row, kRowBuckets[b]);
   }
 
-  static void launch(backend::Module& module, std::initializer_list<const HostView*> inputs,
-                     std::initializer_list<HostView*> outputs) {
-    std::vector<backend::Buffer*> in, out;
-    for (const HostView* v : inputs) in.push_back(const_cast<HostView*>(v));
-    for (HostView* v : outputs) out.push_back(v);
+  void launch(backend::Module& module, std::initializer_list<backend::Buffer*> inputs,
+              std::initializer_list<backend::Buffer*> outputs) {
+    const std::vector<backend::Buffer*> in(inputs), out(outputs);
     module.launch(in, out);
+    activations_.finish();
   }
 
   std::unique_ptr<backend::Module> optimized(const ir::KernelGraph& graph, const std::string& what,
@@ -225,7 +301,7 @@ class FusedBlocks final : public HotBlocks {
     o.profile.min_seconds = 0.1;
     if (options.detail) o.log = [&](const std::string& line) { options.detail("  " + line); };
     const auto start = std::chrono::steady_clock::now();
-    tune::OptimizeResult result = tune::optimize(graph, *backend_, o);
+    tune::OptimizeResult result = tune::optimize(graph, backend_, o);
     if (options.progress) {
       const double seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -235,30 +311,28 @@ class FusedBlocks final : public HotBlocks {
                       winner.seconds * 1e3,
                       result.cache_hit ? "cached" : fmt::format("optimized in {:.1f} s", seconds)));
     }
-    return backend_->compile(result.chosen);
+    return backend_.compile(result.chosen);
   }
 
   const LlamaConfig& c_;
   std::unique_ptr<HotBlocks> attention_;
-  std::unique_ptr<backend::Backend> backend_;
+  backend::Backend& backend_;
+  Activations activations_;
   std::array<std::unique_ptr<backend::Module>, kRowBuckets.size()> norm_qkv_, output_and_mlp_;
   std::unique_ptr<backend::Module> lm_head_;
-  std::vector<LayerViews> layers_;
-  HostView output_norm_, output_;
+  std::vector<LayerBuffers> layers_;
+  std::unique_ptr<backend::Buffer> output_norm_, output_;
   std::vector<float> next_;
 };
 
 }  // namespace
 
-std::string fused_blocks_unsupported(const LlamaConfig& config, const LlamaWeights& weights) {
+std::string fused_blocks_unsupported(const LlamaConfig& config, const LlamaWeights& weights,
+                                     const backend::Backend* backend) {
   if (weights.layers.empty()) return "the model has no layers";
-  // Only the cpu backend is created and asked: describing every backend would load the GPU
-  // driver at each model load.
-  try {
-    backend::get_backend("cpu");
-  } catch (const Error& e) {
-    return e.what();
-  }
+  if (!backend) return "no backend given to run them on";
+  if (const backend::Availability a = backend->availability(); !a.available)
+    return fmt::format("backend '{}' is unavailable: {}", backend->name(), a.reason);
   auto check = [](const Linear& w) -> std::string {
     if (format_of(w.type)) return {};
     return fmt::format("{} is {}, which quant_matmul does not read (q4_0, q4_1, q8_0)", w.name,
@@ -276,7 +350,7 @@ std::string fused_blocks_unsupported(const LlamaConfig& config, const LlamaWeigh
 std::unique_ptr<HotBlocks> make_fused_blocks(const LlamaConfig& config, const LlamaWeights& weights,
                                              std::unique_ptr<HotBlocks> attention,
                                              const FusedBlockOptions& options) {
-  if (std::string why = fused_blocks_unsupported(config, weights); !why.empty())
+  if (std::string why = fused_blocks_unsupported(config, weights, options.backend); !why.empty())
     fail("fused hot blocks: {}", why);
   return std::make_unique<FusedBlocks>(config, weights, std::move(attention), options);
 }

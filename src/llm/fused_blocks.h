@@ -3,22 +3,28 @@
 // blocks (ir's quant_matmul), one graph per shape bucket of rows. tune::optimize searches fused
 // kernels for each, checks them against the unfused graph on random inputs, times them on this
 // machine and caches the winner per device fingerprint, so the search runs once per machine and
-// later loads are cache hits. The winners run on the cpu backend with the weights borrowed from the
-// mapped file. The attention core (RoPE, the KV cache, scores, softmax) stays on the hand-written
+// later loads are cache hits. The graphs are optimized for, and run on, the backend the caller
+// gives: on one whose buffers are host memory (cpu) the winners read the weights in place in the
+// mapped file and write the model's own arrays; on a device backend the weights are copied into
+// its buffers once, at load, and each block's activations are copied in and its results out. The
+// attention core (RoPE, the KV cache, scores, softmax) stays on the hand-written
 // kernels: as a kernel graph it was slower at decode, and the search's summation orders, met by
-// the f16 rounding of the probabilities, broke token-for-token agreement with llama.cpp.
+// the f16 rounding of the probabilities, broke token-for-token agreement with llama.cpp. It runs on
+// the host whatever the backend, which LlamaModel::hot_path says.
 #pragma once
 
 #include <functional>
 #include <memory>
 #include <string>
 
+#include "backend/backend.h"
 #include "llm/model.h"
 
 namespace yirage::llm {
 
 struct FusedBlockOptions {
-  int threads = 2;            // the cpu backend's, for this model alone
+  // Where the block graphs are optimized for and run; must outlive the blocks.
+  backend::Backend* backend = nullptr;
   double search_seconds = 2;  // per graph, the first time it is optimized on this device
   // Lines saying what is being optimized (and whether it was a cache hit); may be empty.
   std::function<void(const std::string&)> progress;
@@ -26,9 +32,10 @@ struct FusedBlockOptions {
   std::function<void(const std::string&)> detail;
 };
 
-// Why the model's hot blocks cannot run as kernel graphs (a weight type quant_matmul has no
-// format for, the cpu backend unavailable), or empty when they can.
-std::string fused_blocks_unsupported(const LlamaConfig& config, const LlamaWeights& weights);
+// Why the model's hot blocks cannot run as kernel graphs on `backend` (a weight type quant_matmul
+// has no format for, no backend or an unavailable one), or empty when they can.
+std::string fused_blocks_unsupported(const LlamaConfig& config, const LlamaWeights& weights,
+                                     const backend::Backend* backend);
 
 // Optimizes (or loads from the tuning cache) every block graph and compiles the winners.
 // `attention` runs the attention block. Throws yirage::Error when fused_blocks_unsupported says

@@ -1,5 +1,7 @@
-// The llm stage: everything needed to run a Llama-family model on the CPU from a GGUF file or a
-// Hugging Face directory of safetensors weights.
+// The llm stage: everything needed to run a Llama-family model from a GGUF file or a Hugging Face
+// directory of safetensors weights, on the backend the caller gives (the hot blocks as kernel
+// graphs through tune::optimize; nothing here names a backend) or on the host's hand-written
+// kernels.
 //
 // This header is the stage's public API. Today it covers the file-format and text layer:
 // `GgufFile` maps and validates GGUF v2/v3 files (metadata and tensor directory);

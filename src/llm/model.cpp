@@ -143,11 +143,26 @@ float* KvCache::data(int which, int layer, int pos) {
 
 namespace {
 
-// Why the hot blocks cannot run as fused kernel graphs, or empty when they can.
+// Why the hot blocks cannot run as fused kernel graphs, or empty when they can. The hand-written
+// kernels run on the host: a backend whose buffers the host cannot address, asked for by name,
+// is never left for them silently.
 std::string unfused_reason(const ModelOptions& options, const LlamaConfig& config,
                            const LlamaWeights& weights) {
-  if (!options.fused_blocks) return "fused blocks turned off";
-  return fused_blocks_unsupported(config, weights);
+  std::string why = options.fused_blocks
+                        ? fused_blocks_unsupported(config, weights, options.backend)
+                        : std::string("fused blocks turned off");
+  if (!why.empty() && options.backend && !options.backend->buffer_type().host_visible)
+    fail("the model cannot run on backend '{}': only the block graphs run there, and {}",
+         options.backend->name(), why);
+  return why;
+}
+
+// Where the hot blocks run, for LlamaModel::hot_path.
+std::string hot_path_of(const ModelOptions& options, const std::string& unfused_why) {
+  if (!unfused_why.empty()) return "hand-written kernels (" + unfused_why + ")";
+  const backend::Backend& b = *options.backend;
+  return fmt::format("fused kernel graphs on the {} backend{}", b.name(),
+                     b.buffer_type().host_visible ? "" : ", attention on the host");
 }
 
 uint64_t linear_bytes(const Linear& l) {
@@ -205,6 +220,7 @@ LlamaModel::LlamaModel(LlamaConfig config, LlamaWeights weights, const ModelOpti
     : config_(std::move(config)),
       weights_(std::move(weights)),
       unfused_why_(unfused_reason(options, config_, weights_)),
+      hot_path_(hot_path_of(options, unfused_why_)),
       pool_(options.threads,
             unfused_why_.empty() ? ThreadPool::Workers::openmp : ThreadPool::Workers::own),
       kernels_(&best_kernels()),
@@ -213,15 +229,14 @@ LlamaModel::LlamaModel(LlamaConfig config, LlamaWeights weights, const ModelOpti
   if (unfused_why_.empty())
     blocks_ = make_fused_blocks(
         config_, weights_, std::move(blocks_),
-        {options.threads, options.search_seconds, options.progress, options.detail});
+        {options.backend, options.search_seconds, options.progress, options.detail});
   logits_.resize(static_cast<size_t>(config_.n_vocab));
 }
 
 LlamaModel::~LlamaModel() = default;
 
 std::string LlamaModel::hot_path() const {
-  return unfused_why_.empty() ? "fused kernel graphs on the cpu backend"
-                              : "hand-written kernels (" + unfused_why_ + ")";
+  return hot_path_;
 }
 
 void LlamaModel::truncate(int position) {

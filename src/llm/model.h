@@ -23,6 +23,10 @@
 #include "llm/thread_pool.h"
 #include "llm/tokenizer.h"
 
+namespace yirage::backend {
+class Backend;  // backend/backend.h
+}
+
 namespace yirage::llm {
 
 struct LlamaConfig {
@@ -135,10 +139,12 @@ struct ModelOptions {
   // the numbers. 0: the memory available now (support/system_memory.h).
   uint64_t memory_budget_bytes = 0;
   // Run RMSNorm + QKV, the gated MLP and the LM head as superoptimized kernel graphs
-  // (fused_blocks.h) where the model's weight types allow; else, or when false, every block runs
-  // on the hand-written kernels.
+  // (fused_blocks.h) on `backend` where the model's weight types allow; else, or when false or
+  // without a backend, every block runs on the hand-written kernels on the host. A backend whose
+  // buffers the host cannot address (a GPU) runs the graphs or refuses the model with the reason.
   bool fused_blocks = true;
-  double search_seconds = 2;  // per block graph, the first time on this device
+  backend::Backend* backend = nullptr;  // must outlive the model
+  double search_seconds = 2;            // per block graph, the first time on this device
   std::function<void(const std::string&)> progress = {};  // optimization progress; may be empty
   std::function<void(const std::string&)> detail = {};    // the tuning pipeline's lines
 };
@@ -158,8 +164,8 @@ class LlamaModel {
   int position() const { return position_; }  // tokens in the KV cache
   const KernelTable& kernels() const { return *kernels_; }
   int threads() const { return pool_.size(); }
-  // Where the hot blocks run: "fused kernel graphs on the cpu backend", or the hand-written
-  // kernels and why.
+  // Where the hot blocks run: "fused kernel graphs on the cpu backend" (the backend's name), or
+  // the hand-written kernels and why.
   std::string hot_path() const;
 
   // Appends `tokens` to the sequence and returns the logits after the last one (n_vocab floats,
@@ -181,6 +187,7 @@ class LlamaModel {
   LlamaConfig config_;
   LlamaWeights weights_;
   std::string unfused_why_;  // empty when the hot blocks run as fused kernel graphs
+  std::string hot_path_;
   ThreadPool pool_;
   const KernelTable* kernels_;
   KvCache cache_;

@@ -12,6 +12,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include "backend/backend.h"
 #include "llm/llm.h"
 #include "python/bindings.h"
 #include "support/error.h"
@@ -76,18 +77,20 @@ std::string generate(llm::Llm& model, const std::string& prompt, int max_tokens,
 void bind_llm(nb::module_& m) {
   nb::class_<llm::Llm> cls(m, "LLM",
                            "A Llama-family model from a GGUF file or a Hugging Face directory, run "
-                           "on the CPU by YiRage's "
-                           "inference engine.");
+                           "by YiRage's inference engine on the backend it names.");
   cls.def(
       "__init__",
       [](llm::Llm* self, const std::string& path, int threads, int context_length,
-         bool fused_blocks, nb::handle progress) {
+         bool fused_blocks, const std::string& backend_name, nb::handle progress) {
         if (!progress.is_none() && !PyCallable_Check(progress.ptr()))
           fail("LLM: progress must be a callable taking a str, or None");
         llm::LlmOptions options;
         options.threads = threads;
         options.context_length = context_length;
         options.fused_blocks = fused_blocks;
+        options.backend = backend::create_backend(
+            backend_name == "auto" ? backend::default_backend_name() : backend_name,
+            {.threads = threads});
         std::optional<nb::python_error> raised;
         if (!progress.is_none())
           options.progress = [&](const std::string& line) {
@@ -107,12 +110,14 @@ void bind_llm(nb::module_& m) {
         }
       },
       "path"_a, "threads"_a = 2, "context_length"_a = 0, "fused_blocks"_a = true,
-      "progress"_a = nb::none(),
+      "backend"_a = "cpu", "progress"_a = nb::none(),
       "Opens the GGUF model at path. threads: worker threads; context_length: tokens the KV\n"
       "cache holds (0: the model's training context, capped at 4096). Errors name the file.\n"
       "fused_blocks: run the hot blocks as superoptimized kernel graphs where the weights\n"
       "allow (the first load on a machine optimizes them, later loads find them in the\n"
-      "tuning cache); progress, when given, is called with one line per block graph.");
+      "tuning cache); backend: where they run, a name from get_available_backends() or\n"
+      "\"auto\" (an unavailable one is an error with the reason; the default, cpu, is the one\n"
+      "compared with llama.cpp); progress, when given, is called with one line per block graph.");
   cls.def_prop_ro(
       "hot_path", [](llm::Llm& model) { return model.model().hot_path(); },
       "Where the hot blocks run: the fused kernel graphs, or the hand-written kernels and why.");

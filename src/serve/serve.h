@@ -12,6 +12,10 @@
 #include <memory>
 #include <string>
 
+namespace yirage::backend {
+class Backend;  // backend/backend.h
+}
+
 namespace yirage::serve {
 
 struct ServeOptions {
@@ -24,6 +28,8 @@ struct ServeOptions {
   int max_batch = 16;
   int max_queue = 64;  // waiting requests beyond which new ones get 429
   bool fused_blocks = true;
+  // Where the block graphs run (llm::LlmOptions::backend); the caller creates it by name.
+  std::shared_ptr<backend::Backend> backend = {};
   // Lines about loading (the block graphs' optimization); may be empty.
   std::function<void(const std::string&)> progress;
 };

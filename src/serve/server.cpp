@@ -64,6 +64,7 @@ struct Server::Impl {
         llm(llm::Llm::open(o.model, llm::LlmOptions{.threads = o.threads,
                                                     .context_length = o.context_length,
                                                     .fused_blocks = o.fused_blocks,
+                                                    .backend = o.backend,
                                                     .progress = o.progress})),
         scheduler(
             llm.model(), llm.tokenizer(),

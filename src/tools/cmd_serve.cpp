@@ -12,6 +12,7 @@
 #include "serve/serve.h"
 #include "support/error.h"
 #include "tools/commands.h"
+#include "tools/llm_options.h"
 
 namespace yirage::tools {
 namespace {
@@ -20,6 +21,7 @@ struct ServeCli {
   serve::ServeOptions options;
   double kv_memory_mib = 512;
   bool hand_written = false;
+  std::string backend = std::string(kLlmDefaultBackend);
 };
 
 void run(ServeCli& cli) {
@@ -27,6 +29,7 @@ void run(ServeCli& cli) {
   if (!(cli.kv_memory_mib > 0)) fail("--kv-memory {} MiB must be positive", cli.kv_memory_mib);
   options.kv_memory_bytes = static_cast<size_t>(cli.kv_memory_mib * (1 << 20));
   options.fused_blocks = !cli.hand_written;
+  options.backend = create_llm_backend(cli.backend, options.threads);
   options.progress = [](const std::string& line) { fmt::print(stderr, "optimizing {}\n", line); };
   // The signals are taken by one thread that waits for them (sigwait), not by a handler: every
   // thread started from here on inherits the mask, and stop() runs in ordinary code.
@@ -64,6 +67,7 @@ void add_serve_command(CLI::App& app) {
       ->check(CLI::Range(0, 65535))
       ->capture_default_str();
   cmd->add_option("--threads,-t", o.threads, "Threads")->check(CLI::Range(1, 1024));
+  add_backend_option(*cmd, cli->backend);
   cmd->add_option("--context", o.context_length,
                   "Positions per sequence (0: the model's, at most 4096)")
       ->check(CLI::NonNegativeNumber);

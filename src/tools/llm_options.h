@@ -1,18 +1,39 @@
 // Options shared by `yirage generate` and `yirage chat`.
 #pragma once
 
+#include <memory>
 #include <string>
+#include <string_view>
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include "backend/backend.h"
 #include "llm/llm.h"
 
 namespace yirage::tools {
 
+// The LLM's front ends run on the cpu backend unless told otherwise: its answers are the ones
+// compared token for token with llama.cpp.
+inline constexpr std::string_view kLlmDefaultBackend = "cpu";
+
+// A backend of the LLM's own, with its thread count; "auto" is the first available one. An
+// unavailable backend is an error with the reason.
+inline std::shared_ptr<backend::Backend> create_llm_backend(const std::string& name, int threads) {
+  return backend::create_backend(name == "auto" ? backend::default_backend_name() : name,
+                                 {.threads = threads});
+}
+
+inline void add_backend_option(CLI::App& cmd, std::string& backend) {
+  cmd.add_option("--backend", backend,
+                 "Backend the block graphs run on (a name from `yirage backends`, or auto)")
+      ->capture_default_str();
+}
+
 struct LlmCliOptions {
   std::string model;
   int threads = 2;
+  std::string backend = std::string(kLlmDefaultBackend);
   int context = 0;
   bool hand_written = false;
   bool verbose = false;
@@ -39,6 +60,7 @@ inline void add_llm_options(CLI::App& cmd, LlmCliOptions& o) {
       ->check(CLI::NonNegativeNumber);
   cmd.add_option("--seed", o.generate.seed, "Sampling seed");
   cmd.add_option("--threads,-t", o.threads, "Threads")->check(CLI::Range(1, 1024));
+  add_backend_option(cmd, o.backend);
   cmd.add_option("--context", o.context, "KV cache size in tokens (0: the model's, at most 4096)")
       ->check(CLI::NonNegativeNumber);
   cmd.add_flag("--hand-written", o.hand_written,
@@ -51,6 +73,7 @@ inline void add_llm_options(CLI::App& cmd, LlmCliOptions& o) {
 inline llm::Llm open_llm(const LlmCliOptions& o) {
   llm::LlmOptions options{.threads = o.threads, .context_length = o.context};
   options.fused_blocks = !o.hand_written;
+  options.backend = create_llm_backend(o.backend, o.threads);
   options.progress = [](const std::string& line) { fmt::print(stderr, "optimizing {}\n", line); };
   if (o.verbose) options.detail = [](const std::string& line) { fmt::print(stderr, "{}\n", line); };
   llm::Llm model = llm::Llm::open(o.model, options);

@@ -12,6 +12,7 @@
 
 #include "llm/llm.h"
 #include "llm_model_path.h"
+#include "llm_test_backend.h"
 #include "llm_tiny_model.h"
 #include "test_util.h"
 
@@ -161,7 +162,9 @@ class TinyServe : public ::testing::Test {
     std::ofstream(*path_, std::ios::binary)
         .write(reinterpret_cast<const char*>(bytes.data()),
                static_cast<std::streamsize>(bytes.size()));
-    llm_ = new Llm(Llm::open(path_->string(), LlmOptions{2, 96}));
+    llm_ = new Llm(Llm::open(
+        path_->string(),
+        LlmOptions{.threads = 2, .context_length = 96, .backend = testing::cpu_backend(2)}));
   }
   static void TearDownTestSuite() {
     delete llm_;
@@ -372,7 +375,8 @@ TEST_F(TinyServe, BadRequestsAreOneLineErrors) {
 TEST(SmolLm2Serve, BatchedGreedyEqualsGenerate) {
   const std::optional<std::string> path = testing::smollm2_path();
   if (!path) GTEST_SKIP() << testing::kModelSkipReason;
-  Llm llm = Llm::open(*path, LlmOptions{2, 256});
+  Llm llm = Llm::open(
+      *path, LlmOptions{.threads = 2, .context_length = 256, .backend = testing::cpu_backend(2)});
   const std::vector<std::string> prompts = {"The capital of France is", "1, 2, 3, 4,",
                                             "Once upon a time"};
   SchedulerOptions o;

@@ -14,6 +14,7 @@
 
 #include "llm/llm.h"
 #include "llm_model_path.h"
+#include "llm_test_backend.h"
 #include "llm_tiny_model.h"
 #include "test_util.h"
 
@@ -151,7 +152,9 @@ class TinyFile : public ::testing::Test {
 };
 
 TEST_F(TinyFile, GreedyGenerationIsDeterministicAndStreamsTheText) {
-  Llm llm = Llm::open(path_.string(), LlmOptions{2, 64});
+  Llm llm =
+      Llm::open(path_.string(),
+                LlmOptions{.threads = 2, .context_length = 64, .backend = testing::cpu_backend(2)});
   GenerateOptions o;
   o.max_tokens = 10;
   o.stop_at_end_of_generation = false;
@@ -168,12 +171,16 @@ TEST_F(TinyFile, GreedyGenerationIsDeterministicAndStreamsTheText) {
   EXPECT_EQ(llm.last_stats().generated_tokens, 10);
   EXPECT_EQ(llm.last_stats().prompt_tokens, static_cast<int>(a.prompt_ids.size()));
   // A different thread count computes the same tokens.
-  Llm one = Llm::open(path_.string(), LlmOptions{1, 64});
+  Llm one =
+      Llm::open(path_.string(),
+                LlmOptions{.threads = 1, .context_length = 64, .backend = testing::cpu_backend(1)});
   EXPECT_EQ(one.generate_detailed("hello hello", o).ids, a.ids);
 }
 
 TEST_F(TinyFile, ChatReusesTheCacheAndGenerationStopsAtTheContext) {
-  Llm llm = Llm::open(path_.string(), LlmOptions{2, 48});
+  Llm llm =
+      Llm::open(path_.string(),
+                LlmOptions{.threads = 2, .context_length = 48, .backend = testing::cpu_backend(2)});
   GenerateOptions o;
   o.max_tokens = 4;
   o.stop_at_end_of_generation = false;
@@ -267,7 +274,8 @@ TEST_F(TinyFile, CliShowsOptimizationProgressOnce) {
 TEST(SmolLM2, GreedyAnswersSensiblyAndDeterministically) {
   const std::optional<std::string> path = testing::smollm2_path();
   if (!path) GTEST_SKIP() << testing::kModelSkipReason;
-  Llm llm = Llm::open(*path, LlmOptions{2, 512});
+  Llm llm = Llm::open(
+      *path, LlmOptions{.threads = 2, .context_length = 512, .backend = testing::cpu_backend(2)});
   GenerateOptions o;
   o.max_tokens = 8;
   const std::string a = llm.generate("The capital of France is", o);

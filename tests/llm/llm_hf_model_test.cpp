@@ -13,6 +13,7 @@
 
 #include "llm/llm.h"
 #include "llm_hf_writer.h"
+#include "llm_test_backend.h"
 #include "llm_tiny_model.h"
 #include "test_util.h"
 
@@ -87,9 +88,12 @@ TEST_P(SameLogits, AsTheGgufFile) {
   m.embd_type = GetParam().embd_type;
   m.tied = GetParam().tied;
   const GgufFile& gguf = write_model(m);
-  LlamaModel from_gguf(gguf, ModelOptions{2, 64});
+  LlamaModel from_gguf(
+      gguf, ModelOptions{.threads = 2, .context_length = 64, .backend = testing::cpu_backend()});
   const HfModelDir dir = HfModelDir::open(dir_.string());
-  LlamaModel from_hf(dir.config(), dir.weights(), ModelOptions{2, 64});
+  LlamaModel from_hf(
+      dir.config(), dir.weights(),
+      ModelOptions{.threads = 2, .context_length = 64, .backend = testing::cpu_backend()});
   EXPECT_EQ(from_hf.config().tied_embeddings, m.tied);
   EXPECT_EQ(all_logits(from_hf), all_logits(from_gguf));
 }
@@ -129,7 +133,9 @@ TEST_F(HfDir, Bf16WeightsMatchTheReference) {
   const HfModelDir dir = HfModelDir::open(dir_.string());
   EXPECT_EQ(dir.checkpoint().get("model.layers.1.mlp.up_proj.weight").tensor->dtype,
             SafetensorsDtype::BF16);
-  LlamaModel model(dir.config(), dir.weights(), ModelOptions{2, 64});
+  LlamaModel model(
+      dir.config(), dir.weights(),
+      ModelOptions{.threads = 2, .context_length = 64, .backend = testing::cpu_backend()});
   const std::vector<float> got = all_logits(model);
   for (size_t t = 0; t < kTinyPrompt.size(); ++t) {
     double diff = 0, scale = 0;
@@ -160,9 +166,12 @@ TEST_F(HfDir, ShardedCheckpointLoadsLikeOneFile) {
   }
   fs::remove(dir_ / "model.safetensors");
   write_json("model.safetensors.index.json", index);
-  LlamaModel from_gguf(gguf, ModelOptions{1, 64});
+  LlamaModel from_gguf(
+      gguf, ModelOptions{.threads = 1, .context_length = 64, .backend = testing::cpu_backend()});
   const HfModelDir dir = HfModelDir::open(dir_.string());
-  LlamaModel from_hf(dir.config(), dir.weights(), ModelOptions{1, 64});
+  LlamaModel from_hf(
+      dir.config(), dir.weights(),
+      ModelOptions{.threads = 1, .context_length = 64, .backend = testing::cpu_backend()});
   EXPECT_EQ(all_logits(from_hf), all_logits(from_gguf));
 
   index["weight_map"]["model.norm.weight"] = "../model-00001-of-00002.safetensors";
@@ -354,8 +363,12 @@ TEST_F(HfDir, LlmGeneratesTheSameTokensAsFromGguf) {
   GenerateOptions o;
   o.max_tokens = 8;
   o.stop_at_end_of_generation = false;
-  Llm a = Llm::open(gguf_path.string(), LlmOptions{2, 64});
-  Llm b = Llm::open(dir_.string(), LlmOptions{2, 64});
+  Llm a =
+      Llm::open(gguf_path.string(),
+                LlmOptions{.threads = 2, .context_length = 64, .backend = testing::cpu_backend(2)});
+  Llm b =
+      Llm::open(dir_.string(),
+                LlmOptions{.threads = 2, .context_length = 64, .backend = testing::cpu_backend(2)});
   const GenerateResult ra = a.generate_detailed("hello hello 12", o);
   const GenerateResult rb = b.generate_detailed("hello hello 12", o);
   EXPECT_EQ(rb.prompt_ids, ra.prompt_ids);

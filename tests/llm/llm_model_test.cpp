@@ -13,6 +13,7 @@
 
 #include "llm/cpu_blocks.h"
 #include "llm/llm.h"
+#include "llm_test_backend.h"
 #include "llm_tiny_model.h"
 #include "test_util.h"
 
@@ -62,8 +63,10 @@ TEST_P(Forward, MatchesReferenceAtEveryPosition) {
   const bool quantized = p.matrix_type == 2 || p.matrix_type == 3 || p.matrix_type == 8;
   for (bool fused : {true, false}) {
     for (int threads : {1, 3}) {
-      LlamaModel model(
-          file, ModelOptions{.threads = threads, .context_length = 64, .fused_blocks = fused});
+      LlamaModel model(file, ModelOptions{.threads = threads,
+                                          .context_length = 64,
+                                          .fused_blocks = fused,
+                                          .backend = testing::cpu_backend()});
       if (fused && quantized)
         EXPECT_EQ(model.hot_path(), "fused kernel graphs on the cpu backend");
       else if (fused)
@@ -96,7 +99,7 @@ TEST(Model, FusedBlocksAreOptimizedOnceAndThenCached) {
   GgufFile file = GgufFile::from_memory(bytes);
   auto open = [&] {
     std::vector<std::string> lines;
-    ModelOptions options{.threads = 2, .context_length = 64};
+    ModelOptions options{.threads = 2, .context_length = 64, .backend = testing::cpu_backend()};
     options.progress = [&](const std::string& line) { lines.push_back(line); };
     LlamaModel model(file, options);
     EXPECT_EQ(model.hot_path(), "fused kernel graphs on the cpu backend");
@@ -129,9 +132,11 @@ TEST(Model, KvCacheDecodeEqualsFullRecompute) {
   TinyLlama m;
   const std::vector<std::byte> bytes = write_tiny_llama(m);
   GgufFile file = GgufFile::from_memory(bytes);
-  LlamaModel full(file, ModelOptions{2, 64});
+  LlamaModel full(
+      file, ModelOptions{.threads = 2, .context_length = 64, .backend = testing::cpu_backend()});
   full.forward(kTinyPrompt, true);
-  LlamaModel step(file, ModelOptions{2, 64});
+  LlamaModel step(
+      file, ModelOptions{.threads = 2, .context_length = 64, .backend = testing::cpu_backend()});
   // A prefill of 5, then one token at a time.
   step.forward(std::span(kTinyPrompt).first(5));
   for (size_t t = 5; t < kTinyPrompt.size(); ++t) {
@@ -152,7 +157,8 @@ TEST(Model, ContextOverflowAndBadTokensAreErrors) {
   TinyLlama m;
   const std::vector<std::byte> bytes = write_tiny_llama(m);
   GgufFile file = GgufFile::from_memory(bytes);
-  LlamaModel model(file, ModelOptions{1, 8});
+  LlamaModel model(
+      file, ModelOptions{.threads = 1, .context_length = 8, .backend = testing::cpu_backend()});
   EXPECT_THAT(error_of([&] { model.forward(kTinyPrompt); }), HasSubstr("context full"));
   EXPECT_THAT(error_of([&] { model.forward(std::vector<TokenId>{5000}); }),
               HasSubstr("token id 5000 is outside the vocabulary of 265"));
@@ -214,7 +220,9 @@ TEST(Config, BadShapesAreOneLineErrors) {
   EXPECT_THAT(error_of([&] {
                 const auto bytes = write_tiny_llama(q5_0);
                 GgufFile file = GgufFile::from_memory(bytes);
-                LlamaModel model(file, ModelOptions{1, 8});
+                LlamaModel model(file, ModelOptions{.threads = 1,
+                                                    .context_length = 8,
+                                                    .backend = testing::cpu_backend()});
               }),
               HasSubstr("tensor blk.0.attn_q.weight: no matmul kernel for weights of type Q5_0"));
 }

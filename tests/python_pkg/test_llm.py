@@ -60,6 +60,16 @@ def test_errors_name_the_problem(model_path):
         yr.LLM(model_path).generate("x", max_tokens=-1)
 
 
+def test_the_backend_is_chosen_by_name_and_an_unavailable_one_is_an_error(model_path):
+    with pytest.raises(yr.Error, match="unknown backend 'nope'"):
+        yr.LLM(model_path, backend="nope")
+    for info in yr.describe_backends():
+        if not info["available"]:
+            with pytest.raises(yr.Error, match=f"backend '{info['name']}' is unavailable: "):
+                yr.LLM(model_path, backend=info["name"])
+    assert yr.LLM(model_path, backend="cpu").hot_path == "fused kernel graphs on the cpu backend"
+
+
 def test_fused_blocks_report_progress_and_can_be_turned_off(model_path):
     lines = []
     fused = yr.LLM(model_path, threads=2, progress=lines.append)

@@ -1,0 +1,216 @@
+// The engine on a backend whose buffers the host cannot address, as a GPU's are, tested without
+// a GPU: a test backend in this file runs the cpu backend's modules behind buffers that only copy
+// in and out. It checks what the engine does differently there: the weights written into the
+// backend's buffers once, at load; per step only the activations copied; the logits those of the
+// reference; and a model the backend cannot run refused with the reason, never handed to the
+// host's kernels.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <span>
+#include <vector>
+
+#include "backend/backend.h"
+#include "llm/llm.h"
+#include "llm_test_backend.h"
+#include "llm_tiny_model.h"
+#include "support/error.h"
+#include "test_util.h"
+
+namespace yirage::llm {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::kTinyPrompt;
+using testing::reference_logits;
+using testing::TinyLlama;
+using testing::write_tiny_llama;
+
+// What the backend's buffers were asked to take from the host.
+struct CopyLedger {
+  size_t bytes_written = 0;
+  size_t writes = 0;
+  std::vector<size_t> write_sizes;
+  size_t synchronizes = 0;
+};
+
+class CopyingBuffer final : public backend::Buffer {
+ public:
+  CopyingBuffer(std::unique_ptr<backend::Buffer> inner, CopyLedger& ledger)
+      : inner_(std::move(inner)), ledger_(ledger) {}
+  size_t size() const override { return inner_->size(); }
+  void write(std::span<const std::byte> bytes) override {
+    ledger_.bytes_written += bytes.size();
+    ++ledger_.writes;
+    ledger_.write_sizes.push_back(bytes.size());
+    inner_->write(bytes);
+  }
+  void read(std::span<std::byte> bytes) const override { inner_->read(bytes); }
+  // host_address() keeps the default: the host cannot address this memory.
+  backend::Buffer& inner() { return *inner_; }
+
+ private:
+  std::unique_ptr<backend::Buffer> inner_;
+  CopyLedger& ledger_;
+};
+
+class CopyingModule final : public backend::Module {
+ public:
+  explicit CopyingModule(std::unique_ptr<backend::Module> inner) : inner_(std::move(inner)) {}
+  void launch(std::span<backend::Buffer* const> inputs,
+              std::span<backend::Buffer* const> outputs) override {
+    const std::vector<backend::Buffer*> in = unwrapped(inputs), out = unwrapped(outputs);
+    inner_->launch(in, out);
+  }
+
+ private:
+  static std::vector<backend::Buffer*> unwrapped(std::span<backend::Buffer* const> buffers) {
+    std::vector<backend::Buffer*> inner;
+    for (backend::Buffer* b : buffers) {
+      auto* copying = dynamic_cast<CopyingBuffer*>(b);
+      if (!copying) fail("copying backend: a launch was given a buffer it did not allocate");
+      inner.push_back(&copying->inner());
+    }
+    return inner;
+  }
+  std::unique_ptr<backend::Module> inner_;
+};
+
+class CopyingBackend final : public backend::Backend {
+ public:
+  explicit CopyingBackend(CopyLedger& ledger)
+      : cpu_(backend::create_backend("cpu", {.threads = 2})), ledger_(ledger) {}
+  std::string_view name() const override { return "copying"; }
+  backend::Availability availability() const override { return {true, {}}; }
+  backend::DeviceDescription device() const override {
+    backend::DeviceDescription d = cpu_->device();
+    d.fingerprint = "copying-" + d.fingerprint;
+    return d;
+  }
+  backend::BufferType buffer_type() const override {
+    return {.host_visible = false, .alignment = 64};
+  }
+  std::unique_ptr<backend::Buffer> allocate(size_t bytes) override {
+    return std::make_unique<CopyingBuffer>(cpu_->allocate(bytes), ledger_);
+  }
+  std::unique_ptr<backend::Module> compile(const ir::KernelGraph& graph) override {
+    return std::make_unique<CopyingModule>(cpu_->compile(graph));
+  }
+  void synchronize() override { ++ledger_.synchronizes; }
+  std::string codegen_settings() const override { return cpu_->codegen_settings(); }
+
+ private:
+  std::unique_ptr<backend::Backend> cpu_;
+  CopyLedger& ledger_;
+};
+
+size_t matrix_bytes(const Linear& w) {
+  return static_cast<size_t>(w.rows) * w.row_bytes;
+}
+
+// Bytes of the weights the block graphs read: every layer's matrices and norms, the final norm
+// and the LM head.
+size_t block_weight_bytes(const LlamaWeights& w) {
+  size_t bytes = matrix_bytes(w.output) + w.output_norm.size() * sizeof(float);
+  for (const LayerWeights& l : w.layers) {
+    for (const Linear* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down})
+      bytes += matrix_bytes(*m);
+    bytes += (l.attn_norm.size() + l.ffn_norm.size()) * sizeof(float);
+  }
+  return bytes;
+}
+
+class DeviceBackend : public ::testing::Test {
+ protected:
+  CopyLedger ledger_;
+  CopyingBackend backend_{ledger_};
+};
+
+// One load (optimizing seven graphs for a backend of its own takes a while), every check on it.
+TEST_F(DeviceBackend, WeightsAreWrittenOnceEachStepCopiesOnlyActivationsAndTheLogitsHold) {
+  const std::vector<std::byte> bytes = write_tiny_llama(TinyLlama{});  // Q4_1, Q8_0 LM head
+  GgufFile file = GgufFile::from_memory(bytes);
+  const auto want = reference_logits(file, kTinyPrompt);
+
+  LlamaModel model(
+      file, ModelOptions{
+                .threads = 2, .context_length = 64, .backend = &backend_, .search_seconds = 0.2});
+  EXPECT_EQ(model.hot_path(), "fused kernel graphs on the copying backend, attention on the host");
+
+  // Loading optimized the graphs (whose checks write inputs too) and then placed the weights: the
+  // last writes of the load are exactly the weights, one write each.
+  const LlamaConfig& c = model.config();
+  const size_t weights = block_weight_bytes(model.weights());
+  const size_t weight_tensors = size_t(c.n_layer) * 9 + 2;
+  ASSERT_GE(ledger_.write_sizes.size(), weight_tensors);
+  size_t placed = 0;
+  for (size_t i = ledger_.write_sizes.size() - weight_tensors; i < ledger_.write_sizes.size(); ++i)
+    placed += ledger_.write_sizes[i];
+  EXPECT_EQ(placed, weights);
+
+  // The prompt, then one decode step: only activations cross, each once a launch.
+  const size_t dq = size_t(c.n_head) * c.head_dim;
+  const auto activation_bytes = [&](int rows) {
+    return (size_t(c.n_layer) * rows * (2 * size_t(c.n_embd) + dq) + size_t(c.n_embd)) *
+           sizeof(float);  // per layer x, attention and x again; then the LM head's one row
+  };
+  ledger_ = {};
+  const std::span<const TokenId> prompt(kTinyPrompt);
+  const int n = static_cast<int>(prompt.size()) - 1;
+  model.forward(prompt.first(size_t(n)));
+  EXPECT_EQ(ledger_.bytes_written, activation_bytes(n));
+  ledger_ = {};
+  const std::span<const float> step = model.forward(prompt.last(1));
+  const std::vector<float> logits(step.begin(), step.end());
+  EXPECT_EQ(ledger_.bytes_written, activation_bytes(1));
+  EXPECT_EQ(ledger_.writes, size_t(c.n_layer) * 3 + 1);
+  // A launch's outputs are read back after the device has finished it.
+  EXPECT_EQ(ledger_.synchronizes, size_t(c.n_layer) * 2 + 1);
+
+  // The logits: the reference's, within what the quantized activations allow (the Forward test's
+  // tolerance), and the cpu backend's, within what another choice of fused kernels changes.
+  LlamaModel on_cpu(
+      file, ModelOptions{.threads = 2, .context_length = 64, .backend = testing::cpu_backend()});
+  const std::span<const float> cpu_logits = on_cpu.forward(kTinyPrompt);
+  double to_reference = 0, to_cpu = 0, scale = 0;
+  for (size_t i = 0; i < want.back().size(); ++i) {
+    to_reference = std::max(to_reference, std::abs(logits[i] - want.back()[i]));
+    to_cpu = std::max(to_cpu, double(std::abs(logits[i] - cpu_logits[i])));
+    scale = std::max(scale, std::abs(want.back()[i]));
+  }
+  EXPECT_GT(scale, 1.0);
+  EXPECT_LE(to_reference, 0.03 * scale);
+  EXPECT_LE(to_cpu, 1e-3 * scale);
+}
+
+TEST_F(DeviceBackend, AModelItCannotRunIsRefusedWithTheReasonNotRunOnTheHost) {
+  TinyLlama f32;
+  f32.matrix_type = 0;  // quant_matmul reads no f32 weights
+  const std::vector<std::byte> bytes = write_tiny_llama(f32);
+  GgufFile file = GgufFile::from_memory(bytes);
+  std::string error = test_util::error_of(
+      [&] { LlamaModel model(file, ModelOptions{.context_length = 64, .backend = &backend_}); });
+  EXPECT_THAT(error, HasSubstr("the model cannot run on backend 'copying'"));
+  EXPECT_THAT(error, HasSubstr("which quant_matmul does not read"));
+  EXPECT_EQ(error.find('\n'), std::string::npos);
+
+  const std::vector<std::byte> q = write_tiny_llama(TinyLlama{});
+  GgufFile quantized = GgufFile::from_memory(q);
+  error = test_util::error_of([&] {
+    LlamaModel model(
+        quantized, ModelOptions{.context_length = 64, .fused_blocks = false, .backend = &backend_});
+  });
+  EXPECT_THAT(error, HasSubstr("the model cannot run on backend 'copying'"));
+  EXPECT_THAT(error, HasSubstr("fused blocks turned off"));
+}
+
+TEST(HostBackend, WithoutABackendEveryBlockRunsOnTheHandWrittenKernels) {
+  const std::vector<std::byte> bytes = write_tiny_llama(TinyLlama{});
+  GgufFile file = GgufFile::from_memory(bytes);
+  LlamaModel model(file, ModelOptions{.context_length = 64});
+  EXPECT_EQ(model.hot_path(), "hand-written kernels (no backend given to run them on)");
+}
+
+}  // namespace
+}  // namespace yirage::llm
