@@ -187,17 +187,10 @@ class FusedBlocks final : public HotBlocks {
         attention_(std::move(attention)),
         backend_(*options.backend),
         activations_(backend_) {
-    const LayerWeights& l0 = weights.layers.at(0);
-    std::vector<std::pair<std::string, ir::KernelGraph>> graphs;
-    for (int rows : kRowBuckets) {
-      graphs.emplace_back(fmt::format("rmsnorm+qkv, {} rows", rows), norm_qkv_graph(c_, l0, rows));
-      graphs.emplace_back(fmt::format("attention output + gated mlp, {} rows", rows),
-                          output_and_mlp_graph(c_, l0, rows));
-    }
-    graphs.emplace_back("final norm + lm head", lm_head_graph(c_, weights));
+    const std::vector<NamedGraph> graphs = fused_block_graphs(c_, weights);
     std::vector<std::unique_ptr<backend::Module>> modules;
     for (size_t i = 0; i < graphs.size(); ++i)
-      modules.push_back(optimized(graphs[i].second, graphs[i].first, i, graphs.size(), options));
+      modules.push_back(optimized(graphs[i].graph, graphs[i].name, i, graphs.size(), options));
     for (size_t b = 0; b < kRowBuckets.size(); ++b) {
       norm_qkv_[b] = std::move(modules[2 * b]);
       output_and_mlp_[b] = std::move(modules[2 * b + 1]);
@@ -326,6 +319,18 @@ class FusedBlocks final : public HotBlocks {
 };
 
 }  // namespace
+
+std::vector<NamedGraph> fused_block_graphs(const LlamaConfig& config, const LlamaWeights& weights) {
+  const LayerWeights& l0 = weights.layers.at(0);
+  std::vector<NamedGraph> graphs;
+  for (int rows : kRowBuckets) {
+    graphs.push_back({fmt::format("rmsnorm+qkv, {} rows", rows), norm_qkv_graph(config, l0, rows)});
+    graphs.push_back({fmt::format("attention output + gated mlp, {} rows", rows),
+                      output_and_mlp_graph(config, l0, rows)});
+  }
+  graphs.push_back({"final norm + lm head", lm_head_graph(config, weights)});
+  return graphs;
+}
 
 std::string fused_blocks_unsupported(const LlamaConfig& config, const LlamaWeights& weights,
                                      const backend::Backend* backend) {

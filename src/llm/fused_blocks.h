@@ -16,8 +16,10 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "backend/backend.h"
+#include "ir/ir.h"
 #include "llm/model.h"
 
 namespace yirage::llm {
@@ -31,6 +33,17 @@ struct FusedBlockOptions {
   // The tuning pipeline's own lines (candidates, compile, profile); may be empty.
   std::function<void(const std::string&)> detail;
 };
+
+struct NamedGraph {
+  std::string name;  // "rmsnorm+qkv, 64 rows", ...
+  ir::KernelGraph graph;
+};
+
+// The block graphs the model's hot blocks run, in the order they are optimized: per bucket of
+// rows (64, 16, 1) RMSNorm + QKV and the attention output with the gated MLP, then the final norm
+// with the LM head. They read only the first layer's weights' types and shapes (every layer's are
+// the same), never their bytes, so the CUDA compile tests build them from shapes alone.
+std::vector<NamedGraph> fused_block_graphs(const LlamaConfig& config, const LlamaWeights& weights);
 
 // Why the model's hot blocks cannot run as kernel graphs on `backend` (a weight type quant_matmul
 // has no format for, no backend or an unavailable one), or empty when they can.

@@ -551,9 +551,15 @@ std::vector<KernelLaunch> lower_op(const ir::KernelGraph& graph, const ir::Node&
           [&](const ir::PermuteOp& op) -> std::vector<KernelLaunch> {
             return {permute(graph, node, op, in, out)};
           },
-          [&](const ir::EmbeddingOp&) { return unsupported(); },
-          [&](const ir::RopeOp&) { return unsupported(); },
-          [&](const ir::QuantMatmulOp&) { return unsupported(); },
+          [&](const ir::EmbeddingOp&) -> std::vector<KernelLaunch> {
+            return {embedding_kernel(graph, node, in, out)};
+          },
+          [&](const ir::RopeOp& op) -> std::vector<KernelLaunch> {
+            return {rope_kernel(graph, node, op, in, out)};
+          },
+          [&](const ir::QuantMatmulOp& op) -> std::vector<KernelLaunch> {
+            return {quant_matmul_kernel(graph, node, op, in, out, options)};
+          },
           [&](const ir::FusedOp&) { return unsupported(); },
       },
       node.op);

@@ -43,6 +43,18 @@ std::optional<LibraryGemm> library_gemm(const ir::KernelGraph& graph, const ir::
 // A plain copy of `bytes` (for a reshape marked as an output).
 KernelLaunch copy_kernel(size_t bytes, int from, int to, const std::string& what);
 
+// The ops of language models (codegen_llm_ops.cpp): quant_matmul as a streaming GEMV over GGUF
+// blocks, embedding, rope.
+KernelLaunch quant_matmul_kernel(const ir::KernelGraph& graph, const ir::Node& node,
+                                 const ir::QuantMatmulOp& op, const std::vector<int>& input_slots,
+                                 const std::vector<int>& output_slots,
+                                 const CodegenOptions& options);
+KernelLaunch embedding_kernel(const ir::KernelGraph& graph, const ir::Node& node,
+                              const std::vector<int>& input_slots,
+                              const std::vector<int>& output_slots);
+KernelLaunch rope_kernel(const ir::KernelGraph& graph, const ir::Node& node, const ir::RopeOp& op,
+                         const std::vector<int>& input_slots, const std::vector<int>& output_slots);
+
 // A fused node (codegen_block.cpp); `operand_strides` as for BlockLowering.
 KernelLaunch lower_fused(const ir::BlockGraph& body, const std::string& name,
                          const std::vector<int>& input_slots, const std::vector<int>& output_slots,

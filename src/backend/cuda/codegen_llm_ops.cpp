@@ -1,0 +1,303 @@
+// Kernels for the ops only language models use: quant_matmul over GGUF blocks, embedding and
+// rope. Each computes what the reference executor (verify/reference.cpp) defines; the tests hold
+// them to it on the GPU (tests/cuda/cuda_llm_ops_test.cpp).
+//
+// quant_matmul is ggml's arithmetic (ir/quant.h): each 32-element block of a row of x is quantized
+// to int8 (d = max|x| / 127 rounded through f16, q = x · 127 / max|x| rounded half to even), each
+// block's dot product with the weight's block is an exact integer sum (dp4a on four int8 pairs at
+// a time), scaled once by the two blocks' scales, and the blocks of a row add up in float. The
+// kernel is a streaming GEMV: a thread block first quantizes up to kMaxRows rows of x into shared
+// memory, then each warp streams whole weight rows, a lane per 32-element block, with the weight
+// block dequantized in registers only as far as its nibbles unpack into int8 lanes. Every weight
+// byte is read once per group of rows, so decode (one row) moves the weight once, as the HBM floor
+// asks. The blocks of a row add up across lanes, not in order, so results differ from the
+// reference by float rounding, not by quantization. A tensor-core form for long prompts (M > 16)
+// is not written yet: a prompt's rows then run in groups of kMaxRows, the weight read once a
+// group.
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "backend/cuda/codegen_util.h"
+#include "support/error.h"
+
+namespace yirage::backend::cuda::detail {
+namespace {
+
+constexpr int kWarps = 8;
+constexpr int kRowsPerWarp = 4;  // weight rows (outputs) a warp streams one after another
+constexpr int64_t kMaxRows = 8;  // rows of x one thread block quantizes and multiplies
+
+// Scalar helpers by inline PTX, as the prelude's are: NVRTC then needs no CUDA header.
+const char* const kQuantHelpers = R"(
+__device__ __forceinline__ int yr_dp4a(int a, int b, int c) {
+  int d;
+  asm("dp4a.s32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+}
+__device__ __forceinline__ float yr_f16_bits_to_f(unsigned short h) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  return f;
+}
+__device__ __forceinline__ float yr_round_f16(float v) {
+  unsigned short h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
+  return yr_f16_bits_to_f(h);
+}
+__device__ __forceinline__ int yr_round_half_even(float v) {
+  int i;
+  asm("cvt.rni.s32.f32 %0, %1;" : "=r"(i) : "f"(v));
+  return i;
+}
+__device__ __forceinline__ int yr_warp_isum(int v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+)";
+
+// How one format's block is read: its bytes, where the quants start, and the body that turns the
+// block at `blk` (an unsigned short pointer; blocks are 2-byte aligned) and the activations' packed
+// int8 words `xr` into `sumi`, plus the float term added per block.
+struct BlockFormat {
+  int64_t bytes;
+  const char* unpack;  // declares the weight's words w[] and its scales
+  const char* dot;     // sumi from w[] and xr[]
+  const char* term;    // the block's float contribution
+};
+
+BlockFormat block_format(ir::QuantFormat format) {
+  switch (format) {
+    case ir::QuantFormat::q4_0:
+      return {18,
+              "const float dw = yr_f16_bits_to_f(blk[0]);\n"
+              "      unsigned w[4];\n"
+              "      for (int i = 0; i < 4; ++i) w[i] = blk[1 + 2 * i] | ((unsigned)blk[2 + 2 * i] "
+              "<< 16);\n",
+              "for (int i = 0; i < 4; ++i) {\n"
+              "            sumi = yr_dp4a(int(w[i] & 0x0f0f0f0fu), xr[i], sumi);\n"
+              "            sumi = yr_dp4a(int((w[i] >> 4) & 0x0f0f0f0fu), xr[4 + i], sumi);\n"
+              "          }\n"
+              "          sumi -= 8 * int(xs[r * KB + b]);  // the nibbles' offset of 8\n",
+              "dw * xd[r * KB + b] * float(sumi)"};
+    case ir::QuantFormat::q4_1:
+      return {20,
+              "const float dw = yr_f16_bits_to_f(blk[0]), mw = yr_f16_bits_to_f(blk[1]);\n"
+              "      unsigned w[4];\n"
+              "      for (int i = 0; i < 4; ++i) w[i] = blk[2 + 2 * i] | ((unsigned)blk[3 + 2 * i] "
+              "<< 16);\n",
+              "for (int i = 0; i < 4; ++i) {\n"
+              "            sumi = yr_dp4a(int(w[i] & 0x0f0f0f0fu), xr[i], sumi);\n"
+              "            sumi = yr_dp4a(int((w[i] >> 4) & 0x0f0f0f0fu), xr[4 + i], sumi);\n"
+              "          }\n",
+              "dw * xd[r * KB + b] * float(sumi) + mw * xs[r * KB + b]"};
+    case ir::QuantFormat::q8_0:
+      return {34,
+              "const float dw = yr_f16_bits_to_f(blk[0]);\n"
+              "      unsigned w[8];\n"
+              "      for (int i = 0; i < 8; ++i) w[i] = blk[1 + 2 * i] | ((unsigned)blk[2 + 2 * i] "
+              "<< 16);\n",
+              "for (int i = 0; i < 8; ++i) sumi = yr_dp4a(int(w[i]), xr[i], sumi);\n",
+              "dw * xd[r * KB + b] * float(sumi)"};
+  }
+  fail("cuda: unknown quant format");
+}
+
+// The per-block value quantization keeps besides d: q4_1 reads s = d·Σq rounded through f16 (Q8_1),
+// q4_0 the integer Σq for the nibbles' offset, q8_0 nothing.
+const char* block_sum_expr(ir::QuantFormat format) {
+  switch (format) {
+    case ir::QuantFormat::q4_1: return "yr_round_f16(amax / 127.0f * float(sum))";
+    case ir::QuantFormat::q4_0: return "float(sum)";
+    case ir::QuantFormat::q8_0: return "0.0f";
+  }
+  fail("cuda: unknown quant format");
+}
+
+std::string kernel_name(const ir::Node& node, const std::string& suffix) {
+  return "yr_" + identifier(node.name) + suffix;
+}
+
+std::string what_of(const ir::Node& node) {
+  return fmt::format("node '{}' ({})", node.name, ir::op_name(node.op));
+}
+
+// The kernel's first act, as every generated kernel's (codegen.cpp's yr_wait_prior_grids()).
+std::string entry(const std::string& name, int threads, const std::string& params) {
+  return fmt::format(
+      "\nextern \"C\" __global__ void __launch_bounds__({}) {}({}) {{\n"
+      "  yr_wait_prior_grids();\n",
+      threads, name, params);
+}
+
+}  // namespace
+
+KernelLaunch quant_matmul_kernel(const ir::KernelGraph& graph, const ir::Node& node,
+                                 const ir::QuantMatmulOp& op, const std::vector<int>& in,
+                                 const std::vector<int>& out, const CodegenOptions& options) {
+  const ir::Dims& x = graph.type(node.inputs[0]).dims;
+  const ir::Dims& w = graph.type(node.inputs[1]).dims;
+  const int64_t k = x.back(), n = w[0], row_bytes = w[1];
+  const int64_t m = ir::num_elements(x) / k, blocks = k / ir::kQuantBlock;
+  const BlockFormat f = block_format(op.format);
+  // Rows of x per thread block: as many as fit beside the quantized copies in shared memory.
+  const auto shared_for = [&](int64_t rows) { return size_t(rows * (k + 8 * blocks)); };
+  int64_t rows = std::min(m, kMaxRows);
+  while (rows > 1 && int64_t(shared_for(rows)) > options.max_shared_bytes) --rows;
+  if (int64_t(shared_for(rows)) > options.max_shared_bytes)
+    fail(
+        "cuda: {}: a row of {} activations needs {} bytes of shared memory, more than the {} a "
+        "block has",
+        what_of(node), k, shared_for(1), options.max_shared_bytes);
+
+  KernelLaunch kl;
+  kl.what = what_of(node);
+  kl.name = kernel_name(node, "");
+  kl.args = {in[0], in[1], out[0]};
+  kl.threads = kWarps * 32;
+  kl.shared_bytes = shared_for(rows);
+  const int64_t rows_per_block = kWarps * kRowsPerWarp;
+  kl.grid = {unsigned((n + rows_per_block - 1) / rows_per_block), unsigned((m + rows - 1) / rows),
+             1};
+  if ((n + rows_per_block - 1) / rows_per_block > 0x7fffffff || (m + rows - 1) / rows > 65535)
+    fail("cuda: {}: {} x {} outputs exceed the grid", kl.what, m, n);
+  const std::string body = fmt::format(
+      R"(  constexpr long long M = {m}ll, N = {n}ll, K = {k}ll, ROW_BYTES = {row_bytes}ll;
+  constexpr int KB = {blocks}, MT = {rows};
+  extern __shared__ __align__(16) unsigned char yr_smem[];
+  int* xq = (int*)yr_smem;                       // [MT][K] int8, as words of 4
+  float* xd = (float*)(yr_smem + MT * K);        // [MT][KB] the blocks' scales
+  float* xs = xd + MT * KB;                      // [MT][KB] what the format reads besides
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const long long m0 = (long long)blockIdx.y * MT;
+  // Quantize: a warp a 32-element block, a lane an element.
+  for (int t = warp; t < MT * KB; t += {warps}) {{
+    const int r = t / KB, b = t % KB;
+    const float v = m0 + r < M ? in0[(m0 + r) * K + b * 32 + lane] : 0.0f;
+    const float amax = yr_warp_max(fabsf(v));
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    const int q = yr_round_half_even(v * id);
+    const int sum = yr_warp_isum(q);
+    ((signed char*)xq)[r * K + b * 32 + lane] = (signed char)q;
+    if (lane == 0) {{
+      xd[t] = yr_round_f16(amax / 127.0f);
+      xs[t] = {block_sum};
+    }}
+  }}
+  __syncthreads();
+  const int rows_here = M - m0 < MT ? int(M - m0) : MT;
+  for (int j = 0; j < {per_warp}; ++j) {{
+    const long long n = ((long long)blockIdx.x * {warps} + warp) * {per_warp} + j;
+    if (n >= N) break;  // the same for every lane of the warp
+    const unsigned char* row = in1 + n * ROW_BYTES;
+    float acc[MT];
+    for (int r = 0; r < MT; ++r) acc[r] = 0.0f;
+    for (int b = lane; b < KB; b += 32) {{
+      const unsigned short* blk = (const unsigned short*)(row + b * {block_bytes});
+      {unpack}      for (int r = 0; r < MT; ++r) {{
+        if (r < rows_here) {{
+          const int* xr = xq + r * (K / 4) + b * 8;
+          int sumi = 0;
+          {dot}          acc[r] += {term};
+        }}
+      }}
+    }}
+    for (int r = 0; r < MT; ++r) {{
+      const float v = yr_warp_sum(acc[r]);
+      if (lane == 0 && r < rows_here) out0[(m0 + r) * N + n] = v;
+    }}
+  }}
+)",
+      fmt::arg("m", m), fmt::arg("n", n), fmt::arg("k", k), fmt::arg("row_bytes", row_bytes),
+      fmt::arg("blocks", blocks), fmt::arg("rows", rows), fmt::arg("warps", kWarps),
+      fmt::arg("per_warp", kRowsPerWarp), fmt::arg("block_sum", block_sum_expr(op.format)),
+      fmt::arg("block_bytes", f.bytes), fmt::arg("unpack", f.unpack), fmt::arg("dot", f.dot),
+      fmt::arg("term", f.term));
+  kl.source = prelude() + kQuantHelpers +
+              entry(kl.name, int(kl.threads),
+                    "const float* __restrict__ in0, const unsigned char* __restrict__ in1, float* "
+                    "__restrict__ out0") +
+              body + "}\n";
+  kl.waits_on_prior_grids = true;
+  return kl;
+}
+
+// Rows of the table gathered by id. An id outside the table cannot raise an error from a kernel:
+// its row is written as NaN, which any check of the output finds (the reference executor raises).
+KernelLaunch embedding_kernel(const ir::KernelGraph& graph, const ir::Node& node,
+                              const std::vector<int>& in, const std::vector<int>& out) {
+  const ir::TensorType& table = graph.type(node.inputs[0]);
+  const int64_t vocab = table.dims[0], width = table.dims[1];
+  const int64_t total = ir::num_elements(node.outputs[0].dims);
+  KernelLaunch kl;
+  kl.what = what_of(node);
+  kl.name = kernel_name(node, "");
+  kl.args = {in[0], in[1], out[0]};
+  kl.grid = {unsigned(std::clamp<int64_t>((total + 255) / 256, 1, 8192)), 1, 1};
+  kl.source =
+      prelude() +
+      entry(kl.name, 256,
+            fmt::format("const {}* __restrict__ in0, const int* __restrict__ in1, {}* "
+                        "__restrict__ out0",
+                        ctype(table.dtype), ctype(node.outputs[0].dtype))) +
+      fmt::format(
+          R"(  for (long long i = blockIdx.x * 256ll + threadIdx.x; i < {total}ll; i += gridDim.x * 256ll) {{
+    const long long t = i / {width}ll, d = i % {width}ll;
+    const int id = in1[t];
+    const float v = id >= 0 && id < {vocab} ? yr_to_f(in0[(long long)id * {width}ll + d])
+                                          : __int_as_float(0x7fc00000);
+    yr_store(out0 + i, v);
+  }}
+}}
+)",
+          fmt::arg("total", total), fmt::arg("width", width), fmt::arg("vocab", vocab));
+  kl.waits_on_prior_grids = true;
+  return kl;
+}
+
+// A thread per rotated pair. The angle is computed in double, as the reference does: pos ·
+// theta^(-2p/D) loses bits in float at long positions. A negative position (an error in the
+// reference) writes NaN.
+KernelLaunch rope_kernel(const ir::KernelGraph& graph, const ir::Node& node, const ir::RopeOp& op,
+                         const std::vector<int>& in, const std::vector<int>& out) {
+  const ir::Dims& dims = graph.type(node.inputs[0]).dims;
+  const int64_t seq = dims[dims.size() - 3], heads = dims[dims.size() - 2], head_dim = dims.back();
+  const int64_t pairs = ir::num_elements(dims) / 2;
+  const bool interleaved = op.style == ir::RopeStyle::interleaved;
+  KernelLaunch kl;
+  kl.what = what_of(node);
+  kl.name = kernel_name(node, "");
+  kl.args = {in[0], in[1], out[0]};
+  kl.grid = {unsigned(std::clamp<int64_t>((pairs + 255) / 256, 1, 8192)), 1, 1};
+  kl.source =
+      prelude() +
+      entry(kl.name, 256,
+            fmt::format("const {0}* __restrict__ in0, const int* __restrict__ in1, {1}* "
+                        "__restrict__ out0",
+                        ctype(graph.type(node.inputs[0]).dtype), ctype(node.outputs[0].dtype))) +
+      fmt::format(
+          R"(  constexpr long long HALF = {half}ll;
+  for (long long i = blockIdx.x * 256ll + threadIdx.x; i < {pairs}ll; i += gridDim.x * 256ll) {{
+    const long long p = i % HALF, head = i / HALF;  // head counts every (outer, seq, head)
+    const long long s = (head / {heads}ll) % {seq}ll;
+    const long long base = head * {head_dim}ll;
+    const long long ia = base + {ia}, ib = base + {ib};
+    const int pos = in1[s];
+    const double angle = double(pos) * pow({theta:.17e}, -2.0 * double(p) / {head_dim}.0);
+    const double c = cos(angle), sn = sin(angle);
+    const double a = yr_to_f(in0[ia]), b = yr_to_f(in0[ib]);
+    const float nan = __int_as_float(0x7fc00000);
+    yr_store(out0 + ia, pos < 0 ? nan : float(a * c - b * sn));
+    yr_store(out0 + ib, pos < 0 ? nan : float(a * sn + b * c));
+  }}
+}}
+)",
+          fmt::arg("half", head_dim / 2), fmt::arg("pairs", pairs), fmt::arg("heads", heads),
+          fmt::arg("seq", seq), fmt::arg("head_dim", head_dim),
+          fmt::arg("ia", interleaved ? "2 * p" : "p"),
+          fmt::arg("ib", interleaved ? "2 * p + 1" : "p + HALF"), fmt::arg("theta", op.theta));
+  kl.waits_on_prior_grids = true;
+  return kl;
+}
+
+}  // namespace yirage::backend::cuda::detail

@@ -1,0 +1,114 @@
+// On a GPU (skipped without one, unless YIRAGE_REQUIRE_CUDA=1; and without the SmolLM2 file,
+// unless YIRAGE_REQUIRE_MODEL=1): the engine on the cuda backend against the same engine on the
+// cpu backend, on the five prompts tests/python/test_llm_llamacpp.py compares with llama.cpp.
+// The quantized products sum their blocks in another order on the GPU, and the search may fuse
+// other kernels, so the logits are held to a tolerance (relative L2 over the vocabulary, 1e-3)
+// and the greedy tokens must be equal. A batched step of several sequences must give each row
+// exactly what the sequence gives alone.
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "backend/backend.h"
+#include "cuda_test_support.h"
+#include "llm/llm.h"
+#include "llm/llm_model_path.h"
+
+namespace yirage::llm {
+namespace {
+
+const std::vector<std::string> kPrompts = {
+    "The capital of France is", "def fibonacci(n):\n",
+    "Once upon a time, in a small village by the sea,", "List three primary colors:",
+    "<|im_start|>user\nWhat is 12 times 12?<|im_end|>\n<|im_start|>assistant\n"};
+
+struct Engines {
+  std::unique_ptr<Llm> cuda, cpu;
+};
+
+// Both engines, or nothing (with the test skipped) where the GPU or the model is missing.
+Engines engines_or_skip() {
+  if (!backend::cuda_testing::cuda_or_skip()) return {};
+  const std::optional<std::string> path = testing::smollm2_path();
+  if (!path) return {};
+  Engines e;
+  e.cuda = std::make_unique<Llm>(Llm::open(
+      *path,
+      LlmOptions{
+          .threads = 2, .context_length = 512, .backend = backend::create_backend("cuda", {})}));
+  e.cpu = std::make_unique<Llm>(
+      Llm::open(*path, LlmOptions{.threads = 2,
+                                  .context_length = 512,
+                                  .backend = backend::create_backend("cpu", {.threads = 2})}));
+  return e;
+}
+
+double relative_l2(const std::vector<float>& a, const std::vector<float>& b) {
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < b.size(); ++i) {
+    diff += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    norm += double(b[i]) * b[i];
+  }
+  return std::sqrt(diff / norm);
+}
+
+TEST(CudaLlmEngine, GreedyTokensEqualTheCpuEnginesOnTheReadmePrompts) {
+  Engines e = engines_or_skip();
+  if (!e.cuda) GTEST_SKIP() << "no CUDA device or no SmolLM2 file";
+  EXPECT_EQ(e.cuda->model().hot_path(),
+            "fused kernel graphs on the cuda backend, attention on the host");
+  GenerateOptions greedy;
+  greedy.max_tokens = 32;
+  greedy.stop_at_end_of_generation = false;
+  for (const std::string& prompt : kPrompts) {
+    const GenerateResult on_gpu = e.cuda->generate_detailed(prompt, greedy);
+    const GenerateResult on_cpu = e.cpu->generate_detailed(prompt, greedy);
+    EXPECT_EQ(on_gpu.ids, on_cpu.ids) << prompt;
+    EXPECT_LE(relative_l2(on_gpu.first_logits, on_cpu.first_logits), 1e-3) << prompt;
+  }
+}
+
+TEST(CudaLlmEngine, ABatchedDecodeStepEqualsEachSequenceAlone) {
+  Engines e = engines_or_skip();
+  if (!e.cuda) GTEST_SKIP() << "no CUDA device or no SmolLM2 file";
+  LlamaModel& model = e.cuda->model();
+  const size_t n_vocab = size_t(model.config().n_vocab);
+  PagedKvCache cache(model.config(), size_t{64} << 20);
+  // Every prompt prefilled in the paged cache, with one more token to decode.
+  std::vector<std::vector<TokenId>> tokens;
+  std::vector<std::vector<int32_t>> tables(kPrompts.size());
+  for (size_t s = 0; s < kPrompts.size(); ++s) {
+    tokens.push_back(e.cuda->tokenizer().encode(kPrompts[s]));
+    tokens.back().push_back(13);
+    ASSERT_TRUE(cache.allocate(cache.blocks_for(int(tokens[s].size())), tables[s]));
+    const BatchEntry prefill{std::span(tokens[s]).first(tokens[s].size() - 1), 0, tables[s], false};
+    model.forward_batch(std::span(&prefill, 1), cache);
+  }
+  const auto decode_entry = [&](size_t s) {
+    return BatchEntry{std::span(tokens[s]).last(1), int(tokens[s].size()) - 1, tables[s], true};
+  };
+  // The decode step of each sequence alone (rewriting its last position's keys and values with
+  // the same bits each time), then all of them in one step.
+  std::vector<std::vector<float>> alone;
+  for (size_t s = 0; s < kPrompts.size(); ++s) {
+    const BatchEntry entry = decode_entry(s);
+    const std::span<const float> l = model.forward_batch(std::span(&entry, 1), cache);
+    alone.emplace_back(l.begin(), l.end());
+  }
+  std::vector<BatchEntry> step;
+  for (size_t s = 0; s < kPrompts.size(); ++s) step.push_back(decode_entry(s));
+  const std::span<const float> batched = model.forward_batch(step, cache);
+  ASSERT_EQ(batched.size(), kPrompts.size() * n_vocab);
+  // A row's result does not depend on the rows beside it (LlamaModel::forward_batch): to the bit.
+  for (size_t s = 0; s < kPrompts.size(); ++s)
+    EXPECT_EQ(std::vector<float>(batched.begin() + ptrdiff_t(s * n_vocab),
+                                 batched.begin() + ptrdiff_t((s + 1) * n_vocab)),
+              alone[s])
+        << kPrompts[s];
+}
+
+}  // namespace
+}  // namespace yirage::llm

@@ -1,0 +1,142 @@
+// On a GPU (skipped without one, unless YIRAGE_REQUIRE_CUDA=1): quant_matmul over Q4_0, Q4_1 and
+// Q8_0 blocks, embedding and rope in both conventions against the reference executor, on fresh
+// random inputs with outputs poisoned before each launch (backend::run_on). The weights are real
+// GGUF blocks (random quants, finite f16 scales), the activations span ranges from small to large,
+// and the row counts cover decode (1), a batch that is not a multiple of the kernel's group of
+// rows (5), and a prompt (64), at the widths of SmolLM2 and Llama-3-8B.
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "cuda_test_support.h"
+#include "ir/ir.h"
+#include "verify/verify.h"
+
+namespace yirage::backend {
+namespace {
+
+using cuda_testing::cuda_or_skip;
+using cuda_testing::fresh_seed;
+using cuda_testing::rel_l2_error;
+
+int64_t block_bytes(ir::QuantFormat f) {
+  return ir::quant_block_bytes(f);
+}
+
+// N rows of K/32 blocks of `format`: random quants, scales uniform in [0.001, 0.02] (a trained
+// model's range) rounded to f16, q4_1's minimum in [-0.1, 0.1].
+ir::HostTensor quant_weight(ir::QuantFormat format, int64_t n, int64_t k, std::mt19937_64& rng) {
+  const int64_t row_bytes = k / 32 * block_bytes(format);
+  ir::HostTensor w(ir::TensorType{ir::DType::u8, {n, row_bytes}});
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> scale(0.001f, 0.02f), minimum(-0.1f, 0.1f);
+  for (auto& b : w.bytes) b = std::byte(byte(rng));
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t b = 0; b < k / 32; ++b) {
+      std::byte* block = w.bytes.data() + r * row_bytes + b * block_bytes(format);
+      const uint16_t d = ir::f32_to_f16(scale(rng));
+      std::memcpy(block, &d, 2);
+      if (format == ir::QuantFormat::q4_1) {
+        const uint16_t m = ir::f32_to_f16(minimum(rng));
+        std::memcpy(block + 2, &m, 2);
+      }
+    }
+  return w;
+}
+
+void expect_close(const std::vector<ir::HostTensor>& actual,
+                  const std::vector<ir::HostTensor>& expected, double tolerance,
+                  const std::string& what) {
+  ASSERT_EQ(actual.size(), expected.size()) << what;
+  for (size_t o = 0; o < expected.size(); ++o) {
+    int64_t bad = 0;
+    for (int64_t i = 0; i < expected[o].size(); ++i) bad += !std::isfinite(actual[o].get(i));
+    EXPECT_EQ(bad, 0) << what << " output " << o << ": elements not finite (unwritten?)";
+    EXPECT_LE(rel_l2_error(actual[o], expected[o]), tolerance) << what << " output " << o;
+  }
+}
+
+TEST(CudaLlmOps, QuantMatmulMatchesTheReference) {
+  Backend* cuda = cuda_or_skip();
+  if (!cuda) GTEST_SKIP() << "no CUDA device";
+  const uint64_t seed = fresh_seed();
+  std::mt19937_64 rng(seed);
+  struct Shape {
+    int64_t n, k;
+  };
+  for (ir::QuantFormat format :
+       {ir::QuantFormat::q4_0, ir::QuantFormat::q4_1, ir::QuantFormat::q8_0})
+    for (Shape s : {Shape{1536, 576}, Shape{576, 1536}, Shape{1024, 4096}, Shape{100, 14336}})
+      for (int64_t m : {1, 5, 64})
+        for (float range : {1.0f, 1000.0f}) {
+          ir::KernelGraph g;
+          const ir::TensorRef x = g.input("x", {m, s.k}, ir::DType::f32);
+          const ir::TensorRef w =
+              g.input("w", {s.n, s.k / 32 * block_bytes(format)}, ir::DType::u8);
+          g.mark_output(g.quant_matmul(x, w, format), "y");
+          std::vector<ir::HostTensor> inputs;
+          inputs.emplace_back(g.type(x));
+          ir::fill_random(inputs.back(), rng, -range, range);
+          inputs.push_back(quant_weight(format, s.n, s.k, rng));
+          const std::string what =
+              fmt::format("{} {}x{}x{} range {} seed {}", ir::quant_format_name(format), m, s.n,
+                          s.k, range, seed);
+          // The activations' quantization is exact; only the order of the blocks' float sum
+          // differs from the reference, over at most 448 blocks.
+          expect_close(run_on(*cuda, g, inputs), verify::run_reference(g, inputs), 1e-5, what);
+        }
+}
+
+TEST(CudaLlmOps, EmbeddingMatchesTheReference) {
+  Backend* cuda = cuda_or_skip();
+  if (!cuda) GTEST_SKIP() << "no CUDA device";
+  const uint64_t seed = fresh_seed();
+  std::mt19937_64 rng(seed);
+  for (ir::DType dtype : {ir::DType::f32, ir::DType::f16, ir::DType::bf16}) {
+    ir::KernelGraph g;
+    const ir::TensorRef table = g.input("table", {49152, 576}, dtype);
+    const ir::TensorRef ids = g.input("ids", {3, 7}, ir::DType::i32);
+    g.mark_output(g.embedding(table, ids), "x");
+    std::vector<ir::HostTensor> inputs;
+    inputs.emplace_back(g.type(table));
+    ir::fill_random(inputs.back(), rng, -100.0f, 100.0f);
+    inputs.emplace_back(g.type(ids));
+    std::uniform_int_distribution<int32_t> id(0, 49151);
+    for (int64_t i = 0; i < inputs.back().size(); ++i) inputs.back().set_i32(i, id(rng));
+    inputs.back().set_i32(0, 49151);  // the last row too
+    // A gather copies: exact in every dtype.
+    expect_close(run_on(*cuda, g, inputs), verify::run_reference(g, inputs), 0.0,
+                 fmt::format("embedding {} seed {}", ir::dtype_name(dtype), seed));
+  }
+}
+
+TEST(CudaLlmOps, RopeInBothConventionsMatchesTheReference) {
+  Backend* cuda = cuda_or_skip();
+  if (!cuda) GTEST_SKIP() << "no CUDA device";
+  const uint64_t seed = fresh_seed();
+  std::mt19937_64 rng(seed);
+  for (ir::RopeStyle style : {ir::RopeStyle::interleaved, ir::RopeStyle::neox})
+    for (ir::DType dtype : {ir::DType::f32, ir::DType::bf16})
+      for (double theta : {10000.0, 500000.0}) {
+        ir::KernelGraph g;
+        const ir::TensorRef x = g.input("x", {2, 17, 8, 128}, dtype);
+        const ir::TensorRef pos = g.input("positions", {17}, ir::DType::i32);
+        g.mark_output(g.rope(x, pos, theta, style), "y");
+        std::vector<ir::HostTensor> inputs;
+        inputs.emplace_back(g.type(x));
+        ir::fill_random(inputs.back(), rng, -10.0f, 10.0f);
+        inputs.emplace_back(g.type(pos));
+        std::uniform_int_distribution<int32_t> position(0, 131071);  // long contexts too
+        for (int64_t i = 0; i < inputs.back().size(); ++i) inputs.back().set_i32(i, position(rng));
+        const double tolerance = dtype == ir::DType::f32 ? 1e-6 : 8e-3;
+        expect_close(run_on(*cuda, g, inputs), verify::run_reference(g, inputs), tolerance,
+                     fmt::format("rope {} {} theta {} seed {}", ir::rope_style_name(style),
+                                 ir::dtype_name(dtype), theta, seed));
+      }
+}
+
+}  // namespace
+}  // namespace yirage::backend
