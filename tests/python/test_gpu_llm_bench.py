@@ -1,0 +1,72 @@
+"""bench/gpu_llm_bench.py and bench/make_llama_safetensors.py as far as a machine without a GPU
+goes: the arguments, the random-weight model files (at a tiny shape here; the 8B shape's tensor
+list checked against Llama-3-8B's parameter count), that YiRage loads the files, and the one-line
+failure where no GPU is."""
+import json
+import math
+import re
+import struct
+import subprocess
+import sys
+
+import pytest
+
+
+def bench(source_dir, *args):
+    return subprocess.run(
+        [sys.executable, str(source_dir / "bench/gpu_llm_bench.py"), *map(str, args)],
+        capture_output=True, text=True)
+
+
+def has_gpu(yirage_bin):
+    try:
+        import torch
+    except ImportError:
+        return False
+    backends = json.loads(subprocess.run([yirage_bin, "backends", "--json"], check=True,
+                                         capture_output=True, text=True).stdout)
+    return torch.cuda.is_available() and any(
+        b["name"] == "cuda" and b["available"] for b in backends)
+
+
+def test_the_8b_shape_is_llama_3_8b(source_dir):
+    sys.path.insert(0, str(source_dir / "bench"))
+    import make_llama_safetensors as m
+    shapes = m.tensor_shapes(m.SHAPES["llama3-8b"])
+    params = sum(math.prod(shape) for _, shape in shapes)
+    assert params == 8_030_261_248  # Llama-3-8B's published count
+    assert len(shapes) == 32 * 9 + 3
+
+
+def test_the_model_files_load_in_yirage(yirage_bin, source_dir, tmp_path):
+    prep = bench(source_dir, "--yirage", yirage_bin, "--work", tmp_path, "--llama-shape", "tiny",
+                 "--smollm2", tmp_path / "absent.gguf", "--prepare-only")
+    assert prep.returncode == 0, prep.stderr
+    assert "model tiny bf16" in prep.stdout
+    model = tmp_path / "tiny-bf16"
+    raw = (model / "model.safetensors").read_bytes()
+    header = json.loads(raw[8:8 + struct.unpack("<Q", raw[:8])[0]])
+    assert header["lm_head.weight"] == {"dtype": "BF16", "shape": [512, 128],
+                                        "data_offsets": header["lm_head.weight"]["data_offsets"]}
+    gen = subprocess.run([yirage_bin, "generate", "--model", str(model), "--prompt", "hello", "-n",
+                          "3", "--backend", "cpu"], capture_output=True, text=True)
+    assert gen.returncode == 0, gen.stderr
+    assert re.search(r"prefill: 5 tokens", gen.stderr), gen.stderr
+
+
+def test_without_a_gpu_it_fails_with_one_line_after_the_cpu_steps(yirage_bin, source_dir,
+                                                                  tmp_path):
+    if has_gpu(yirage_bin):
+        pytest.skip("this machine has a GPU: the benchmark would run")
+    run = bench(source_dir, "--yirage", yirage_bin, "--work", tmp_path, "--llama-shape", "tiny",
+                "--smollm2", tmp_path / "absent.gguf")
+    assert run.returncode == 2
+    assert run.stderr.count("\n") == 1 and "gpu_llm_bench: needs a CUDA GPU: " in run.stderr
+    assert (tmp_path / "tiny-bf16" / "model.safetensors").exists()
+
+
+def test_bad_arguments_are_refused(yirage_bin, source_dir, tmp_path):
+    for args in (["--batch-sizes", "0,4"], ["--batch-sizes", "128"], ["--batch-sizes", "a"],
+                 ["--tokens", "1"]):
+        run = bench(source_dir, "--yirage", yirage_bin, "--work", tmp_path, *args)
+        assert run.returncode == 2 and "error:" in run.stderr, args
