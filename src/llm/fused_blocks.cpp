@@ -176,6 +176,10 @@ class Activations {
   std::vector<Pending> pending_;
 };
 
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
 // The roles of Activations' buffers.
 enum Role : int { kX, kQ, kK, kV, kAttention, kNext, kLogits };
 
@@ -197,11 +201,20 @@ class FusedBlocks final : public HotBlocks {
     }
     lm_head_ = std::move(modules.back());
     // The weights do not move: placed once, only the activations change per call.
-    for (const LayerWeights& lw : weights.layers)
+    const bool copied = !backend_.buffer_type().host_visible;
+    const auto start = std::chrono::steady_clock::now();
+    const size_t n = weights.layers.size();
+    for (size_t i = 0; i < n; ++i) {
+      const LayerWeights& lw = weights.layers[i];
       layers_.push_back({placed(backend_, lw.attn_norm), placed(backend_, lw.wq),
                          placed(backend_, lw.wk), placed(backend_, lw.wv), placed(backend_, lw.wo),
                          placed(backend_, lw.ffn_norm), placed(backend_, lw.gate),
                          placed(backend_, lw.up), placed(backend_, lw.down)});
+      // A large model's copy takes seconds: a line at every tenth of the layers.
+      if (copied && options.progress && (i + 1) * 10 / n != i * 10 / n)
+        options.progress(fmt::format("weights to the {} backend: {}/{} layers, {:.1f} s",
+                                     backend_.name(), i + 1, n, seconds_since(start)));
+    }
     output_norm_ = placed(backend_, weights.output_norm);
     output_ = placed(backend_, weights.output);
   }
@@ -296,8 +309,7 @@ class FusedBlocks final : public HotBlocks {
     const auto start = std::chrono::steady_clock::now();
     tune::OptimizeResult result = tune::optimize(graph, backend_, o);
     if (options.progress) {
-      const double seconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const double seconds = seconds_since(start);
       const tune::CandidateRecord& winner = result.entry.winner();
       options.progress(
           fmt::format("[{}/{}] {}: {} ({:.3f} ms), {}", index + 1, count, what, winner.label,

@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "backend/backend.h"
@@ -133,10 +134,17 @@ TEST_F(DeviceBackend, WeightsAreWrittenOnceEachStepCopiesOnlyActivationsAndTheLo
   GgufFile file = GgufFile::from_memory(bytes);
   const auto want = reference_logits(file, kTinyPrompt);
 
+  std::vector<std::string> progress;
   LlamaModel model(
-      file, ModelOptions{
-                .threads = 2, .context_length = 64, .backend = &backend_, .search_seconds = 0.2});
+      file, ModelOptions{.threads = 2,
+                         .context_length = 64,
+                         .backend = &backend_,
+                         .search_seconds = 0.2,
+                         .progress = [&](const std::string& line) { progress.push_back(line); }});
   EXPECT_EQ(model.hot_path(), "fused kernel graphs on the copying backend, attention on the host");
+  // Seven graphs optimized, then the copy of the weights, reported as it goes.
+  ASSERT_EQ(progress.size(), 7u + 2u);
+  EXPECT_THAT(progress.back(), HasSubstr("weights to the copying backend: 2/2 layers"));
 
   // Loading optimized the graphs (whose checks write inputs too) and then placed the weights: the
   // last writes of the load are exactly the weights, one write each.
