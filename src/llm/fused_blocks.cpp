@@ -128,9 +128,9 @@ std::unique_ptr<backend::Buffer> placed(backend::Backend& backend, const std::ve
 // The activations of one launch. Where the backend's buffers are host memory they are views of
 // the model's own arrays; elsewhere each is a buffer of the backend's, one per role and size and
 // kept for the next step, that inputs are copied into before the launch and outputs out of after.
-class Activations {
+class ActivationBuffers {
  public:
-  explicit Activations(backend::Backend& backend)
+  explicit ActivationBuffers(backend::Backend& backend)
       : backend_(backend), host_visible_(backend.buffer_type().host_visible) {}
 
   backend::Buffer* input(int role, const float* data, size_t bytes) {
@@ -180,7 +180,7 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-// The roles of Activations' buffers.
+// The roles of ActivationBuffers' buffers, one buffer per role and size.
 enum Role : int { kX, kQ, kK, kV, kAttention, kNext, kLogits };
 
 class FusedBlocks final : public HotBlocks {
@@ -224,7 +224,7 @@ class FusedBlocks final : public HotBlocks {
     const size_t dq = static_cast<size_t>(c_.n_head) * c_.head_dim;
     const size_t dkv = static_cast<size_t>(c_.n_head_kv) * c_.head_dim;
     for_buckets(n, [&](size_t bucket, int row, int rows) {
-      Activations& a = activations_;
+      ActivationBuffers& a = activations_;
       launch(*norm_qkv_[bucket],
              {a.input(kX, x + row * static_cast<size_t>(c_.n_embd), bytes(rows, c_.n_embd)),
               l.attn_norm.get(), l.wq.get(), l.wk.get(), l.wv.get()},
@@ -252,7 +252,7 @@ class FusedBlocks final : public HotBlocks {
     next_.resize(static_cast<size_t>(n) * c_.n_embd);
     for_buckets(n, [&](size_t bucket, int row, int rows) {
       const size_t at = static_cast<size_t>(row) * c_.n_embd;
-      Activations& a = activations_;
+      ActivationBuffers& a = activations_;
       launch(*output_and_mlp_[bucket],
              {a.input(kAttention, attention + row * dq, bytes(rows, dq)),
               a.input(kX, x + at, bytes(rows, c_.n_embd)), l.wo.get(), l.ffn_norm.get(),
@@ -322,7 +322,7 @@ class FusedBlocks final : public HotBlocks {
   const LlamaConfig& c_;
   std::unique_ptr<HotBlocks> attention_;
   backend::Backend& backend_;
-  Activations activations_;
+  ActivationBuffers activations_;
   std::array<std::unique_ptr<backend::Module>, kRowBuckets.size()> norm_qkv_, output_and_mlp_;
   std::unique_ptr<backend::Module> lm_head_;
   std::vector<LayerBuffers> layers_;

@@ -317,3 +317,16 @@ def test_readme_serve_example_runs(source_dir, model):
         serve.send_signal(signal.SIGINT)
         serve.communicate(timeout=60)
     assert serve.returncode == 0
+
+
+def test_an_unknown_or_unavailable_backend_is_refused_with_one_line(yirage_bin, model):
+    """--backend picks where the block graphs run; one that cannot run exits before listening."""
+    backends = json.loads(subprocess.run([yirage_bin, "backends", "--json"], check=True,
+                                         capture_output=True, text=True).stdout)
+    names = ["nope"] + [b["name"] for b in backends if not b["available"]]
+    for name in names:
+        run = subprocess.run([yirage_bin, "serve", "--model", model, "--port", "0", "--backend",
+                              name], capture_output=True, text=True, timeout=120)
+        assert run.returncode == 1 and run.stdout == "", (name, run.stdout, run.stderr)
+        assert run.stderr.count("\n") == 1 and run.stderr.startswith("yirage: error: "), run.stderr
+        assert f"backend '{name}'" in run.stderr
