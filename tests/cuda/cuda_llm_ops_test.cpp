@@ -113,6 +113,40 @@ TEST(CudaLlmOps, EmbeddingMatchesTheReference) {
   }
 }
 
+// Where the reference executor raises (an id outside the table, a negative position), a kernel
+// cannot: the rows it would have written are NaN, so that no check of the output passes them.
+TEST(CudaLlmOps, IdsOutsideTheTableAndNegativePositionsWriteNaN) {
+  Backend* cuda = cuda_or_skip();
+  if (!cuda) GTEST_SKIP() << "no CUDA device";
+  ir::KernelGraph g;
+  const ir::TensorRef table = g.input("table", {10, 64}, ir::DType::f32);
+  const ir::TensorRef ids = g.input("ids", {3}, ir::DType::i32);
+  const ir::TensorRef x = g.input("x", {2, 4, 64}, ir::DType::f32);
+  const ir::TensorRef pos = g.input("positions", {2}, ir::DType::i32);
+  g.mark_output(g.embedding(table, ids), "rows");
+  g.mark_output(g.rope(x, pos), "rotated");
+  std::vector<ir::HostTensor> inputs;
+  for (ir::TensorRef in : {table, ids, x, pos}) inputs.emplace_back(g.type(in));
+  std::mt19937_64 rng(fresh_seed());
+  ir::fill_random(inputs[0], rng);
+  ir::fill_random(inputs[2], rng);
+  inputs[1].set_i32(0, 3);
+  inputs[1].set_i32(1, 10);  // one past the table
+  inputs[1].set_i32(2, -1);
+  inputs[3].set_i32(0, 5);
+  inputs[3].set_i32(1, -2);
+  const std::vector<ir::HostTensor> out = run_on(*cuda, g, inputs);
+  for (int64_t d = 0; d < 64; ++d) {
+    EXPECT_EQ(out[0].get(d), inputs[0].get(3 * 64 + d));
+    EXPECT_TRUE(std::isnan(out[0].get(64 + d)));
+    EXPECT_TRUE(std::isnan(out[0].get(128 + d)));
+  }
+  for (int64_t i = 0; i < 4 * 64; ++i) {
+    EXPECT_TRUE(std::isfinite(out[1].get(i)));
+    EXPECT_TRUE(std::isnan(out[1].get(4 * 64 + i)));
+  }
+}
+
 TEST(CudaLlmOps, RopeInBothConventionsMatchesTheReference) {
   Backend* cuda = cuda_or_skip();
   if (!cuda) GTEST_SKIP() << "no CUDA device";
