@@ -176,7 +176,7 @@ class ActivationBuffers {
   std::vector<Pending> pending_;
 };
 
-double seconds_since(std::chrono::steady_clock::time_point start) {
+double seconds_from(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
@@ -213,7 +213,7 @@ class FusedBlocks final : public HotBlocks {
       // A large model's copy takes seconds: a line at every tenth of the layers.
       if (copied && options.progress && (i + 1) * 10 / n != i * 10 / n)
         options.progress(fmt::format("weights to the {} backend: {}/{} layers, {:.1f} s",
-                                     backend_.name(), i + 1, n, seconds_since(start)));
+                                     backend_.name(), i + 1, n, seconds_from(start)));
     }
     output_norm_ = placed(backend_, weights.output_norm);
     output_ = placed(backend_, weights.output);
@@ -309,7 +309,7 @@ class FusedBlocks final : public HotBlocks {
     const auto start = std::chrono::steady_clock::now();
     tune::OptimizeResult result = tune::optimize(graph, backend_, o);
     if (options.progress) {
-      const double seconds = seconds_since(start);
+      const double seconds = seconds_from(start);
       const tune::CandidateRecord& winner = result.entry.winner();
       options.progress(
           fmt::format("[{}/{}] {}: {} ({:.3f} ms), {}", index + 1, count, what, winner.label,
