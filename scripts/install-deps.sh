@@ -49,3 +49,20 @@ if ! python3 -c "$llama_cpp_ok" 2>/dev/null; then
   unset CFLAGS CXXFLAGS
   python3 -c "$llama_cpp_ok" || { echo "install-deps: llama-cpp-python still has AMX kernels" >&2; exit 1; }
 fi
+
+# torch, for the torch.compile(backend="yirage") tests and bench/torch_bench.py, on the CPU.
+# PyPI's Linux torch is the CUDA build, whose dependencies pull some 3 GB of CUDA wheels. This
+# machine's CUDA toolkit (cuBLAS, cuFFT, cuDNN, NCCL, ...) provides most of the libraries its
+# libtorch_cuda.so links; what remains are the three wheels below and the newer NCCL it needs
+# (ncclCommResume), all found through torch's RPATH in site-packages/nvidia. So torch goes in
+# without its declared dependencies, plus the pure-Python ones that import and dynamo use.
+# About 1.7 GB, 1 to 3 minutes.
+if ! python3 -c "import torch" 2>/dev/null; then
+  pip=(python3 -m pip install -q)
+  # Debian's own python3 refuses plain pip installs (PEP 668); a pyenv or venv python does not.
+  [[ $("${pip[@]}" --help 2>/dev/null) == *break-system-packages* ]] && pip+=(--break-system-packages)
+  "${pip[@]}" --no-deps torch==2.15.0 nvidia-cufile nvidia-cusparselt-cu13==0.8.1 \
+    nvidia-nvshmem-cu13==3.7.2 nvidia-nccl-cu13==2.30.7
+  "${pip[@]}" filelock fsspec jinja2 networkx sympy typing-extensions
+  python3 -c "import torch" || { echo "install-deps: torch does not import" >&2; exit 1; }
+fi

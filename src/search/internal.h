@@ -115,11 +115,13 @@ double kernel_op_cost(const ir::KernelGraph& graph, const ir::Node& node, const 
 double mugraph_cost(const ir::KernelGraph& graph, const SearchSpace& space);
 
 // Kernel-level partitions (partition.cpp): every partition of the op nodes into connected,
-// convex groups, each once; a unary elementwise op always sits with its producer.
+// convex groups, each once; a unary elementwise op always sits with its producer. Stops after
+// max_partitions partitions (or a bounded walk), setting *stopped_early.
 struct Partition {
   std::vector<uint64_t> groups;  // masks, ordered by their first node
 };
-std::vector<Partition> enumerate_partitions(const ir::KernelGraph& graph, size_t max_partitions);
+std::vector<Partition> enumerate_partitions(const ir::KernelGraph& graph, size_t max_partitions,
+                                            bool* stopped_early = nullptr);
 
 // The µGraph in which each of `fused` becomes one fused node running `bodies[i]`; the nodes of
 // no group stay kernel ops.

@@ -193,9 +193,12 @@ SearchResult superoptimize(const ir::KernelGraph& graph, const backend::DeviceDe
         exp_normalizes, exp_normalizes == 1 ? "" : "s"));
 
   // Kernel level: the partitions, and the groups of two or more ops they use.
-  const std::vector<Partition> partitions = enumerate_partitions(searched, kMaxPartitions);
-  if (partitions.size() >= kMaxPartitions)
-    note(fmt::format("kernel level: stopped after {} partitions", kMaxPartitions));
+  bool partitions_stopped_early = false;
+  const std::vector<Partition> partitions =
+      enumerate_partitions(searched, kMaxPartitions, &partitions_stopped_early);
+  if (partitions_stopped_early)
+    note(fmt::format("kernel level: stopped the enumeration after {} partitions",
+                     partitions.size()));
   std::vector<uint64_t> masks;
   for (const Partition& p : partitions)
     for (uint64_t m : p.groups)
