@@ -217,9 +217,7 @@ def _build_subgraph(sub_gm, call_node, options, report):
     report.verified, report.chosen, report.cache_hit = r["verified"], r["chosen"], r["cache_hit"]
     report.search_seconds = r["search_seconds"]
     report.tuning_seconds = time.perf_counter() - start
-    constants = [c.to(tr.value_of(call_node.args[0]).device) for c in builder.constants] \
-        if call_node.args else builder.constants
-    return YirageSubgraph(optimized, constants, plan, single)
+    return YirageSubgraph(optimized, builder.constants, plan, single)
 
 
 def partition_and_compile(gm, options, index):

@@ -6,11 +6,13 @@ graph tensors of its operands; `translate_node` dispatches on the node's target 
 outside what the IR expresses. The partitioner calls it on every node once in a scratch graph
 to decide coverage, and again for real when it builds each subgraph, so the two can never
 disagree. Scalars become constant inputs of shape [1] (the IR broadcasts like NumPy), held by
-the caller as tensors of the operand's dtype.
+the caller as NumPy arrays of the operand's dtype.
 """
 import math
 import operator
 
+import ml_dtypes
+import numpy as np
 import torch
 
 import yirage as yr
@@ -19,6 +21,8 @@ aten = torch.ops.aten
 
 # The dtypes the kernel graphs take; integer and bool tensors stay in PyTorch.
 DTYPES = {torch.float32: yr.float32, torch.float16: yr.float16, torch.bfloat16: yr.bfloat16}
+NUMPY_DTYPES = {torch.float32: np.float32, torch.float16: np.float16,
+                torch.bfloat16: ml_dtypes.bfloat16}
 MAX_RANK = 4  # the IR's tensors have at most four dims
 
 
@@ -53,9 +57,9 @@ class Builder:
         return self.graph.new_input(dims=tuple(value.shape), dtype=DTYPES[value.dtype], name=name)
 
     def constant(self, scalar, dtype):
+        # NumPy, not torch: compiles run under dynamo's fake mode, where torch makes fake tensors.
         name = f"const{len(self.constants)}"
-        tensor = torch.tensor([scalar], dtype=dtype)
-        self.constants.append(tensor)
+        self.constants.append(np.array([scalar], dtype=NUMPY_DTYPES[dtype]))
         return self.graph.new_input(dims=(1,), dtype=DTYPES[dtype], name=name)
 
 
