@@ -15,7 +15,7 @@ torch = pytest.importorskip("torch")
 import yirage as yr  # noqa: E402
 import yirage.torch as yt  # noqa: E402
 from torch_modules import (  # noqa: E402
-    LlamaDecoderLayer, WithUncoveredOps, llama_inputs, suite_modules)
+    LlamaDecoderLayer, WithUncoveredOps, llama_inputs, suite_inputs, suite_modules)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # Small searches: the tests check what runs, not how fast.
@@ -44,7 +44,7 @@ def compile_and_check(module, inputs, dtype=torch.float32, runs=2, **options):
     generator = torch.Generator().manual_seed(7)
     with torch.no_grad():
         for run in range(runs):
-            fresh = [torch.randn(x.shape, generator=generator).to(dtype) * x.abs().max().clamp(min=1)
+            fresh = [(torch.randn(x.shape, generator=generator) * x.std()).to(dtype)
                      if run else x.to(dtype) for x in inputs]
             torch.testing.assert_close(compiled(*fresh), module(*fresh), **TOLERANCES[dtype])
     return new_reports(first)
@@ -56,8 +56,7 @@ SUITE = suite_modules(scale=64)
 @pytest.mark.parametrize("name", sorted(SUITE))
 def test_suite_module_matches_eager_and_runs_entirely_on_yirage(name):
     module, shapes = SUITE[name]
-    generator = torch.Generator().manual_seed(1)
-    inputs = [torch.randn(s, generator=generator) for s in shapes]
+    inputs = suite_inputs(name, shapes, torch.Generator().manual_seed(1))
     (report,) = compile_and_check(module, inputs)
     assert report.left_in_pytorch == []
     assert report.subgraphs and all(s.taken and s.verified for s in report.subgraphs)
