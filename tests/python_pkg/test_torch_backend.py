@@ -35,17 +35,16 @@ def new_reports(first):
     return yt.compile_reports[first:]
 
 
-def compile_and_check(module, inputs, dtype=torch.float32, runs=2, **options):
-    """Compiles module, runs it on `runs` sets of fresh random inputs like `inputs`, and checks
-    each against eager; returns the compile reports it made."""
+def compile_and_check(module, make_inputs, dtype=torch.float32, runs=2, **options):
+    """Compiles module, runs it on `runs` sets of fresh random inputs from make_inputs(generator),
+    and checks each against eager; returns the compile reports it made."""
     module = module.to(dtype)
     first = len(yt.compile_reports)
     compiled = torch.compile(module, backend="yirage", options={**OPTIONS, **options})
     generator = torch.Generator().manual_seed(7)
     with torch.no_grad():
-        for run in range(runs):
-            fresh = [(torch.randn(x.shape, generator=generator) * x.std()).to(dtype)
-                     if run else x.to(dtype) for x in inputs]
+        for _ in range(runs):
+            fresh = [x.to(dtype) for x in make_inputs(generator)]
             torch.testing.assert_close(compiled(*fresh), module(*fresh), **TOLERANCES[dtype])
     return new_reports(first)
 
@@ -56,8 +55,7 @@ SUITE = suite_modules(scale=64)
 @pytest.mark.parametrize("name", sorted(SUITE))
 def test_suite_module_matches_eager_and_runs_entirely_on_yirage(name):
     module, shapes = SUITE[name]
-    inputs = suite_inputs(name, shapes, torch.Generator().manual_seed(1))
-    (report,) = compile_and_check(module, inputs)
+    (report,) = compile_and_check(module, lambda g: suite_inputs(name, shapes, g))
     assert report.left_in_pytorch == []
     assert report.subgraphs and all(s.taken and s.verified for s in report.subgraphs)
 
@@ -66,7 +64,7 @@ def test_suite_module_matches_eager_and_runs_entirely_on_yirage(name):
 def test_llama_decoder_layer_matches_eager(seq, past):
     torch.manual_seed(3)
     layer = LlamaDecoderLayer(hidden=64, heads=4, kv_heads=2, intermediate=128)
-    reports = compile_and_check(layer, llama_inputs(layer, seq=seq, past=past))
+    reports = compile_and_check(layer, lambda g: llama_inputs(layer, seq=seq, past=past, generator=g))
     (report,) = reports
     taken = [s for s in report.subgraphs if s.taken]
     assert taken and all(s.verified for s in taken)
@@ -80,8 +78,7 @@ def test_llama_decoder_layer_matches_eager(seq, past):
 
 def test_half_precision_matches_eager_within_its_tolerance():
     module, shapes = suite_modules(scale=64)["gated_mlp"]
-    inputs = [torch.randn(s) for s in shapes]
-    compile_and_check(module, inputs, dtype=torch.float16, runs=1)
+    compile_and_check(module, lambda g: suite_inputs("gated_mlp", shapes, g), dtype=torch.float16)
 
 
 def test_uncovered_ops_and_graph_breaks_stay_in_pytorch_and_are_reported(capsys):
@@ -153,8 +150,8 @@ def test_dynamic_shapes_compile_per_size_within_the_limit(caplog):
             torch.testing.assert_close(compiled(x), module(x), rtol=1e-4, atol=1e-4)
     reports = new_reports(first)
     # 2, 3, 5 each compiled; 2 again after it was dropped for 5 (max_shapes 2).
-    assert [r.shapes[-1][0] if r.shapes[-1][1] == shapes[0][1] else r.shapes[0][0]
-            for r in reports] == [2, 3, 5, 2]
+    hidden = shapes[0][1]
+    assert [next(s[0] for s in r.shapes if s[0] != hidden) for r in reports] == [2, 3, 5, 2]
 
 
 def test_training_is_refused_with_a_clear_error():

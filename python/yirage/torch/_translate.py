@@ -369,6 +369,14 @@ def translate_node(builder, node, env):
         raise Uncovered(f"unexpected arguments ({e})") from None
 
 
+def _is_kernel_tensor(value):
+    try:
+        check_tensor(value, "")
+        return True
+    except Uncovered:
+        return False
+
+
 # Ops of several results of which the kernel graph computes only the first.
 FIRST_RESULT_ONLY = {aten.native_layer_norm.default,
                      aten._scaled_dot_product_flash_attention_for_cpu.default}
@@ -386,7 +394,8 @@ def scratch_translate(node, builder=None, env=None):
         if isinstance(value, (tuple, list)):
             first_only = operand.target in FIRST_RESULT_ONLY
             env[operand] = [
-                builder.input_like(v, f"{operand.name}_{j}") if j == 0 or not first_only else None
+                builder.input_like(v, f"{operand.name}_{j}")
+                if (j == 0 or not first_only) and _is_kernel_tensor(v) else None
                 for j, v in enumerate(value)]
             continue
         check_tensor(value, f"operand {operand.name}")
