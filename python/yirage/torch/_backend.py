@@ -12,7 +12,6 @@ built or optimized is not dropped quietly: the compile fails with the reason, un
 options["on_error"] == "eager", which keeps it in PyTorch and says so in the report and log.
 """
 import logging
-import operator
 import sys
 import time
 from dataclasses import dataclass, field
