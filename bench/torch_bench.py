@@ -5,7 +5,7 @@ YiRage's tuning cache is whatever $YIRAGE_CACHE_DIR holds), its outputs checked 
 then the three are timed in turns, one call at a time, `--repeats` rounds; the table prints the
 median and range of each and the ratios of the medians (above 1: YiRage is faster).
 
-    python3 bench/torch_bench.py --scale 8 --repeats 15 --out bench/results/torch_cpu.txt
+    python3 bench/torch_bench.py --scale 16 --repeats 9 --budget 3 --out bench/results/torch_cpu.txt
 """
 import argparse
 import math
