@@ -32,6 +32,7 @@ class Registry {
   Registry() {
     add("cuda", make_cuda_backend);
     add("cpu", make_cpu_backend);
+    add("opencl", make_opencl_backend);
     add("reference", make_reference_backend);
   }
 
