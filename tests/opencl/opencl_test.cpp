@@ -1,0 +1,137 @@
+// The opencl backend against the reference executor: outputs poisoned before each run (run_on),
+// fresh random inputs, relative L2 error within the output dtype's tolerance
+// (cuda_test_support.h's expect_matches, shared by the device backends' tests).
+#include <chrono>
+#include <cstdlib>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "backend/backend.h"
+#include "cuda/cuda_test_support.h"
+#include "search/search.h"
+#include "search/search_targets.h"
+#include "suite/suite.h"
+#include "support/error.h"
+
+namespace yirage::backend {
+namespace {
+
+Backend* opencl_or_skip() {
+  for (const BackendInfo& info : describe_backends()) {
+    if (info.name != "opencl") continue;
+    if (info.availability.available) return &get_backend("opencl");
+    const char* require = std::getenv("YIRAGE_REQUIRE_OPENCL");
+    if (require && std::string(require) == "1")
+      ADD_FAILURE() << "opencl is required here but unavailable: " << info.availability.reason;
+    return nullptr;
+  }
+  ADD_FAILURE() << "no backend named opencl is registered";
+  return nullptr;
+}
+
+#define OPENCL_OR_SKIP(var)                       \
+  Backend* var = opencl_or_skip();                \
+  if (!var) GTEST_SKIP() << "no OpenCL device";   \
+  static_assert(true)
+
+TEST(OpenclBackend, DescribesItsDevice) {
+  OPENCL_OR_SKIP(cl);
+  const DeviceDescription d = cl->device();
+  EXPECT_FALSE(d.name.empty());
+  EXPECT_EQ(d.fingerprint.size(), 16u);
+  for (const char* key : {"platform", "driver_version", "opencl_c_version", "local_memory_bytes",
+                          "max_work_group_size", "search"})
+    EXPECT_TRUE(d.capabilities.contains(key)) << key;
+  EXPECT_GT(d.capabilities["search"]["max_tile_bytes_total"].get<int64_t>(), 0);
+}
+
+// Every workload of the suite at bs 1 as the examples hold it, unfused, in f32; and in f16 and
+// bf16 where the small targets stand in for it (the full shapes' reference run is slow).
+TEST(OpenclBackend, SuiteWorkloadsMatchReference) {
+  OPENCL_OR_SKIP(cl);
+  for (const suite::WorkloadInfo& w : suite::workloads()) {
+    const ir::KernelGraph g = suite::build_workload(w.name, 1, ir::DType::f32);
+    std::map<std::string, float> ranges(w.input_scales.begin(), w.input_scales.end());
+    cuda_testing::expect_matches(g, *cl, cuda_testing::fresh_seed(), w.name, ranges);
+  }
+}
+
+TEST(OpenclBackend, SixteenBitStorageMatchesReference) {
+  OPENCL_OR_SKIP(cl);
+  for (ir::DType t : {ir::DType::f16, ir::DType::bf16})
+    for (const char* target : search::testing::kTargetNames)
+      cuda_testing::expect_matches(search::testing::small_target(target, t), *cl,
+                                   cuda_testing::fresh_seed(),
+                                   fmt::format("{} {}", target, ir::dtype_name(t)));
+}
+
+// Concat, split, permute and a reshape marked as an output: the copies and index maps.
+TEST(OpenclBackend, DataMovementMatchesReference) {
+  OPENCL_OR_SKIP(cl);
+  ir::KernelGraph g;
+  auto x = g.input("x", {2, 3, 4}, ir::DType::f32);
+  auto y = g.input("y", {2, 5, 4}, ir::DType::f32);
+  auto c = g.add_node(ir::ConcatOp{1}, {x, y}, "cat").at(0);
+  auto parts = g.add_node(ir::SplitOp{2, {1, 3}}, {c}, "split");
+  auto p = g.add_node(ir::PermuteOp{{2, 0, 1}}, {parts.at(1)}, "perm").at(0);
+  g.mark_output(p, "perm");
+  g.mark_output(parts.at(0), "first");
+  g.mark_output(g.add_node(ir::ReshapeOp{{6, 4}}, {x}, "flat").at(0), "flat");
+  g.mark_output(g.add_node(ir::ReduceOp{ir::ReduceFn::max, 1, false}, {c}, "max").at(0), "max");
+  cuda_testing::expect_matches(g, *cl, cuda_testing::fresh_seed(), "data movement");
+}
+
+// An op the backend does not lower is a one-line error naming the node, never a fallback.
+TEST(OpenclBackend, UnsupportedOpIsAnErrorNamingTheNode) {
+  OPENCL_OR_SKIP(cl);
+  ir::KernelGraph g;
+  auto table = g.input("table", {8, 4}, ir::DType::f32);
+  auto ids = g.input("ids", {3}, ir::DType::i32);
+  g.mark_output(g.add_node(ir::EmbeddingOp{}, {table, ids}, "lookup").at(0), "out");
+  try {
+    cl->compile(g);
+    FAIL() << "compiled an embedding";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("node 'lookup' (embedding)"), std::string::npos)
+        << e.what();
+  }
+}
+
+// The search's µGraphs for each small target, searched under this device's own description, all
+// run and match the reference: f32 for every target, f16 for two.
+class SearchedOnOpencl : public ::testing::TestWithParam<std::tuple<const char*, ir::DType>> {};
+
+TEST_P(SearchedOnOpencl, RankedMuGraphsMatchReference) {
+  OPENCL_OR_SKIP(cl);
+  const auto [target, dtype] = GetParam();
+  search::SearchOptions options;
+  options.budget_seconds = 20;
+  options.threads = 2;
+  options.seed = 7;
+  const search::SearchResult r =
+      search::superoptimize(search::testing::small_target(target, dtype), cl->device(), options);
+  ASSERT_FALSE(r.ranked.empty()) << target;
+  for (size_t i = 0; i < r.ranked.size(); ++i)
+    cuda_testing::expect_matches(r.ranked[i].mugraph, *cl, cuda_testing::fresh_seed(),
+                                 fmt::format("{} candidate {} ({} kernels)", target, i,
+                                             r.ranked[i].kernels));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Targets, SearchedOnOpencl,
+    ::testing::Combine(::testing::ValuesIn(search::testing::kTargetNames),
+                       ::testing::Values(ir::DType::f32)),
+    [](const auto& info) {
+      return fmt::format("{}_{}", std::get<0>(info.param), ir::dtype_name(std::get<1>(info.param)));
+    });
+INSTANTIATE_TEST_SUITE_P(
+    SixteenBit, SearchedOnOpencl,
+    ::testing::Combine(::testing::Values("gqa", "rmsnorm_linear"),
+                       ::testing::Values(ir::DType::f16, ir::DType::bf16)),
+    [](const auto& info) {
+      return fmt::format("{}_{}", std::get<0>(info.param), ir::dtype_name(std::get<1>(info.param)));
+    });
+
+}  // namespace
+}  // namespace yirage::backend
