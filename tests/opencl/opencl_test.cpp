@@ -112,6 +112,10 @@ TEST_P(SearchedOnOpencl, RankedMuGraphsMatchReference) {
   const search::SearchResult r =
       search::superoptimize(search::testing::small_target(target, dtype), cl->device(), options);
   ASSERT_FALSE(r.ranked.empty()) << target;
+  int fused = 0;
+  for (const search::Candidate& c : r.ranked)
+    for (const ir::Node& n : c.mugraph.nodes()) fused += std::holds_alternative<ir::FusedOp>(n.op);
+  EXPECT_GT(fused, 0) << target << ": the search returned no fused kernel to run";
   for (size_t i = 0; i < r.ranked.size(); ++i)
     cuda_testing::expect_matches(r.ranked[i].mugraph, *cl, cuda_testing::fresh_seed(),
                                  fmt::format("{} candidate {} ({} kernels)", target, i,
