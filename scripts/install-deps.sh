@@ -4,12 +4,15 @@
 # and pytest for the tests. Runs as root, or through sudo when it is available. OpenBLAS is the
 # cpu backend's library matmul, in its OpenMP flavour: the generated modules run on OpenMP, and a
 # second (pthreads) pool spinning on the same cores would fight them. cpp-httplib is the HTTP
-# server under `yirage serve` (src/serve/server.cpp says why that one).
+# server under `yirage serve` (src/serve/server.cpp says why that one). The OpenCL headers and ICD
+# loader build and load the opencl backend, and PoCL is the OpenCL platform its tests run on
+# (about 15 s to install).
 set -euo pipefail
 
 packages=(g++ cmake ninja-build pkg-config nlohmann-json3-dev libcli11-dev libfmt-dev
           libgtest-dev libgmock-dev graphviz clang-format python3 python3-pip
-          python3-venv libsqlite3-dev libz3-dev libopenblas-openmp-dev libcpp-httplib-dev)
+          python3-venv libsqlite3-dev libz3-dev libopenblas-openmp-dev libcpp-httplib-dev
+          ocl-icd-opencl-dev opencl-c-headers pocl-opencl-icd)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -13,6 +13,8 @@ YIRAGE_MODEL_PATH="$(bash scripts/fetch-model.sh)"
 export YIRAGE_MODEL_PATH YIRAGE_REQUIRE_MODEL=1
 # The llama.cpp comparisons (tests/python/test_*_llamacpp.py) must run, not skip.
 export YIRAGE_REQUIRE_LLAMACPP=1
+# The opencl tests must run on PoCL, which install-deps.sh installs, not skip.
+export YIRAGE_REQUIRE_OPENCL=1
 export YIRAGE_WERROR=ON
 jobs=$(nproc)
 # CI's limit is on the whole script, so each stage reports its time.
