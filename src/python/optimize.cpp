@@ -250,17 +250,28 @@ std::unique_ptr<Optimized> superoptimize(const Graph& g, const std::string& back
   };
 
   tune::OptimizeResult tuned;
+  std::vector<std::pair<std::string, double>> backend_seconds;  // "auto": each backend's best
   Clock::time_point compile_seconds_start;
   run_interruptibly(
       [&](const std::atomic<bool>& flag) {
         interrupted = &flag;
         // Backends probe the machine when first asked (the cpu backend builds a module), so even
         // choosing one happens here, without the GIL.
-        opt->backend_name =
-            backend_choice == "auto" ? backend::default_backend_name() : backend_choice;
+        if (backend_choice == "auto") {
+          // Tuned on every backend that can be tuned here; the fastest one runs it.
+          tune::FastestBackendResult fastest =
+              tune::optimize_on_fastest_backend(opt->graph, settings);
+          for (const tune::BackendTuning& b : fastest.backends)
+            backend_seconds.emplace_back(b.backend,
+                                         b.result ? b.result->entry.chosen_seconds : -1.0);
+          opt->backend_name = fastest.winner().backend;
+          tuned = std::move(*fastest.backends[fastest.chosen].result);
+        } else {
+          opt->backend_name = backend_choice;
+        }
         opt->backend = &backend::get_backend(opt->backend_name);
         opt->host_memory = backend_uses_host_memory(*opt->backend);
-        tuned = tune::optimize(opt->graph, *opt->backend, settings);
+        if (backend_choice != "auto") tuned = tune::optimize(opt->graph, *opt->backend, settings);
         if (flag) throw Interrupted{};
         compile_seconds_start = Clock::now();
         opt->module = opt->backend->compile(tuned.chosen);
@@ -269,6 +280,10 @@ std::unique_ptr<Optimized> superoptimize(const Graph& g, const std::string& back
   opt->mugraph = tuned.chosen;
   opt->report = report_of(opt->graph, tuned, *opt->backend, opt->backend_name,
                           seconds_since(compile_seconds_start));
+  // Each backend's best measured time (-1 where tuning failed on it), when "auto" chose.
+  nb::dict per_backend;
+  for (const auto& [name, seconds] : backend_seconds) per_backend[name.c_str()] = seconds;
+  opt->report["backend_seconds"] = per_backend;
   return opt;
 }
 

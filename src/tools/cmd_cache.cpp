@@ -97,7 +97,6 @@ void add_cache_command(CLI::App& app) {
 
 void tuned_optimize(const TunedOptimizeOptions& o) {
   const ir::KernelGraph graph = ir::load_kernel_graph(o.file);
-  backend::Backend& backend = select_backend(o.backend);
   tune::OptimizeOptions options;
   options.cache_path = cache_path(o.cache);
   options.read_cache = !o.force;
@@ -110,8 +109,27 @@ void tuned_optimize(const TunedOptimizeOptions& o) {
     else
       fmt::print("{}\n", line);
   };
-  if (!o.json) fmt::print("backend: {}\n", describe_backend(backend));
-  tune::OptimizeResult r = tune::optimize(graph, backend, options);
+  tune::OptimizeResult r;
+  nlohmann::json backends = nlohmann::json::array();
+  if (o.backend == "auto") {
+    // Every tunable backend tunes it; the log lines name each one's best and the choice.
+    tune::FastestBackendResult fastest = tune::optimize_on_fastest_backend(graph, options);
+    for (const tune::BackendTuning& b : fastest.backends)
+      backends.push_back(
+          b.result ? nlohmann::json{{"backend", b.backend},
+                                    {"fingerprint", b.result->entry.key.fingerprint},
+                                    {"chosen", b.result->entry.winner().label},
+                                    {"seconds", b.result->entry.chosen_seconds},
+                                    {"cache_hit", b.result->cache_hit}}
+                   : nlohmann::json{{"backend", b.backend}, {"error", b.error}});
+    r = std::move(*fastest.backends[fastest.chosen].result);
+    if (!o.json)
+      fmt::print("backend: {}\n", describe_backend(backend::get_backend(r.entry.key.backend)));
+  } else {
+    backend::Backend& backend = select_backend(o.backend);
+    if (!o.json) fmt::print("backend: {}\n", describe_backend(backend));
+    r = tune::optimize(graph, backend, options);
+  }
   const bool proved = r.proof.equivalent && r.proof.bound_met;
   const tune::CandidateRecord& chosen = r.entry.winner();
   if (!o.out.empty()) {
@@ -139,6 +157,7 @@ void tuned_optimize(const TunedOptimizeOptions& o) {
                         {"search_seconds", r.search_seconds},
                         {"notes", r.search ? r.search->notes : std::vector<std::string>{}},
                         {"mugraph", ir::to_json(r.chosen)}};
+    if (o.backend == "auto") j["backends"] = backends;
     fmt::print("{}\n", j.dump());
     return;
   }

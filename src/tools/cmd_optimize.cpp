@@ -147,10 +147,12 @@ void optimize(const OptimizeOptions& o) {
       std::fflush(stderr);
     };
   options.should_stop = [] { return interrupted.load(); };
+  // "auto" tunes on every backend that can be tuned here and keeps the fastest.
+  const bool tune_auto = o.backend == "auto" && info.device.tunable && info.availability.available;
   if (info.device.tunable && info.availability.available && !o.no_tune) {
     if (tty) options.progress = nullptr;  // the tuner's log lines say where it is
     tuned_optimize({.file = o.file,
-                    .backend = info.name,
+                    .backend = tune_auto ? "auto" : info.name,
                     .cache = o.cache,
                     .out = o.out,
                     .search = options,
@@ -250,7 +252,8 @@ void add_optimize_command(CLI::App& app) {
   command->add_option("file", options->file, "Kernel graph JSON file")->required();
   command
       ->add_option("--backend", options->backend,
-                   "Backend whose device description sets the search space, or auto")
+                   "Backend to tune on (and whose device sets the search space), or auto: tune on "
+                   "every available backend and keep the fastest")
       ->capture_default_str();
   command->add_option("--budget", options->budget, "Search budget in seconds")
       ->capture_default_str();

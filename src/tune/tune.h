@@ -241,6 +241,29 @@ std::optional<ir::KernelGraph> cached_winner(const ir::KernelGraph& graph,
                                              const backend::Backend& backend,
                                              const std::filesystem::path& cache_path = {});
 
+// ==== choosing the backend by measurement ========================================================
+
+// One backend's part in optimize_on_fastest_backend: its tuning result, or why it has none.
+struct BackendTuning {
+  std::string backend;
+  std::optional<OptimizeResult> result;
+  std::string error;  // the one-line reason when tuning failed on this backend
+};
+
+struct FastestBackendResult {
+  std::vector<BackendTuning> backends;  // every available tunable backend, in registry order
+  size_t chosen = 0;                    // index into backends: the one with the fastest winner
+  const BackendTuning& winner() const { return backends.at(chosen); }
+};
+
+// What backend "auto" means: optimize() on every available backend whose device is tunable (each
+// searched under its own device's description and cached under its own fingerprint, so a later
+// call is a cache hit per device), then the backend whose winner measured fastest. A backend on
+// which optimize() throws is kept with its error and not chosen. Throws yirage::Error when no
+// backend is available and tunable, or when every one failed (with each one's reason).
+FastestBackendResult optimize_on_fastest_backend(const ir::KernelGraph& graph,
+                                                 const OptimizeOptions& options = {});
+
 // ==== candidate isolation ========================================================================
 
 // The argument that makes an executable a tuning worker: `<exe> --yirage-tune-worker <request>`.
