@@ -43,7 +43,7 @@ ir::KernelGraph small_graph() {
 }
 
 TEST(BackendRegistry, ListsBackendsInOrderOfPreference) {
-  EXPECT_THAT(backend_names(), ElementsAre("cuda", "cpu", "reference"));
+  EXPECT_THAT(backend_names(), ElementsAre("cuda", "cpu", "opencl", "reference"));
   std::vector<BackendInfo> infos = describe_backends();
   ASSERT_EQ(infos.size(), 3u);
   EXPECT_EQ(infos[0].name, "cuda");
@@ -53,7 +53,7 @@ TEST(BackendRegistry, ListsBackendsInOrderOfPreference) {
 
 TEST(BackendRegistry, UnknownNameListsTheKnownOnes) {
   EXPECT_EQ(error_of([] { get_backend("nope"); }),
-            "unknown backend 'nope'; known backends: cuda, cpu, reference");
+            "unknown backend 'nope'; known backends: cuda, cpu, opencl, reference");
 }
 
 TEST(BackendRegistry, UnavailableBackendIsAnErrorWithItsReason) {
@@ -115,7 +115,7 @@ TEST(BackendRegistry, CpuFingerprintIsStable) {
 // A backend created with options is the caller's own; the shared one keeps its settings.
 TEST(BackendRegistry, CreatedBackendsKeepTheirOwnOptions) {
   EXPECT_EQ(error_of([] { create_backend("tpu", {}); }),
-            "unknown backend 'tpu'; known backends: cuda, cpu, reference");
+            "unknown backend 'tpu'; known backends: cuda, cpu, opencl, reference");
   EXPECT_EQ(error_of([] { create_backend("cpu", {-1}); }), "backend 'cpu': -1 threads");
   if (Availability cuda = make_cuda_backend({})->availability(); !cuda.available) {
     EXPECT_EQ(error_of([] { create_backend("cuda", {}); }),
