@@ -85,8 +85,13 @@ def test_report():
     report = opt.report()
     for key in ("kernels", "verified", "search_seconds", "states", "cache_hit", "backend"):
         assert key in report, key
-    assert report["backend"] == yr.get_default_backend() == opt.backend
+    # "auto" tuned on every available backend worth tuning and runs on the fastest one.
+    assert report["backend"] == opt.backend
     assert report["backend"] in yr.get_available_backends()
+    measured = {name: s for name, s in report["backend_seconds"].items() if s >= 0}
+    assert report["backend"] in measured
+    assert measured[report["backend"]] == min(measured.values())
+    assert report["measured_seconds"] == measured[report["backend"]]
     assert report["verified"] is True
     assert report["cache_hit"] is False
     assert isinstance(report["kernels"], int) and 1 <= report["kernels"] <= 2
