@@ -10,7 +10,7 @@
 namespace yirage::backend::opencl {
 namespace {
 
-Loader load() {
+Loader load_icd_loader() {
   Loader result;
   void* handle = nullptr;
   for (const char* file : {"libOpenCL.so.1", "libOpenCL.so"})
@@ -38,7 +38,7 @@ Loader load() {
 }  // namespace
 
 const Loader& loader() {
-  static const Loader instance = load();
+  static const Loader instance = load_icd_loader();
   return instance;
 }
 
