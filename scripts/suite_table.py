@@ -9,8 +9,11 @@ Then it times numpy (bs 1, f32) with as many threads as ours use and inputs rota
 last-level cache, as our profiler does, and prints one row per workload: the winner, the tuning
 time (or "cache hit"), ours, numpy, and numpy / ours (above 1: ours is faster).
 
+With --backends cpu,opencl it tunes on each backend in turn (`--backend NAME`) and prints each
+one's winner and time beside numpy's, and numpy / each.
+
 Usage: python3 scripts/suite_table.py [--yirage build/release/yirage] [--search-seconds S]
-                                      [--cache FILE] [--force] [WORKLOAD ...]
+                                      [--cache FILE] [--force] [--backends A,B] [WORKLOAD ...]
 """
 import argparse
 import json
@@ -34,9 +37,10 @@ import numpy as np  # noqa: E402
 import numpy_suite  # noqa: E402
 
 
-def run_yirage(args):
+def run_yirage(args, backend=None):
     """One dict per workload from `yirage suite run --json`; its stderr (progress) passes through."""
     cmd = [args.yirage, "suite", "run", "--json", "--search-seconds", str(args.search_seconds)]
+    cmd += ["--backend", backend] if backend else []
     cmd += ["--cache", args.cache] if args.cache else []
     cmd += ["--force"] if args.force else []
     cmd += args.workloads
@@ -79,6 +83,31 @@ def print_table(rows, numpy_seconds):
           f"({hits} of {len(rows)} from the tuning cache)")
 
 
+def print_backends_table(backends, rows_by_backend, numpy_seconds):
+    """One row per workload: each backend's winner and time, numpy's, and numpy / each backend."""
+    header = f"{'workload':16}"
+    for b in backends:
+        header += f" {b + ' winner':22} {b + ' µs':>12}"
+    header += f" {'numpy µs':>10}" + "".join(f" {'numpy/' + b:>12}" for b in backends)
+    print(header)
+    ratios = {b: [] for b in backends}
+    for i, row in enumerate(rows_by_backend[backends[0]]):
+        name = row["workload"]
+        theirs = numpy_seconds[name]
+        line = f"{name:16}"
+        for b in backends:
+            r = rows_by_backend[b][i]
+            line += f" {r['winner']:22} {r['steady_seconds'] * 1e6:12.1f}"
+        line += f" {theirs * 1e6:10.1f}"
+        for b in backends:
+            ratios[b].append(theirs / rows_by_backend[b][i]["steady_seconds"])
+            line += f" {ratios[b][-1]:12.3f}"
+        print(line)
+    for b in backends:
+        geomean = math.exp(sum(math.log(r) for r in ratios[b]) / len(ratios[b]))
+        print(f"geo-mean numpy/{b}: {geomean:.3f}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("workloads", nargs="*", help="workloads (default: all)")
@@ -87,6 +116,8 @@ def main():
                     help="search budget per workload (default 5)")
     ap.add_argument("--cache", help="tuning database (default: yirage's)")
     ap.add_argument("--force", action="store_true", help="tune again despite cache hits")
+    ap.add_argument("--backends", help="comma-separated backends to tune on, each in its own "
+                    "column (default: yirage's default backend)")
     args = ap.parse_args()
     unknown = [w for w in args.workloads if w not in numpy_suite.WORKLOADS]
     if unknown:
@@ -103,10 +134,17 @@ def main():
     print("# bs 1, f32; ours: the profiled median of tune::optimize's winner; numpy: unfused, "
           "median of 7 batches; inputs rotated past the L3 on both sides", flush=True)
     start = time.perf_counter()
-    rows = run_yirage(args)
-    tuned_at = time.perf_counter()
-    numpy_seconds = time_peers(rows)
-    print_table(rows, numpy_seconds)
+    if args.backends:
+        backends = args.backends.split(",")
+        rows_by_backend = {b: run_yirage(args, b) for b in backends}
+        tuned_at = time.perf_counter()
+        numpy_seconds = time_peers(rows_by_backend[backends[0]])
+        print_backends_table(backends, rows_by_backend, numpy_seconds)
+    else:
+        rows = run_yirage(args)
+        tuned_at = time.perf_counter()
+        numpy_seconds = time_peers(rows)
+        print_table(rows, numpy_seconds)
     print(f"wall: yirage {tuned_at - start:.1f} s, numpy {time.perf_counter() - tuned_at:.1f} s")
 
 

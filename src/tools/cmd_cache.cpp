@@ -115,13 +115,12 @@ void tuned_optimize(const TunedOptimizeOptions& o) {
     // Every tunable backend tunes it; the log lines name each one's best and the choice.
     tune::FastestBackendResult fastest = tune::optimize_on_fastest_backend(graph, options);
     for (const tune::BackendTuning& b : fastest.backends)
-      backends.push_back(
-          b.result ? nlohmann::json{{"backend", b.backend},
-                                    {"fingerprint", b.result->entry.key.fingerprint},
-                                    {"chosen", b.result->entry.winner().label},
-                                    {"seconds", b.result->entry.chosen_seconds},
-                                    {"cache_hit", b.result->cache_hit}}
-                   : nlohmann::json{{"backend", b.backend}, {"error", b.error}});
+      backends.push_back(b.result ? nlohmann::json{{"backend", b.backend},
+                                                   {"fingerprint", b.result->entry.key.fingerprint},
+                                                   {"chosen", b.result->entry.winner().label},
+                                                   {"seconds", b.result->entry.chosen_seconds},
+                                                   {"cache_hit", b.result->cache_hit}}
+                                  : nlohmann::json{{"backend", b.backend}, {"error", b.error}});
     r = std::move(*fastest.backends[fastest.chosen].result);
     if (!o.json)
       fmt::print("backend: {}\n", describe_backend(backend::get_backend(r.entry.key.backend)));

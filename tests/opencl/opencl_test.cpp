@@ -30,9 +30,9 @@ Backend* opencl_or_skip() {
   return nullptr;
 }
 
-#define OPENCL_OR_SKIP(var)                       \
-  Backend* var = opencl_or_skip();                \
-  if (!var) GTEST_SKIP() << "no OpenCL device";   \
+#define OPENCL_OR_SKIP(var)                     \
+  Backend* var = opencl_or_skip();              \
+  if (!var) GTEST_SKIP() << "no OpenCL device"; \
   static_assert(true)
 
 TEST(OpenclBackend, DescribesItsDevice) {
@@ -117,25 +117,25 @@ TEST_P(SearchedOnOpencl, RankedMuGraphsMatchReference) {
     for (const ir::Node& n : c.mugraph.nodes()) fused += std::holds_alternative<ir::FusedOp>(n.op);
   EXPECT_GT(fused, 0) << target << ": the search returned no fused kernel to run";
   for (size_t i = 0; i < r.ranked.size(); ++i)
-    cuda_testing::expect_matches(r.ranked[i].mugraph, *cl, cuda_testing::fresh_seed(),
-                                 fmt::format("{} candidate {} ({} kernels)", target, i,
-                                             r.ranked[i].kernels));
+    cuda_testing::expect_matches(
+        r.ranked[i].mugraph, *cl, cuda_testing::fresh_seed(),
+        fmt::format("{} candidate {} ({} kernels)", target, i, r.ranked[i].kernels));
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Targets, SearchedOnOpencl,
-    ::testing::Combine(::testing::ValuesIn(search::testing::kTargetNames),
-                       ::testing::Values(ir::DType::f32)),
-    [](const auto& info) {
-      return fmt::format("{}_{}", std::get<0>(info.param), ir::dtype_name(std::get<1>(info.param)));
-    });
-INSTANTIATE_TEST_SUITE_P(
-    SixteenBit, SearchedOnOpencl,
-    ::testing::Combine(::testing::Values("gqa", "rmsnorm_linear"),
-                       ::testing::Values(ir::DType::f16, ir::DType::bf16)),
-    [](const auto& info) {
-      return fmt::format("{}_{}", std::get<0>(info.param), ir::dtype_name(std::get<1>(info.param)));
-    });
+INSTANTIATE_TEST_SUITE_P(Targets, SearchedOnOpencl,
+                         ::testing::Combine(::testing::ValuesIn(search::testing::kTargetNames),
+                                            ::testing::Values(ir::DType::f32)),
+                         [](const auto& info) {
+                           return fmt::format("{}_{}", std::get<0>(info.param),
+                                              ir::dtype_name(std::get<1>(info.param)));
+                         });
+INSTANTIATE_TEST_SUITE_P(SixteenBit, SearchedOnOpencl,
+                         ::testing::Combine(::testing::Values("gqa", "rmsnorm_linear"),
+                                            ::testing::Values(ir::DType::f16, ir::DType::bf16)),
+                         [](const auto& info) {
+                           return fmt::format("{}_{}", std::get<0>(info.param),
+                                              ir::dtype_name(std::get<1>(info.param)));
+                         });
 
 }  // namespace
 }  // namespace yirage::backend

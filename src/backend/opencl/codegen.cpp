@@ -161,7 +161,8 @@ class Lowering {
       first_output.emplace(graph_.outputs()[o].tensor, o);
     // Output slots first, in output order, so that an output marked twice has its own slot.
     for (size_t o = 0; o < graph_.outputs().size(); ++o)
-      output_slots_.push_back(add_slot(SlotKind::output, int(o), graph_.type(graph_.outputs()[o].tensor)));
+      output_slots_.push_back(
+          add_slot(SlotKind::output, int(o), graph_.type(graph_.outputs()[o].tensor)));
     int inputs = 0, scratch = 0;
     const auto& nodes = graph_.nodes();
     for (size_t id = 0; id < nodes.size(); ++id) {
@@ -189,7 +190,8 @@ class Lowering {
   const Tensor& out(int32_t id, int32_t port = 0) const { return tensors_.at({id, port}); }
 
   // "__global const float* a0, __global float* a1"; parameter i is named a<i>.
-  static std::string params(const std::vector<TensorType>& ins, const std::vector<TensorType>& outs) {
+  static std::string params(const std::vector<TensorType>& ins,
+                            const std::vector<TensorType>& outs) {
     std::vector<std::string> p;
     for (const TensorType& t : ins)
       p.push_back(fmt::format("__global const {}* a{}", storage_type(t.dtype), p.size()));
@@ -230,14 +232,18 @@ class Lowering {
             [&](const ir::UnaryOp& op) {
               const Tensor &x = in(node, 0), &o = out(id);
               kernel(what, {&x}, {&o}, ir::num_elements(o.type.dims),
-                     "  " + store(o.type.dtype, "a1", "i",
-                                  unary_expr(op, load(x.type.dtype, "a0", "i"))) + "\n");
+                     "  " +
+                         store(o.type.dtype, "a1", "i",
+                               unary_expr(op, load(x.type.dtype, "a0", "i"))) +
+                         "\n");
             },
             [&](const ir::BinaryOp& op) {
               const Tensor &a = in(node, 0), &b = in(node, 1), &o = out(id);
               const Dims& od = o.type.dims;
-              const std::string av = load(a.type.dtype, "a0", broadcast_index(od, a.type.dims, "i"));
-              const std::string bv = load(b.type.dtype, "a1", broadcast_index(od, b.type.dims, "i"));
+              const std::string av =
+                  load(a.type.dtype, "a0", broadcast_index(od, a.type.dims, "i"));
+              const std::string bv =
+                  load(b.type.dtype, "a1", broadcast_index(od, b.type.dims, "i"));
               kernel(what, {&a, &b}, {&o}, ir::num_elements(od),
                      "  " + store(o.type.dtype, "a2", "i", binary_expr(op.fn, av, bv)) + "\n");
             },
@@ -252,7 +258,9 @@ class Lowering {
             [&](const ir::ConcatOp& op) { concat_split(id, node, op.dim, true, what); },
             [&](const ir::SplitOp& op) { concat_split(id, node, op.dim, false, what); },
             [&](const ir::PermuteOp& op) { permute(id, node, op, what); },
-            [&](const ir::EmbeddingOp&) { fail("the opencl backend does not lower embedding yet"); },
+            [&](const ir::EmbeddingOp&) {
+              fail("the opencl backend does not lower embedding yet");
+            },
             [&](const ir::RopeOp&) { fail("the opencl backend does not lower rope yet"); },
             [&](const ir::QuantMatmulOp&) {
               fail("the opencl backend does not lower quant_matmul yet");
@@ -329,7 +337,8 @@ class Lowering {
   }
 
   // Concat copies each operand into its slot along `dim`; split copies each slot out.
-  void concat_split(int32_t id, const ir::Node& node, int dim, bool concat, const std::string& what) {
+  void concat_split(int32_t id, const ir::Node& node, int dim, bool concat,
+                    const std::string& what) {
     const Tensor& whole = concat ? out(id) : in(node, 0);
     const ir::AxisView w(whole.type.dims, dim);
     int64_t offset = 0;
@@ -341,8 +350,13 @@ class Lowering {
           fmt::format("(i / {}L) * {}L + {}L + i % {}L", v.extent * v.inner, w.extent * w.inner,
                       offset * w.inner, v.extent * v.inner);
       const std::string body =
-          concat ? "  " + store(whole.type.dtype, "a1", whole_index, load(part.type.dtype, "a0", "i")) + "\n"
-                 : "  " + store(part.type.dtype, "a1", "i", load(whole.type.dtype, "a0", whole_index)) + "\n";
+          concat
+              ? "  " +
+                    store(whole.type.dtype, "a1", whole_index, load(part.type.dtype, "a0", "i")) +
+                    "\n"
+              : "  " +
+                    store(part.type.dtype, "a1", "i", load(whole.type.dtype, "a0", whole_index)) +
+                    "\n";
       kernel(fmt::format("{}, part {}", what, p), {concat ? &part : &whole},
              {concat ? &whole : &part}, ir::num_elements(part.type.dims), body);
       offset += v.extent;
@@ -361,7 +375,8 @@ class Lowering {
            "  " + store(o.type.dtype, "a1", "i", load(x.type.dtype, "a0", index)) + "\n");
   }
 
-  void fused(int32_t id, const ir::Node& node, const ir::BlockGraph& body, const std::string& what) {
+  void fused(int32_t id, const ir::Node& node, const ir::BlockGraph& body,
+             const std::string& what) {
     Step step;
     step.what = what;
     std::vector<TensorType> ins, outs;
@@ -409,8 +424,8 @@ std::string norm_body(DType x_type, const std::string& x, DType out_type, const 
                       const std::string& row, int64_t group, double eps, bool centered,
                       const std::string& weight, const std::string& bias) {
   const std::string xv = load(x_type, x, "base + j");
-  std::string body = fmt::format("  const long base = ({}) * {}L;\n  float mean = 0.0f, ss = 0.0f;\n",
-                                 row, group);
+  std::string body =
+      fmt::format("  const long base = ({}) * {}L;\n  float mean = 0.0f, ss = 0.0f;\n", row, group);
   if (centered)
     body += fmt::format("  for (long j = 0; j < {0}L; ++j) mean += {1};\n  mean /= {0}.0f;\n",
                         group, xv);

@@ -56,7 +56,8 @@ class BlockKernel {
 
     std::vector<std::string> params;
     for (const ir::TensorType& t : operands_)
-      params.push_back(fmt::format("__global const {}* in{}", storage_type(t.dtype), params.size()));
+      params.push_back(
+          fmt::format("__global const {}* in{}", storage_type(t.dtype), params.size()));
     for (size_t o = 0; o < outputs_.size(); ++o)
       params.push_back(fmt::format("__global {}* out{}", storage_type(outputs_[o].dtype), o));
     std::string params_text;
@@ -92,6 +93,19 @@ class BlockKernel {
     text_ += '\n';
   }
 
+  // Appends `text`'s lines at the current indentation.
+  void indented(const std::string& text) {
+    size_t start = 0;
+    while (start < text.size()) {
+      const size_t end = text.find('\n', start);
+      const size_t stop = end == std::string::npos ? text.size() : end;
+      text_.append(size_t(indent_), ' ');
+      text_.append(text, start, stop - start);
+      text_ += '\n';
+      start = stop + 1;
+    }
+  }
+
   int64_t elements(int32_t id) const { return ir::num_elements(node(id).tile.dims); }
   const BlockNode& node(int32_t id) const { return g_.nodes()[size_t(id)]; }
   const Dims& dims(int32_t id) const { return node(id).tile.dims; }
@@ -101,7 +115,7 @@ class BlockKernel {
   // A pass over `count` elements, `e` the element, then a barrier.
   void pass(int64_t count, const std::string& body) {
     line("for (long e = lid; e < {}L; e += {}L) {{", count, items_);
-    text_ += body;
+    indented(body);
     line("}}");
     line("barrier(CLK_LOCAL_MEM_FENCE);");
   }
@@ -159,7 +173,8 @@ class BlockKernel {
               const bool is_max = op.fn == ir::ReduceFn::max;
               std::string body = fmt::format(
                   "  const long base = (e / {0}L) * {1}L + e % {0}L;\n  float acc = {2};\n"
-                  "  for (long k = 0; k < {3}L; ++k) {{\n    const float v = {4}[base + k * {0}L];\n"
+                  "  for (long k = 0; k < {3}L; ++k) {{\n    const float v = {4}[base + k * "
+                  "{0}L];\n"
                   "    {5}\n  }}\n",
                   v.inner, v.extent * v.inner, is_max ? "-INFINITY" : "0.0f", v.extent, in(id, 0),
                   is_max ? "if (v > acc || isnan(v)) acc = v;" : "acc += v;");
@@ -169,11 +184,12 @@ class BlockKernel {
             [&](const ir::ReduceToWidthOp& op) {
               const ir::AxisView v(in_dims(id, 0), op.dim);
               const int64_t run = v.extent / op.width;
-              pass(count, fmt::format(
-                              "  const long o = e / {0}L, w = (e / {1}L) % {2}L, i = e % {1}L;\n"
-                              "  float acc = 0.0f;\n  for (long k = 0; k < {3}L; ++k) acc += "
-                              "{4}[(o * {5}L + w * {3}L + k) * {1}L + i];\n  {6}[e] = acc;\n",
-                              op.width * v.inner, v.inner, op.width, run, in(id, 0), v.extent, out));
+              pass(count,
+                   fmt::format("  const long o = e / {0}L, w = (e / {1}L) % {2}L, i = e % {1}L;\n"
+                               "  float acc = 0.0f;\n  for (long k = 0; k < {3}L; ++k) acc += "
+                               "{4}[(o * {5}L + w * {3}L + k) * {1}L + i];\n  {6}[e] = acc;\n",
+                               op.width * v.inner, v.inner, op.width, run, in(id, 0), v.extent,
+                               out));
             },
             [&](const ir::RmsNormOp& op) {
               norm(id, op.normalized_shape, op.eps, op.has_weight, false, false);
@@ -194,16 +210,17 @@ class BlockKernel {
     const std::string w = has_weight ? in(id, 1) + "[j]" : "";
     const std::string b = has_bias ? in(id, has_weight ? 2 : 1) + "[j]" : "";
     line("for (long row = lid; row < {}L; row += {}L) {{", elements(id) / group, items_);
-    text_ += norm_body(ir::DType::f32, in(id, 0), ir::DType::f32, tile_name(id), "row", group, eps,
-                       centered, w, b);
+    indented(norm_body(ir::DType::f32, in(id, 0), ir::DType::f32, tile_name(id), "row", group, eps,
+                       centered, w, b));
     line("}}");
     line("barrier(CLK_LOCAL_MEM_FENCE);");
   }
 
   void emit_concat(int32_t id, int dim) {
     const ir::AxisView w(dims(id), dim);
-    std::string body = fmt::format("  const long o = e / {0}L, c = (e / {1}L) % {2}L, i = e % {1}L;\n",
-                                   w.extent * w.inner, w.inner, w.extent);
+    std::string body =
+        fmt::format("  const long o = e / {0}L, c = (e / {1}L) % {2}L, i = e % {1}L;\n",
+                    w.extent * w.inner, w.inner, w.extent);
     int64_t offset = 0;
     for (size_t p = 0; p < node(id).inputs.size(); ++p) {
       const ir::AxisView v(in_dims(id, p), dim);
@@ -276,10 +293,10 @@ class BlockKernel {
            fmt::format("  if ({1}[e] > {0}_max[e] || isnan({1}[e])) {0}_max[e] = {1}[e];\n", t, m));
       return;
     }
-    pass(elements(id), acc.fn == AccumFn::max
-                           ? fmt::format("  if ({1}[e] > {0}[e] || isnan({1}[e])) {0}[e] = {1}[e];\n",
-                                         t, v)
-                           : fmt::format("  {}[e] += {}[e];\n", t, v));
+    pass(elements(id),
+         acc.fn == AccumFn::max
+             ? fmt::format("  if ({1}[e] > {0}[e] || isnan({1}[e])) {0}[e] = {1}[e];\n", t, v)
+             : fmt::format("  {}[e] += {}[e];\n", t, v));
   }
 
   void emit_finish(int32_t id) {
@@ -306,8 +323,8 @@ class BlockKernel {
     }
     for (size_t j = 0; j < td.size(); ++j)
       if (td[j] != 1) index += fmt::format(" + {} * {}L", coordinate(td, j, "e"), strides[j]);
-    pass(elements(id), "  " + store(out.dtype, fmt::format("out{}", output), index,
-                                    in(id, 0) + "[e]") + "\n");
+    pass(elements(id),
+         "  " + store(out.dtype, fmt::format("out{}", output), index, in(id, 0) + "[e]") + "\n");
   }
 
   const BlockGraph& g_;

@@ -23,11 +23,11 @@ Loader load_icd_loader() {
         why ? why : "not found");
     return result;
   }
-#define YR_OPENCL_LOOKUP(name)                                                                    \
-  result.api.name = reinterpret_cast<decltype(result.api.name)>(dlsym(handle, "cl" #name));      \
-  if (!result.api.name) {                                                                         \
-    result.reason = "the OpenCL ICD loader lacks cl" #name ", an OpenCL 1.2 entry";               \
-    return result;                                                                                \
+#define YR_OPENCL_LOOKUP(name)                                                              \
+  result.api.name = reinterpret_cast<decltype(result.api.name)>(dlsym(handle, "cl" #name)); \
+  if (!result.api.name) {                                                                   \
+    result.reason = "the OpenCL ICD loader lacks cl" #name ", an OpenCL 1.2 entry";         \
+    return result;                                                                          \
   }
   YR_OPENCL_ENTRIES(YR_OPENCL_LOOKUP)
 #undef YR_OPENCL_LOOKUP

@@ -12,14 +12,35 @@
 namespace yirage::backend::opencl {
 
 // One function pointer per entry, named after it without the "cl" prefix.
-#define YR_OPENCL_ENTRIES(X)                                                                  \
-  X(GetPlatformIDs) X(GetPlatformInfo) X(GetDeviceIDs) X(GetDeviceInfo) X(CreateContext)     \
-  X(ReleaseContext) X(CreateCommandQueue) X(ReleaseCommandQueue) X(CreateBuffer)             \
-  X(ReleaseMemObject) X(EnqueueWriteBuffer) X(EnqueueReadBuffer) X(EnqueueCopyBuffer)        \
-  X(CreateProgramWithSource) X(CreateProgramWithBinary) X(BuildProgram)                      \
-  X(GetProgramBuildInfo) X(GetProgramInfo) X(ReleaseProgram) X(CreateKernel) X(ReleaseKernel) \
-  X(SetKernelArg) X(EnqueueNDRangeKernel) X(Finish) X(WaitForEvents)                         \
-  X(GetEventProfilingInfo) X(ReleaseEvent)
+// clang-format off
+#define YR_OPENCL_ENTRIES(X) \
+  X(GetPlatformIDs) \
+  X(GetPlatformInfo) \
+  X(GetDeviceIDs) \
+  X(GetDeviceInfo) \
+  X(CreateContext) \
+  X(ReleaseContext) \
+  X(CreateCommandQueue) \
+  X(ReleaseCommandQueue) \
+  X(CreateBuffer) \
+  X(ReleaseMemObject) \
+  X(EnqueueWriteBuffer) \
+  X(EnqueueReadBuffer) \
+  X(EnqueueCopyBuffer) \
+  X(CreateProgramWithSource) \
+  X(CreateProgramWithBinary) \
+  X(BuildProgram) \
+  X(GetProgramBuildInfo) \
+  X(GetProgramInfo) \
+  X(ReleaseProgram) \
+  X(CreateKernel) \
+  X(ReleaseKernel) \
+  X(SetKernelArg) \
+  X(EnqueueNDRangeKernel) \
+  X(Finish) \
+  X(GetEventProfilingInfo) \
+  X(ReleaseEvent)
+// clang-format on
 
 struct Api {
 #define YR_OPENCL_MEMBER(name) decltype(&::cl##name) name = nullptr;

@@ -49,7 +49,8 @@ std::string platform_string(cl_platform_id platform, cl_platform_info what) {
   size_t size = 0;
   probe_check(cl().GetPlatformInfo(platform, what, 0, nullptr, &size), "clGetPlatformInfo");
   std::string text(size, '\0');
-  probe_check(cl().GetPlatformInfo(platform, what, size, text.data(), nullptr), "clGetPlatformInfo");
+  probe_check(cl().GetPlatformInfo(platform, what, size, text.data(), nullptr),
+              "clGetPlatformInfo");
   while (!text.empty() && text.back() == '\0') text.pop_back();
   return text;
 }
@@ -161,23 +162,27 @@ Probe probe_device() {
 
 class ClBuffer final : public Buffer {
  public:
-  ClBuffer(cl_context context, cl_command_queue queue, size_t bytes) : queue_(queue), bytes_(bytes) {
+  ClBuffer(cl_context context, cl_command_queue queue, size_t bytes)
+      : queue_(queue), bytes_(bytes) {
     cl_int status = CL_SUCCESS;
     // clCreateBuffer refuses 0 bytes; an empty tensor still gets a buffer.
-    mem_ = cl().CreateBuffer(context, CL_MEM_READ_WRITE, std::max<size_t>(bytes, 1), nullptr, &status);
+    mem_ =
+        cl().CreateBuffer(context, CL_MEM_READ_WRITE, std::max<size_t>(bytes, 1), nullptr, &status);
     check(status, fmt::format("clCreateBuffer({} bytes)", bytes));
   }
   ~ClBuffer() override { cl().ReleaseMemObject(mem_); }
   size_t size() const override { return bytes_; }
   void write(std::span<const std::byte> bytes) override {
-    if (bytes.size() != bytes_) fail("opencl: buffer write of {} bytes into {}", bytes.size(), bytes_);
+    if (bytes.size() != bytes_)
+      fail("opencl: buffer write of {} bytes into {}", bytes.size(), bytes_);
     if (bytes_)
       check(cl().EnqueueWriteBuffer(queue_, mem_, CL_TRUE, 0, bytes_, bytes.data(), 0, nullptr,
                                     nullptr),
             "clEnqueueWriteBuffer");
   }
   void read(std::span<std::byte> bytes) const override {
-    if (bytes.size() != bytes_) fail("opencl: buffer read of {} bytes from {}", bytes.size(), bytes_);
+    if (bytes.size() != bytes_)
+      fail("opencl: buffer read of {} bytes from {}", bytes.size(), bytes_);
     if (bytes_)
       check(cl().EnqueueReadBuffer(queue_, mem_, CL_TRUE, 0, bytes_, bytes.data(), 0, nullptr,
                                    nullptr),
@@ -233,8 +238,8 @@ cl_program build_program(cl_context context, cl_device_id device, const std::str
     const auto* bytes = reinterpret_cast<const unsigned char*>(binary.data());
     const size_t size = binary.size();
     cl_int binary_status = CL_SUCCESS;
-    cl_program program = cl().CreateProgramWithBinary(context, 1, &device, &size, &bytes,
-                                                      &binary_status, &status);
+    cl_program program =
+        cl().CreateProgramWithBinary(context, 1, &device, &size, &bytes, &binary_status, &status);
     if (status == CL_SUCCESS && binary_status == CL_SUCCESS &&
         cl().BuildProgram(program, 1, &device, kBuildOptions, nullptr, nullptr) == CL_SUCCESS)
       return program;
@@ -258,8 +263,7 @@ cl_program build_program(cl_context context, cl_device_id device, const std::str
     fs::create_directories(dir, ec);
     if (!ec && cl().GetProgramInfo(program, CL_PROGRAM_BINARIES, sizeof(bytes), &bytes, nullptr) ==
                    CL_SUCCESS) {
-      const fs::path temporary =
-          file.string() + fmt::format(".{}.tmp", std::random_device{}());
+      const fs::path temporary = file.string() + fmt::format(".{}.tmp", std::random_device{}());
       std::ofstream(temporary, std::ios::binary).write(binary.data(), std::streamsize(size));
       fs::rename(temporary, file, ec);
       if (ec) fs::remove(temporary, ec);
@@ -311,24 +315,25 @@ class ClModule final : public Module {
     for (size_t s = 0; s < program_.steps.size(); ++s) {
       const Step& step = program_.steps[s];
       cl_event* event = nullptr;
-      if (first && s == 0) event = &first->event;
-      else if (last && s + 1 == program_.steps.size()) event = &last->event;
+      if (first && s == 0)
+        event = &first->event;
+      else if (last && s + 1 == program_.steps.size())
+        event = &last->event;
       if (step.kernel.empty()) {
         if (step.copy_bytes)
-          check(cl().EnqueueCopyBuffer(queue_, mems[size_t(step.args[0])],
-                                       mems[size_t(step.args[1])], 0, 0, step.copy_bytes, 0,
-                                       nullptr, event),
-                fmt::format("clEnqueueCopyBuffer for {}", step.what));
+          check(
+              cl().EnqueueCopyBuffer(queue_, mems[size_t(step.args[0])], mems[size_t(step.args[1])],
+                                     0, 0, step.copy_bytes, 0, nullptr, event),
+              fmt::format("clEnqueueCopyBuffer for {}", step.what));
       } else {
         cl_kernel kernel = kernels_[s];
         for (size_t a = 0; a < step.args.size(); ++a)
           check(cl().SetKernelArg(kernel, cl_uint(a), sizeof(cl_mem), &mems[size_t(step.args[a])]),
                 fmt::format("clSetKernelArg for {}", step.what));
         const bool chosen_local = step.local[0] == 0;
-        check(cl().EnqueueNDRangeKernel(queue_, kernel, cl_uint(step.dims), nullptr,
-                                        step.global.data(),
-                                        chosen_local ? nullptr : step.local.data(), 0, nullptr,
-                                        event),
+        check(cl().EnqueueNDRangeKernel(
+                  queue_, kernel, cl_uint(step.dims), nullptr, step.global.data(),
+                  chosen_local ? nullptr : step.local.data(), 0, nullptr, event),
               fmt::format("clEnqueueNDRangeKernel for {}", step.what));
       }
     }
@@ -345,8 +350,8 @@ class ClModule final : public Module {
       } else {
         const auto& list = slot.kind == SlotKind::input ? inputs : outputs;
         if (size_t(slot.index) >= list.size())
-          fail("opencl: launch with {} {} buffers; the module needs more",
-               list.size(), slot.kind == SlotKind::input ? "input" : "output");
+          fail("opencl: launch with {} {} buffers; the module needs more", list.size(),
+               slot.kind == SlotKind::input ? "input" : "output");
         buffer = list[size_t(slot.index)];
       }
       auto* cl_buffer = dynamic_cast<ClBuffer*>(buffer);

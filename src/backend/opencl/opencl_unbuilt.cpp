@@ -15,7 +15,8 @@ class UnbuiltOpenclBackend final : public Backend {
             "it was configured"};
   }
   DeviceDescription device() const override {
-    return {.name = "no OpenCL device", .fingerprint = "", .capabilities = nlohmann::json::object()};
+    return {
+        .name = "no OpenCL device", .fingerprint = "", .capabilities = nlohmann::json::object()};
   }
   std::unique_ptr<Buffer> allocate(size_t) override { unavailable(); }
   std::unique_ptr<Module> compile(const ir::KernelGraph&) override { unavailable(); }
