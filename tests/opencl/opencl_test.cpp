@@ -1,7 +1,7 @@
 // The opencl backend against the reference executor: outputs poisoned before each run (run_on),
 // fresh random inputs, relative L2 error within the output dtype's tolerance
 // (cuda_test_support.h's expect_matches, shared by the device backends' tests).
-#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 
 #include <fmt/format.h>
@@ -80,6 +80,27 @@ TEST(OpenclBackend, DataMovementMatchesReference) {
   g.mark_output(g.add_node(ir::ReshapeOp{{6, 4}}, {x}, "flat").at(0), "flat");
   g.mark_output(g.add_node(ir::ReduceOp{ir::ReduceFn::max, 1, false}, {c}, "max").at(0), "max");
   cuda_testing::expect_matches(g, *cl, cuda_testing::fresh_seed(), "data movement");
+}
+
+// `yirage backends` lists opencl with its device where a platform exists, and with the reason
+// where none does (ocl-icd reads its vendor list from $OCL_ICD_VENDORS when set).
+TEST(OpenclBackend, BackendsCommandShowsTheDeviceOrWhyNot) {
+  OPENCL_OR_SKIP(cl);
+  auto run = [](const std::string& env) {
+    std::string out;
+    FILE* pipe = popen((env + " " YIRAGE_BINARY " backends 2>&1").c_str(), "r");
+    char buffer[4096];
+    while (pipe && fgets(buffer, sizeof(buffer), pipe)) out += buffer;
+    if (pipe) pclose(pipe);
+    return out;
+  };
+  const std::string present = run("");
+  EXPECT_NE(present.find("opencl     yes       " + cl->device().name), std::string::npos)
+      << present;
+  const std::string absent = run("OCL_ICD_VENDORS=/nonexistent");
+  EXPECT_NE(absent.find("opencl     no        no OpenCL device"), std::string::npos) << absent;
+  EXPECT_NE(absent.find("reason: the OpenCL ICD loader found no platform"), std::string::npos)
+      << absent;
 }
 
 // An op the backend does not lower is a one-line error naming the node, never a fallback.

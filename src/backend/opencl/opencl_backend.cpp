@@ -113,8 +113,8 @@ Probe probe_device() {
     const cl_int found = cl().GetPlatformIDs(0, nullptr, &count);
     if (found == -1001 /* CL_PLATFORM_NOT_FOUND_KHR */ || (found == CL_SUCCESS && count == 0))
       throw ProbeFailure{
-          "no OpenCL platform found (no ICD in /etc/OpenCL/vendors); install one such as "
-          "pocl-opencl-icd"};
+          "the OpenCL ICD loader found no platform (none registered in /etc/OpenCL/vendors or "
+          "$OCL_ICD_VENDORS); install one such as pocl-opencl-icd"};
     probe_check(found, "clGetPlatformIDs");
     std::vector<cl_platform_id> platforms(count);
     probe_check(cl().GetPlatformIDs(count, platforms.data(), nullptr), "clGetPlatformIDs");
