@@ -146,12 +146,15 @@ TEST(Cli, BackendsJsonListsEveryBackendHonestly) {
   ASSERT_EQ(result.exit_code, 0) << result.err;
   nlohmann::json list = nlohmann::json::parse(result.out);
   ASSERT_TRUE(list.is_array());
-  ASSERT_EQ(list.size(), 3u);
+  ASSERT_EQ(list.size(), 4u);
   EXPECT_EQ(list[0]["name"], "cuda");
   EXPECT_EQ(list[1]["name"], "cpu");
-  EXPECT_EQ(list[2]["name"], "reference");
+  EXPECT_EQ(list[2]["name"], "opencl");
+  EXPECT_EQ(list[3]["name"], "reference");
 
-  const nlohmann::json &cuda = list[0], &cpu = list[1], &reference = list[2];
+  const nlohmann::json &cuda = list[0], &cpu = list[1], &opencl = list[2], &reference = list[3];
+  EXPECT_EQ(opencl["available"], opencl["reason"].get<std::string>().empty());
+  EXPECT_TRUE(opencl["device"]["capabilities"].is_object());
   EXPECT_EQ(reference["available"], true);
   EXPECT_EQ(reference["device"]["name"], "reference (host CPU)");
   EXPECT_EQ(cpu["available"], cpu["reason"].get<std::string>().empty());
