@@ -1,7 +1,8 @@
 // KernelGraph.superoptimize and yirage.OptimizedGraph: search, tune, compile, then run on arrays.
 //
-// superoptimize runs the tuning pipeline (tune::optimize) on the chosen backend: a cache hit
-// returns the stored winner; otherwise the search (search::superoptimize, with the backend's
+// superoptimize runs the tuning pipeline (tune::optimize) on the chosen backend, or for "auto" on
+// every available tunable backend, keeping the fastest (tune::optimize_on_fastest_backend): a cache
+// hit returns the stored winner; otherwise the search (search::superoptimize, with the backend's
 // device description and the caller's options) proposes proven-equivalent µGraphs, the tuner
 // compiles, checks and profiles them with the unfused graph, and stores the fastest. The winner
 // is compiled once more for the returned object. All of it runs on a worker thread while the
@@ -384,7 +385,9 @@ void bind_optimize(nb::module_& m, nb::class_<Graph>& graph_class) {
       "Searches for fused µGraphs equivalent to this graph, proves them equal, measures them\n"
       "and the unfused graph on the backend, caches the fastest (keyed by the graph and the\n"
       "device), and compiles it. Returns a callable OptimizedGraph.\n\n"
-      "backend: a name from get_available_backends(), or 'auto' for get_default_backend().\n"
+      "backend: a name from get_available_backends(), or 'auto': tune on every available\n"
+      "  backend worth tuning and run on the one whose winner measured fastest\n"
+      "  (report()['backend_seconds'] holds each one's best time).\n"
       "  An unavailable backend is an error, never a silent fallback.\n"
       "config: None or a dict: threads, seed, max_states, checkpoint (a file the search\n"
       "  resumes from), target_bound (false-accept bound of the proofs), cache (the tuning\n"

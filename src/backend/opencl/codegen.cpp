@@ -203,6 +203,7 @@ class Lowering {
   // Adds a kernel over `items` work-items (index `i`) whose body is `body`.
   void kernel(const std::string& what, const std::vector<const Tensor*>& ins,
               const std::vector<const Tensor*>& outs, int64_t items, const std::string& body) {
+    if (items == 0) return;  // an empty tensor: nothing to compute
     const std::string name = fmt::format("yr_k{}", program_.steps.size());
     std::vector<TensorType> it, ot;
     Step step;
