@@ -115,10 +115,12 @@ double kernel_op_cost(const ir::KernelGraph& graph, const ir::Node& node, const 
 double mugraph_cost(const ir::KernelGraph& graph, const SearchSpace& space);
 
 // Kernel-level partitions (partition.cpp): every partition of the op nodes into connected,
-// convex groups, each once; a unary elementwise op always sits with its producer. Stops after
-// max_partitions partitions (or a bounded walk), setting *stopped_early.
+// convex groups, each once; a unary elementwise op that follows a fusable op (an epilogue) sits
+// with its producer or apart from it. Stops after max_partitions partitions (or a bounded walk),
+// setting *stopped_early.
 struct Partition {
   std::vector<uint64_t> groups;  // masks, ordered by their first node
+  bool epilogue_apart = false;   // an epilogue is not in its producer's group
 };
 std::vector<Partition> enumerate_partitions(const ir::KernelGraph& graph, size_t max_partitions,
                                             bool* stopped_early = nullptr);

@@ -2,14 +2,16 @@
 //
 // Partitions are generated as restricted-growth strings over the op nodes in topological order
 // (node i joins one of the groups opened before it, or opens the next), so each set partition
-// comes out once. A unary elementwise op always joins its producer's group when the producer is
-// a fusable op: the elementwise chain is fused into its producer by rule, not enumerated. A
-// partition is kept when every group is connected and convex (no path leaves the group and comes
-// back, so the groups can run one after another) and every group of two or more ops can be fused.
-// That last rule prunes as nodes are placed, not at the leaves: an op that cannot be fused opens
-// a group of its own, which nothing joins. Without it a graph of 20 ops, reshapes and concats
-// among them, enumerated its Bell(20) strings for hours. What is left is still exponential in
-// the fusable ops, so the walk also stops after max_partitions * kStepsPerPartition steps.
+// comes out once. A unary elementwise op whose producer is a fusable op is an epilogue, and both
+// choices are enumerated: fused into its producer's group, or kept apart from it (in a kernel of
+// its own or with its consumers, as a library matmul's epilogue must be), which marks the
+// partition `epilogue_apart` so that the driver proves the best of each kind and the tuner
+// measures them. A partition is kept when every group is connected and convex (no path leaves the
+// group and comes back, so the groups can run one after another) and every group of two or more ops
+// can be fused. That last rule prunes as nodes are placed, not at the leaves: an op that cannot be
+// fused opens a group of its own, which nothing joins. Without it a graph of 20 ops, reshapes and
+// concats among them, enumerated its Bell(20) strings for hours. What is left is still exponential
+// in the fusable ops, so the walk also stops after max_partitions * kStepsPerPartition steps.
 #include <algorithm>
 #include <functional>
 #include <map>
@@ -84,6 +86,7 @@ std::vector<Partition> enumerate_partitions(const ir::KernelGraph& graph, size_t
   std::vector<bool> closed(n + 1, false);  // per group: holds an op that cannot be fused
   const size_t max_steps = max_partitions * kStepsPerPartition;
   size_t steps = 0;
+  int epilogues_apart = 0;
   std::function<void(size_t, int)> assign = [&](size_t i, int groups) {
     if (out.size() >= max_partitions || ++steps > max_steps) return;
     if (i == ops.size()) {
@@ -91,24 +94,27 @@ std::vector<Partition> enumerate_partitions(const ir::KernelGraph& graph, size_t
       for (int32_t id : ops) masks[size_t(label[size_t(id)])] |= uint64_t(1) << id;
       for (uint64_t m : masks)
         if (!valid_group(m)) return;
-      out.push_back({std::move(masks)});
+      out.push_back({std::move(masks), epilogues_apart > 0});
       return;
     }
     const int32_t id = ops[i];
     const ir::Node& node = graph.node(id);
-    if (std::holds_alternative<ir::UnaryOp>(node.op) &&
-        fusable_op(graph.node(node.inputs[0].node).op)) {
-      label[size_t(id)] = label[size_t(node.inputs[0].node)];
+    const bool epilogue = std::holds_alternative<ir::UnaryOp>(node.op) &&
+                          fusable_op(graph.node(node.inputs[0].node).op);
+    const int producer = epilogue ? label[size_t(node.inputs[0].node)] : -1;
+    if (epilogue) {
+      label[size_t(id)] = producer;
       assign(i + 1, groups);
-      return;
+      ++epilogues_apart;
     }
     const bool fusable = fusable_op(node.op);
     for (int l = 0; l <= groups; ++l) {
-      if (l < groups && (!fusable || closed[size_t(l)])) continue;
+      if (l == producer || (l < groups && (!fusable || closed[size_t(l)]))) continue;
       label[size_t(id)] = l;
       if (l == groups) closed[size_t(l)] = !fusable;
       assign(i + 1, std::max(groups, l + 1));
     }
+    if (epilogue) --epilogues_apart;
   };
   assign(0, 0);
   if (stopped_early) *stopped_early = out.size() >= max_partitions || steps > max_steps;

@@ -32,6 +32,9 @@ using Clock = std::chrono::steady_clock;
 constexpr size_t kMaxPartitions = 200000;
 constexpr int kMaxRejectedPerGroup = 16;  // candidates of one group proved wrong before giving up
 constexpr size_t kRankedFused = 2;        // fused µGraphs proved and ranked next to the input
+// and, besides those, the best that keeps an epilogue apart from its producer (partition.cpp), so
+// that the tuner measures both choices where the cost estimate cannot tell them apart.
+constexpr size_t kRankedEpilogueApart = 1;
 
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
@@ -382,12 +385,16 @@ SearchResult superoptimize(const ir::KernelGraph& graph, const backend::DeviceDe
   };
   std::vector<Chosen> chosen;
   std::set<size_t> taken;
-  while (chosen.size() < kRankedFused && !budget.poll_cancel()) {
+  bool apart = false;  // choosing among the partitions that keep an epilogue apart
+  size_t chosen_with_epilogues = 0, chosen_apart = 0;
+  while (!budget.poll_cancel()) {
+    if (!apart && chosen_with_epilogues >= kRankedFused) apart = true;
+    if (apart && chosen_apart >= kRankedEpilogueApart) break;
     size_t best = partitions.size();
     double best_cost = INFINITY;
     size_t best_groups = 0;
     for (size_t p = 0; p < partitions.size(); ++p) {
-      if (taken.count(p) ||
+      if (taken.count(p) || partitions[p].epilogue_apart != apart ||
           partitions[p].groups.size() == searched.nodes().size() - searched.inputs().size())
         continue;  // the all-singletons partition is the input graph (its exp-normalizes as
                    // softmax ops at most), ranked separately
@@ -397,7 +404,11 @@ SearchResult superoptimize(const ir::KernelGraph& graph, const backend::DeviceDe
         best = p, best_cost = cost, best_groups = partitions[p].groups.size();
       }
     }
-    if (best == partitions.size()) break;
+    if (best == partitions.size()) {
+      if (apart) break;
+      chosen_with_epilogues = kRankedFused;  // none left of this kind: on to the other
+      continue;
+    }
     std::vector<uint64_t> fused_masks;
     std::vector<const Group*> fused;
     std::vector<std::shared_ptr<const ir::BlockGraph>> bodies;
@@ -425,6 +436,7 @@ SearchResult superoptimize(const ir::KernelGraph& graph, const backend::DeviceDe
       report(false);
       taken.insert(best);
       chosen.push_back({std::move(mugraph), std::move(proof)});
+      ++(apart ? chosen_apart : chosen_with_epilogues);
       continue;
     }
     bool dropped = false;
@@ -468,7 +480,7 @@ SearchResult superoptimize(const ir::KernelGraph& graph, const backend::DeviceDe
 
   // The float check of every fused candidate; one that fails it is dropped (and said so).
   ReferenceOutputs reference;
-  // Not cut by a cancellation: there are at most kRankedFused of them, and none may go unchecked.
+  // Not cut by a cancellation: there are at most kRankedFused + kRankedEpilogueApart of them, and none may go unchecked.
   for (size_t i = 0; i < result.ranked.size();) {
     Candidate& c = result.ranked[i];
     if (c.proof.assumptions ==

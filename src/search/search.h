@@ -1,6 +1,8 @@
 // YiRage search: the superoptimizer that turns a kernel graph into faster, proven-equal µGraphs.
 //
-// superoptimize() partitions the graph's ops into fusion groups (kernel level), and for every
+// superoptimize() partitions the graph's ops into fusion groups (kernel level; a unary elementwise
+// epilogue both with its producer and apart from it, the best µGraph of each choice proved and
+// returned, so that the tuner measures both: partition.cpp), and for every
 // group of two or more ops enumerates block graphs (block level): grids, imaps, fmaps, omaps and
 // for-loop ranges come from a dim-correspondence analysis of the group, with extents that divide
 // the dims (powers of two, extents whose tiles are aligned powers of two, and for the grid the
