@@ -480,7 +480,8 @@ SearchResult superoptimize(const ir::KernelGraph& graph, const backend::DeviceDe
 
   // The float check of every fused candidate; one that fails it is dropped (and said so).
   ReferenceOutputs reference;
-  // Not cut by a cancellation: there are at most kRankedFused + kRankedEpilogueApart of them, and none may go unchecked.
+  // Not cut by a cancellation: there are at most kRankedFused + kRankedEpilogueApart of them, and
+  // none may go unchecked.
   for (size_t i = 0; i < result.ranked.size();) {
     Candidate& c = result.ranked[i];
     if (c.proof.assumptions ==
