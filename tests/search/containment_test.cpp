@@ -1,0 +1,356 @@
+// Whether the search's space holds each hand-built µGraph of tests/cuda/suite_mugraphs.h, at the
+// suite's real shapes (f16, bs 1 and 8 where the workload has a batch) under the H200's
+// description (tests/cuda/h200_description.h). CPU only.
+//
+// A hand-built µGraph is held when one partition of the searched graph (partition.cpp, the
+// exp-normalizes read as softmax ops as superoptimize reads them) has its kernels: each kernel
+// op of the hand-built graph is a lone op of the partition with the same op and output shapes,
+// and each fused kernel is a group of two or more ops with the same output shapes, one of whose
+// block configurations (dims.cpp, the whole space, not only the load model's best) has the same
+// grid, up to the order of its axes, and the same for-loop range. Reshapes are free and not
+// counted. That is the schedule, not yet the block ops: enumerating each held configuration's
+// block graphs and proving the µGraph equal to the suite's graph at full size is left to do (it
+// takes seconds to minutes a µGraph; grid_space_test.cpp does it for rmsnorm_linear n64_k512,
+// and EpilogueApart below for the small shape of gated_mlp's library-products variant).
+//
+// What is not held is listed in kExpectedGaps with the reason; the test fails when a listed gap
+// closes (move it out of the list) or a new one opens.
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <gtest/gtest.h>
+
+#include "cuda/h200_description.h"
+#include "cuda/suite_mugraphs.h"
+#include "search/internal.h"
+#include "search/search.h"
+#include "suite/suite.h"
+#include "verify/verify.h"
+
+namespace yirage::search {
+namespace {
+
+// One kernel as the comparison sees it: a kernel op (its name) or a fused kernel ("fused", its
+// grid's extents other than 1 in increasing order and its loop range), with its outputs' dims.
+struct KernelShape {
+  std::string op;
+  std::vector<int64_t> grid;
+  int64_t range = 0;
+  std::vector<std::vector<int64_t>> outputs;
+  std::string describe() const {
+    return op == "fused" ? fmt::format("fused grid {} range {} -> {}", grid, range, outputs)
+                         : fmt::format("{} -> {}", op, outputs);
+  }
+};
+
+std::vector<int64_t> sorted_grid(const ir::GridDims& grid) {
+  std::vector<int64_t> out;
+  for (int64_t e : grid.extent)
+    if (e > 1) out.push_back(e);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<KernelShape> kernels_of(const ir::KernelGraph& g) {
+  std::vector<KernelShape> out;
+  for (const ir::Node& node : g.nodes()) {
+    if (std::holds_alternative<ir::InputOp>(node.op) ||
+        std::holds_alternative<ir::ReshapeOp>(node.op))
+      continue;
+    KernelShape k;
+    for (const ir::TensorType& t : node.outputs) k.outputs.push_back(t.dims);
+    if (const auto* f = std::get_if<ir::FusedOp>(&node.op)) {
+      k.op = "fused";
+      k.grid = sorted_grid(f->body->grid());
+      k.range = f->body->forloop_range();
+    } else {
+      k.op = std::string(ir::op_name(node.op));
+    }
+    out.push_back(std::move(k));
+  }
+  return out;
+}
+
+// The space of one searched graph: its partitions and, per group, its configurations' schedules.
+class Space {
+ public:
+  explicit Space(const ir::KernelGraph& graph)
+      : graph_(with_softmax_ops(graph)),
+        space_(search_space(yirage::testing::h200_description())),
+        partitions_(enumerate_partitions(graph_, 200000)) {}
+
+  // The index of a partition holding `want`, or -1.
+  int find(const std::vector<KernelShape>& want) {
+    for (size_t p = 0; p < partitions_.size(); ++p)
+      if (partitions_[p].groups.size() == want.size()) {
+        std::vector<bool> used(want.size(), false);
+        if (match(partitions_[p].groups, 0, want, used)) return int(p);
+      }
+    return -1;
+  }
+
+  // Whether some group of some partition has kernel `k` (a miss names the kernel out of reach).
+  bool has_kernel(const KernelShape& k) {
+    for (const Partition& p : partitions_)
+      for (uint64_t m : p.groups)
+        if (compatible(m, k)) return true;
+    return false;
+  }
+
+  const ir::KernelGraph& graph() const { return graph_; }
+  const SearchSpace& space() const { return space_; }
+  const Partition& partition(int p) const { return partitions_[size_t(p)]; }
+
+ private:
+  struct GroupSchedules {
+    std::vector<std::vector<int64_t>> outputs;
+    std::set<std::pair<std::vector<int64_t>, int64_t>> schedules;
+  };
+
+  const GroupSchedules& schedules(uint64_t mask) {
+    auto it = cache_.find(mask);
+    if (it != cache_.end()) return it->second;
+    GroupSchedules s;
+    for (bool columns : {false, true}) {
+      if (columns && !has_rank1_operand(graph_, mask)) continue;
+      std::string why;
+      std::optional<Group> group = make_group(graph_, mask, columns, why);
+      if (!group) break;
+      s.outputs.clear();
+      for (const ir::TensorRef& o : group->outputs) s.outputs.push_back(graph_.type(o).dims);
+      for (const BlockConfig& c :
+           block_configs(group->target, space_, std::numeric_limits<size_t>::max()))
+        s.schedules.insert({sorted_grid(c.grid), c.range});
+    }
+    return cache_.emplace(mask, std::move(s)).first->second;
+  }
+
+  bool compatible(uint64_t mask, const KernelShape& k) {
+    if (__builtin_popcountll(mask) == 1) {
+      const ir::Node& node = graph_.node(int32_t(__builtin_ctzll(mask)));
+      std::vector<std::vector<int64_t>> outs;
+      for (const ir::TensorType& t : node.outputs) outs.push_back(t.dims);
+      return k.op == ir::op_name(node.op) && outs == k.outputs;
+    }
+    if (k.op != "fused") return false;
+    const GroupSchedules& s = schedules(mask);
+    return s.outputs == k.outputs && s.schedules.count({k.grid, k.range});
+  }
+
+  bool match(const std::vector<uint64_t>& groups, size_t g, const std::vector<KernelShape>& want,
+             std::vector<bool>& used) {
+    if (g == groups.size()) return true;
+    for (size_t k = 0; k < want.size(); ++k)
+      if (!used[k] && compatible(groups[g], want[k])) {
+        used[k] = true;
+        if (match(groups, g + 1, want, used)) return true;
+        used[k] = false;
+      }
+    return false;
+  }
+
+  ir::KernelGraph graph_;
+  SearchSpace space_;
+  std::vector<Partition> partitions_;
+  std::map<uint64_t, GroupSchedules> cache_;
+};
+
+// "workload bsN variant" -> why the space does not hold it.
+const std::map<std::string, std::string>& expected_gaps() {
+  // Point 3 of issue 35, not built yet: a grid axis over a summed-over dim (split-K, key-split
+  // attention), whose partials a second kernel sums.
+  static const std::string kSplitOverReducedDim =
+      "a grid axis over a reduced dim, partials summed by a finishing kernel: not in the space";
+  // The search fuses groups of two or more ops; a lone op stays a kernel op, run by the backend's
+  // own kernel or library call (the exp-normalize is read as one softmax op, so it is lone too).
+  static const std::string kLoneOpKernel =
+      "a fused kernel of one kernel-level op: the search leaves a lone op to the backend";
+  // The CUDA backend streams such tiles through registers (codegen_block_stream.cpp), which the
+  // search's tile-byte model (capabilities.search.max_tile_bytes_in_loop, 77482 B on the H200)
+  // does not describe; tests/search/grid_space_test.cpp shows it for rmsnorm_linear n64_k4096.
+  static const std::string kTileOverLoopLimit =
+      "the loop's tiles exceed the description's max_tile_bytes_in_loop";
+  // dims.cpp gives the whole-attention group (Q·K, softmax, ·V) a grid over the query rows in 128
+  // blocks and over V's columns, never over the heads (a batch dim of both matmuls): grid [heads,
+  // rows / 32] is a configuration only of smaller groups.
+  static const std::string kAttentionLoopRange =
+      "the whole-attention group gets no grid axis over the heads, and the query rows only in 128";
+  static const std::string kDownGroupSchedule =
+      "each kernel's schedule is in the space, but no one partition holds both; not diagnosed "
+      "further";
+  static const std::map<std::string, std::string> gaps = {
+      {"gated_mlp bs1 n32_k1024", kTileOverLoopLimit},
+      {"gated_mlp bs1 n64_k1024", kTileOverLoopLimit},
+      {"gated_mlp bs1 n64_k2048", kTileOverLoopLimit},
+      {"gated_mlp bs1 split16_n128_k64", kSplitOverReducedDim},
+      {"gated_mlp bs1 split16_n256_k32", kSplitOverReducedDim},
+      {"gated_mlp bs1 split4_n64_k128", kSplitOverReducedDim},
+      {"gated_mlp bs8 split4_n64_k128", kSplitOverReducedDim},
+      {"gated_mlp bs8 split8_n128_k32", kSplitOverReducedDim},
+      {"gated_mlp bs8 split8_n64_k64", kSplitOverReducedDim},
+      {"gemm_layernorm bs1 n16_k512", kLoneOpKernel},
+      {"gemm_layernorm bs1 n32_k256", kLoneOpKernel},
+      {"gemm_layernorm bs1 n32_k512", kLoneOpKernel},
+      {"gemm_layernorm bs1 split16_n128_k128", kSplitOverReducedDim},
+      {"gemm_layernorm bs1 split16_n256_k64", kSplitOverReducedDim},
+      {"gemm_softmax bs1 n128_k128", kLoneOpKernel},
+      {"gemm_softmax bs1 n256_k64", kLoneOpKernel},
+      {"gemm_softmax bs1 n32_k512", kLoneOpKernel},
+      {"gemm_softmax bs1 n64_k256", kLoneOpKernel},
+      {"gemm_softmax bs1 split4_n256_k64", kSplitOverReducedDim},
+      {"gemm_softmax bs1 split8_n640_k32", kSplitOverReducedDim},
+      {"gqa bs1 mm_expnorm1_mm", kLoneOpKernel},
+      {"gqa bs1 mm_expnorm2_mm", kLoneOpKernel},
+      {"gqa bs1 mm_expnorm4_mm", kLoneOpKernel},
+      {"gqa bs1 qb32_lc128", kAttentionLoopRange},
+      {"gqa bs1 split16_qb128_lc64_fq2", kSplitOverReducedDim},
+      {"gqa bs1 split16_qb64_lc64_fq2", kSplitOverReducedDim},
+      {"gqa bs1 split32_qb128_lc64_fq2", kSplitOverReducedDim},
+      {"gqa bs1 split32_qb128_lc64_fq4", kSplitOverReducedDim},
+      {"gqa bs1 split32_qb128_lc64_fq8", kSplitOverReducedDim},
+      {"gqa bs1 split32_qb64_lc64_fq2", kSplitOverReducedDim},
+      {"gqa bs1 split64_qb128_lc64_fq2", kSplitOverReducedDim},
+      {"gqa bs8 mm_expnorm1_mm", kLoneOpKernel},
+      {"gqa bs8 mm_expnorm2_mm", kLoneOpKernel},
+      {"gqa bs8 mm_expnorm4_mm", kLoneOpKernel},
+      {"gqa bs8 qb32_lc128", kAttentionLoopRange},
+      {"gqa bs8 split4_qb128_lc128_fq16", kSplitOverReducedDim},
+      {"gqa bs8 split4_qb128_lc128_fq2", kSplitOverReducedDim},
+      {"gqa bs8 split4_qb128_lc128_fq8", kSplitOverReducedDim},
+      {"gqa bs8 split4_qb128_lc64_fq2", kSplitOverReducedDim},
+      {"gqa bs8 split4_qb128_lc64_fq8", kSplitOverReducedDim},
+      {"gqa bs8 split8_qb128_lc128_fq16", kSplitOverReducedDim},
+      {"gqa bs8 split8_qb128_lc64_fq16", kSplitOverReducedDim},
+      {"gqa bs8 split8_qb128_lc64_fq2", kSplitOverReducedDim},
+      {"gqa bs8 split8_qb128_lc64_fq8", kSplitOverReducedDim},
+      {"gqa bs8 split8_qb64_lc64_fq2", kSplitOverReducedDim},
+      {"llama_mlp_block bs1 n256_k2048_down_n32_k2048", kTileOverLoopLimit},
+      {"llama_mlp_block bs1 n256_k4096_down_n64_k2048", kTileOverLoopLimit},
+      {"llama_mlp_block bs1 split4_n256_k64_down_split16_n256_k64", kSplitOverReducedDim},
+      {"llama_mlp_block bs1 split4_n512_k32_down_split8_n256_k64", kSplitOverReducedDim},
+      {"llama_mlp_block bs8 n224_k128_down_n32_k512", kDownGroupSchedule},
+      {"llama_mlp_block bs8 split4_n256_k64_down_split16_n256_k64", kSplitOverReducedDim},
+      {"llama_mlp_block bs8 split4_n512_k32_down_split8_n256_k64", kSplitOverReducedDim},
+      {"rmsnorm_linear bs1 n128_k1024", kTileOverLoopLimit},
+      {"rmsnorm_linear bs1 n128_k2048", kTileOverLoopLimit},
+      {"rmsnorm_linear bs1 n128_k4096", kTileOverLoopLimit},
+      {"rmsnorm_linear bs1 n48_k2048", kTileOverLoopLimit},
+      {"rmsnorm_linear bs1 n64_k1024", kTileOverLoopLimit},
+      {"rmsnorm_linear bs1 n64_k2048", kTileOverLoopLimit},
+      {"rmsnorm_linear bs1 n64_k4096", kTileOverLoopLimit},
+      {"rmsnorm_linear bs1 split16_n256_k64", kSplitOverReducedDim},
+      {"rmsnorm_linear bs1 split16_n512_k32", kSplitOverReducedDim},
+      {"rmsnorm_linear bs1 split2_n64_k256", kSplitOverReducedDim},
+      {"rmsnorm_linear bs1 split4_n64_k256", kSplitOverReducedDim},
+      {"rmsnorm_linear bs1 split8_n256_k64", kSplitOverReducedDim},
+      {"rmsnorm_linear bs8 n128_k512", kTileOverLoopLimit},
+      {"rmsnorm_linear bs8 n64_k512", kTileOverLoopLimit},
+      {"rmsnorm_linear bs8 split16_n256_k64", kSplitOverReducedDim},
+      {"rmsnorm_linear bs8 split16_n512_k32", kSplitOverReducedDim},
+      {"rmsnorm_linear bs8 split2_n64_k256", kSplitOverReducedDim},
+      {"rmsnorm_linear bs8 split4_n64_k256", kSplitOverReducedDim},
+      {"rmsnorm_linear bs8 split8_n256_k64", kSplitOverReducedDim},
+  };
+  return gaps;
+}
+
+TEST(Containment, EveryHandBuiltMuGraphIsHeldOrAListedGap) {
+  std::map<std::string, std::string> gaps;
+  int held = 0;
+  for (const suite::WorkloadInfo& w : suite::workloads())
+    for (int bs : w.has_batch ? std::vector<int>{1, 8} : std::vector<int>{1}) {
+      Space space(suite::build_workload(w.name, bs, ir::DType::f16));
+      for (const cuda_suite::Variant& v : cuda_suite::variants(w.name, bs)) {
+        const std::string name = fmt::format("{} bs{} {}", w.name, bs, v.name);
+        const std::vector<KernelShape> kernels = kernels_of(v.graph);
+        if (space.find(kernels) >= 0) {
+          ++held;
+          continue;
+        }
+        std::vector<std::string> lines;
+        for (const KernelShape& k : kernels)
+          lines.push_back(k.describe() + (space.has_kernel(k) ? "" : " (no group has it)"));
+        gaps[name] = fmt::format("{}", fmt::join(lines, "; "));
+      }
+    }
+  std::vector<std::string> opened, closed;
+  for (const auto& [name, kernels] : gaps)
+    if (!expected_gaps().count(name)) opened.push_back(name + ": " + kernels);
+  for (const auto& [name, why] : expected_gaps())
+    if (!gaps.count(name)) closed.push_back(name);
+  EXPECT_TRUE(opened.empty()) << "not held, and not listed as a gap:\n"
+                              << fmt::format("{}", fmt::join(opened, "\n"));
+  EXPECT_TRUE(closed.empty()) << "listed as a gap, but now held (take it off the list):\n"
+                              << fmt::format("{}", fmt::join(closed, "\n"));
+  ::testing::Test::RecordProperty("held", held);
+  ::testing::Test::RecordProperty("gaps", int(gaps.size()));
+}
+
+// gated_mlp's mm_mm_silu_mul (X·W1 and X·W2 as kernel matmuls, silu(gate)·up in one kernel) is held
+// because an epilogue may stay apart from its producer (partition.cpp); it was not before.
+TEST(Containment, TheEpilogueKeptApartIsHeld) {
+  for (int bs : {1, 8}) {
+    Space space(suite::build_workload("gated_mlp", bs, ir::DType::f16));
+    for (const cuda_suite::Variant& v : cuda_suite::variants("gated_mlp", bs))
+      if (v.name == "mm_mm_silu_mul") {
+        const int p = space.find(kernels_of(v.graph));
+        ASSERT_GE(p, 0) << "bs" << bs;
+        EXPECT_TRUE(space.partition(p).epilogue_apart);
+      }
+  }
+}
+
+// The search proves and returns both choices for silu(X·W1) ⊙ (X·W2): the epilogue fused into
+// its matmul's kernel (the cheapest estimate), and kept apart in a kernel with the mul while the
+// matmuls stay kernel ops, so that the tuner measures both.
+TEST(EpilogueApart, TheSearchReturnsBothChoices) {
+  ir::KernelGraph g;
+  auto x = g.input("X", {8, 256}, ir::DType::f32);
+  auto w1 = g.input("W1", {256, 128}, ir::DType::f32);
+  auto w2 = g.input("W2", {256, 128}, ir::DType::f32);
+  auto gate = g.add_node(ir::MatmulOp{}, {x, w1}, "gate").at(0);
+  auto silu = g.add_node(ir::UnaryOp{ir::UnaryFn::silu}, {gate}, "silu").at(0);
+  auto up = g.add_node(ir::MatmulOp{}, {x, w2}, "up").at(0);
+  g.mark_output(g.add_node(ir::BinaryOp{ir::BinaryFn::mul}, {silu, up}, "out").at(0), "out");
+  size_t apart = 0, with_producer = 0;
+  for (const Partition& p : enumerate_partitions(g, 1000))
+    ++(p.epilogue_apart ? apart : with_producer);
+  EXPECT_GT(apart, 0u);
+  EXPECT_GT(with_producer, 0u);
+
+  SearchOptions o;
+  o.budget_seconds = 120;
+  o.threads = 2;
+  const SearchResult r = superoptimize(g, yirage::testing::h200_description(), o);
+  EXPECT_FALSE(r.stats.budget_exhausted);
+  // The candidate that keeps silu apart: X·W1 is a kernel of its own (a kernel-level matmul of
+  // the inputs X and W1), so silu runs in another kernel.
+  const auto kept_apart = std::find_if(r.ranked.begin(), r.ranked.end(), [](const Candidate& c) {
+    for (const ir::Node& node : c.mugraph.nodes())
+      if (std::holds_alternative<ir::MatmulOp>(node.op) &&
+          c.mugraph.node(node.inputs.at(1).node).name == "W1")
+        return true;
+    return false;
+  });
+  std::vector<int> kernels;
+  for (const Candidate& c : r.ranked) kernels.push_back(c.kernels);
+  ASSERT_NE(kept_apart, r.ranked.end())
+      << fmt::format("ranked kernels {}; notes: {}", kernels, fmt::join(r.notes, "; "));
+  EXPECT_GE(kept_apart->kernels, 2);
+  EXPECT_TRUE(kept_apart->proof.equivalent && kept_apart->proof.bound_met);
+  EXPECT_TRUE(kept_apart->float_check.passed) << kept_apart->float_check.summary;
+  // And the epilogue fused into its producer: one kernel.
+  EXPECT_TRUE(std::any_of(r.ranked.begin(), r.ranked.end(),
+                          [](const Candidate& c) { return c.kernels == 1; }));
+}
+
+}  // namespace
+}  // namespace yirage::search
