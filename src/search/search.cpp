@@ -387,9 +387,10 @@ SearchResult superoptimize(const ir::KernelGraph& graph, const backend::DeviceDe
   std::set<size_t> taken;
   bool apart = false;  // choosing among the partitions that keep an epilogue apart
   size_t chosen_with_epilogues = 0, chosen_apart = 0;
-  while (!budget.poll_cancel()) {
+  while (true) {
     if (!apart && chosen_with_epilogues >= kRankedFused) apart = true;
     if (apart && chosen_apart >= kRankedEpilogueApart) break;
+    if (budget.poll_cancel()) break;
     size_t best = partitions.size();
     double best_cost = INFINITY;
     size_t best_groups = 0;
