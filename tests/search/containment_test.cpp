@@ -181,7 +181,7 @@ const std::map<std::string, std::string>& expected_gaps() {
   // dims.cpp gives the whole-attention group (Q·K, softmax, ·V) a grid over the query rows in 128
   // blocks and over V's columns, never over the heads (a batch dim of both matmuls): grid [heads,
   // rows / 32] is a configuration only of smaller groups.
-  static const std::string kAttentionLoopRange =
+  static const std::string kAttentionGrid =
       "the whole-attention group gets no grid axis over the heads, and the query rows only in 128";
   static const std::string kDownGroupSchedule =
       "each kernel's schedule is in the space, but no one partition holds both; not diagnosed "
@@ -210,7 +210,7 @@ const std::map<std::string, std::string>& expected_gaps() {
       {"gqa bs1 mm_expnorm1_mm", kLoneOpKernel},
       {"gqa bs1 mm_expnorm2_mm", kLoneOpKernel},
       {"gqa bs1 mm_expnorm4_mm", kLoneOpKernel},
-      {"gqa bs1 qb32_lc128", kAttentionLoopRange},
+      {"gqa bs1 qb32_lc128", kAttentionGrid},
       {"gqa bs1 split16_qb128_lc64_fq2", kSplitOverReducedDim},
       {"gqa bs1 split16_qb64_lc64_fq2", kSplitOverReducedDim},
       {"gqa bs1 split32_qb128_lc64_fq2", kSplitOverReducedDim},
@@ -221,7 +221,7 @@ const std::map<std::string, std::string>& expected_gaps() {
       {"gqa bs8 mm_expnorm1_mm", kLoneOpKernel},
       {"gqa bs8 mm_expnorm2_mm", kLoneOpKernel},
       {"gqa bs8 mm_expnorm4_mm", kLoneOpKernel},
-      {"gqa bs8 qb32_lc128", kAttentionLoopRange},
+      {"gqa bs8 qb32_lc128", kAttentionGrid},
       {"gqa bs8 split4_qb128_lc128_fq16", kSplitOverReducedDim},
       {"gqa bs8 split4_qb128_lc128_fq2", kSplitOverReducedDim},
       {"gqa bs8 split4_qb128_lc128_fq8", kSplitOverReducedDim},
