@@ -159,6 +159,13 @@ class Backend {
   // winner tuned under other settings is never reused. Backends without such settings keep "".
   virtual std::string codegen_settings() const { return {}; }
 
+  // Optional: the code this backend generates for `graph`, as JSON whose shape is the backend's
+  // own (triton: backend/triton/codegen.h), for reading, golden tests, and running it outside
+  // YiRage. Works also where the backend is unavailable, since generating code needs no device.
+  // Throws yirage::Error naming the node it cannot lower; the default, for backends that keep no
+  // source text of their own, throws saying so.
+  virtual nlohmann::json generated_source(const ir::KernelGraph& graph) const;
+
   // Optional: the options this instance runs with (defaults resolved), so that another process,
   // such as the tuner's worker (tune.h), can create an identical instance with create_backend.
   // Backends that take no options keep the default.
@@ -177,6 +184,10 @@ std::vector<std::string> backend_names();
 // process. Throws yirage::Error for an unknown name (listing the known ones) or an unavailable
 // backend (with the reason).
 Backend& get_backend(std::string_view name);
+
+// The backend by name, available or not, for the entries that mean something where it cannot
+// run (device(), generated_source()). Throws yirage::Error for an unknown name.
+Backend& find_backend(std::string_view name);
 
 // A new instance of the named backend, owned by the caller: for a setting that must not change
 // the shared one, such as an LLM's thread count. Throws as get_backend does.

@@ -33,6 +33,7 @@ class Registry {
     add("cuda", make_cuda_backend);
     add("cpu", make_cpu_backend);
     add("opencl", make_opencl_backend);
+    add("triton", make_triton_backend);
     add("reference", make_reference_backend);
   }
 
@@ -128,6 +129,14 @@ std::vector<std::string> backend_names() {
 
 void register_backend(std::string name, BackendFactory make) {
   registry().add(std::move(name), std::move(make));
+}
+
+Backend& find_backend(std::string_view name) {
+  return instance(entry_of(name));
+}
+
+nlohmann::json Backend::generated_source(const ir::KernelGraph&) const {
+  fail("backend '{}' keeps no generated source of its own to show", name());
 }
 
 Backend& get_backend(std::string_view name) {

@@ -111,6 +111,21 @@ void show(const ShowOptions& options) {
   }
 }
 
+struct SourceOptions {
+  std::string file, backend, out;
+};
+
+// The code a backend generates for the graph, as that backend's JSON; also for a backend that
+// cannot run here, since generating code needs no device.
+void source(const SourceOptions& options) {
+  ir::KernelGraph graph = ir::load_kernel_graph(options.file);
+  const std::string text = backend::find_backend(options.backend).generated_source(graph).dump(1);
+  if (options.out.empty())
+    fmt::print("{}\n", text);
+  else
+    write_text(options.out, text + "\n");
+}
+
 }  // namespace
 
 void add_graph_command(CLI::App& app) {
@@ -122,6 +137,15 @@ void add_graph_command(CLI::App& app) {
   command->add_option("--dot", options->dot, "Also write Graphviz DOT to this file");
   command->add_option("--svg", options->svg, "Also render SVG to this file (needs graphviz)");
   command->callback([options] { show(*options); });
+
+  CLI::App* generated = graph->add_subcommand(
+      "source", "Print the code a backend generates for a graph (JSON), even where it cannot run");
+  auto source_options = std::make_shared<SourceOptions>();
+  generated->add_option("file", source_options->file, "Kernel graph JSON file")->required();
+  generated->add_option("--backend", source_options->backend, "Backend whose code to show")
+      ->required();
+  generated->add_option("-o,--out", source_options->out, "Write the JSON to this file");
+  generated->callback([source_options] { source(*source_options); });
 }
 
 }  // namespace yirage::tools

@@ -179,7 +179,9 @@ void optimize(const OptimizeOptions& o) {
   if (o.json) {
     nlohmann::json ranked = nlohmann::json::array();
     for (const search::Candidate& c : r.ranked)
-      ranked.push_back({{"kernels", c.kernels}, {"estimated_seconds", c.estimated_seconds}});
+      ranked.push_back({{"kernels", c.kernels},
+                        {"estimated_seconds", c.estimated_seconds},
+                        {"mugraph", ir::to_json(c.mugraph)}});
     nlohmann::json j = {
         {"verified", verified},
         {"kernels", best.kernels},
