@@ -89,7 +89,8 @@ std::string unary(const ir::UnaryOp& op, const std::string& x) {
   fail("triton: unknown unary function");
 }
 
-std::string binary(ir::BinaryFn fn, const std::string& a, const std::string& b) {
+std::string binary(ir::BinaryFn fn, const std::string& a, const std::string& b,
+                   const std::string& what) {
   switch (fn) {
     case ir::BinaryFn::add: return fmt::format("{} + {}", a, b);
     case ir::BinaryFn::sub: return fmt::format("{} - {}", a, b);
@@ -98,7 +99,7 @@ std::string binary(ir::BinaryFn fn, const std::string& a, const std::string& b) 
     case ir::BinaryFn::pow: break;
   }
   // Triton has no pow that its interpreter runs, so CI could not check one.
-  fail("triton: binary op pow has no Triton lowering");
+  fail("triton: {}: binary op {} has no Triton lowering", what, ir::binary_name(fn));
 }
 
 class BlockEmitter {
@@ -223,7 +224,7 @@ class BlockEmitter {
             [&](const ir::InputIteratorOp& it) { load(id, it, indent); },
             [&](const ir::UnaryOp& u) { line(indent, var(id) + " = " + unary(u, in(0))); },
             [&](const ir::BinaryOp& b) {
-              line(indent, var(id) + " = " + binary(b.fn, in(0), in(1)));
+              line(indent, var(id) + " = " + binary(b.fn, in(0), in(1), what_));
             },
             [&](const ir::MatmulOp&) { matmul(id, indent); },
             [&](const ir::ReduceOp& r) { reduce(id, r, indent); },
@@ -299,14 +300,13 @@ class BlockEmitter {
     const std::string rhs = masked(var(b), db, {rb - 2}, "0.0");
     const Dims pa = padded(a), pb = padded(b);
     if (ra == 2 && rb == 2 && std::min({pa[0], pa[1], pb[1]}) >= 16) {
-      const ir::DType dtype = at(id).tile.dtype;
-      // 16-bit tiles multiply on the tensor cores in their own type, as the data came; f32 ones
-      // in full f32 ("ieee"), not TF32, which would miss f32's tolerance.
-      if (dtype == ir::DType::f32)
-        line(indent, fmt::format("{} = tl.dot({}, {}, input_precision=\"ieee\")", var(id), lhs, rhs));
-      else
-        line(indent, fmt::format("{} = tl.dot(({}).to({}), ({}).to({}))", var(id), lhs,
-                                 dtype_of(dtype), rhs, dtype_of(dtype)));
+      // f32 tiles multiply in full f32 ("ieee"): TF32 would miss f32's tolerance. 16-bit tiles
+      // multiply on the tensor cores as TF32, whose 10-bit mantissa holds theirs and whose range
+      // is f32's. (Not as bf16 operands: Triton 3.9's interpreter multiplies those wrong, and
+      // CI checks these kernels there.)
+      const bool f32 = at(id).tile.dtype == ir::DType::f32;
+      line(indent, fmt::format("{} = tl.dot({}, {}, input_precision=\"{}\")", var(id), lhs, rhs,
+                               f32 ? "ieee" : "tf32"));
       return;
     }
     // Below 16 rows, columns or K (or with batch dims), a broadcast product summed over K.
