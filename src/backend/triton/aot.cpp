@@ -20,8 +20,9 @@ namespace {
 namespace fs = std::filesystem;
 
 // Compiles the kernels that request.json lists, each from its own module file, writing
-// <out>.cubin and <out>.json, or <out>.error with Triton's message, and never stopping at one.
-constexpr const char* kCompileScript = R"(import importlib.util, json, os, sys, traceback
+// <out>.cubin and <out>.json, or <out>.error with Triton's message in one line, and never
+// stopping at one.
+constexpr const char* kCompileScript = R"(import importlib.util, json, os, sys
 os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
 import triton
 from triton.backends.compiler import GPUTarget
@@ -45,8 +46,11 @@ for kernel in request["kernels"]:
                    "global_scratch_bytes": m.global_scratch_size,
                    "global_scratch_alignment": m.global_scratch_align,
                    "profile_scratch_bytes": m.profile_scratch_size}, open(out + ".json", "w"))
-    except Exception:
-        open(out + ".error", "w").write(traceback.format_exc(limit=-3))
+    except Exception as e:
+        # One line: where Triton points ("at 2:18:"), then its message's last line.
+        lines = [l for l in str(e).splitlines() if l.strip()] or [type(e).__name__]
+        where = lines[0] + " " if len(lines) > 1 and lines[0].startswith("at ") else ""
+        open(out + ".error", "w").write(f"{type(e).__name__}: {where}{lines[-1]}")
 )";
 
 std::string read_file(const fs::path& path) {
