@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what YiRage needs to build and test on Debian 12 / Ubuntu 24.04: the compiler and
-# CMake, the libraries (from the distribution's packages), graphviz for SVG output, and NumPy
-# and pytest for the tests. Runs as root, or through sudo when it is available. OpenBLAS is the
+# CMake, the libraries (from the distribution's packages), graphviz for SVG output, NumPy and
+# pytest for the tests, and Triton for the triton backend. Runs as root, or through sudo when it is available. OpenBLAS is the
 # cpu backend's library matmul, in its OpenMP flavour: the generated modules run on OpenMP, and a
 # second (pthreads) pool spinning on the same cores would fight them. cpp-httplib is the HTTP
 # server under `yirage serve` (src/serve/server.cpp says why that one). The OpenCL headers and ICD
@@ -25,11 +25,13 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-# openai: the official client, which the tests of `yirage serve` drive it with.
-if ! python3 -c "import numpy, pytest, openai" 2>/dev/null; then
+# openai: the official client, which the tests of `yirage serve` drive it with. triton: the
+# triton backend's compiler, and its interpreter, which runs the generated kernels in CI without a
+# GPU; it needs no torch (tests/triton/interpret.py). 286 MB, about 15 s to fetch and install.
+if ! python3 -c "import numpy, pytest, openai, triton" 2>/dev/null; then
   # Debian's own python3 refuses plain pip installs (PEP 668); a pyenv or venv python does not.
-  python3 -m pip install -q numpy pytest openai 2>/dev/null ||
-    python3 -m pip install -q --break-system-packages numpy pytest openai
+  python3 -m pip install -q numpy pytest openai triton 2>/dev/null ||
+    python3 -m pip install -q --break-system-packages numpy pytest openai triton
 fi
 
 # llama.cpp through its Python binding: the LLM tests compare tokens and logits with it, and the

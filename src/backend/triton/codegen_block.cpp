@@ -6,6 +6,7 @@
 // product along a padded K, whose operands' padding may hold anything once elementwise ops ran on
 // it (exp(0) is 1, 1/0 is inf). Savers store only the real elements.
 #include <algorithm>
+#include <map>
 #include <numeric>
 #include <variant>
 
@@ -110,12 +111,14 @@ class BlockEmitter {
     std::vector<std::string> params;
     for (size_t i = 0; i < g_.operands().size(); ++i) params.push_back(fmt::format("p{}", i));
     for (size_t i = 0; i < g_.output_types().size(); ++i) params.push_back(fmt::format("o{}", i));
-    line(0, fmt::format("@triton.jit\ndef {}({}):", name, fmt::join(params, ", ")));
+    std::string head = fmt::format("@triton.jit\ndef {}({}):\n", name, fmt::join(params, ", "));
     for (int a = 0; a < ir::kGridAxes; ++a)
-      if (g_.grid().extent[size_t(a)] > 1) line(1, fmt::format("b{0} = tl.program_id({0})", a));
+      if (g_.grid().extent[size_t(a)] > 1) head += fmt::format("    b{0} = tl.program_id({0})\n", a);
     const std::vector<ir::BlockNode>& nodes = g_.nodes();
     for (size_t id = 0; id < nodes.size(); ++id)
       if (std::holds_alternative<ir::AccumulatorOp>(nodes[id].op)) accumulator_init(int32_t(id));
+    for (size_t id = 0; id < nodes.size(); ++id)
+      if (std::holds_alternative<ir::InputIteratorOp>(nodes[id].op)) load_setup(int32_t(id));
     line(1, fmt::format("for it in range({}):", g_.forloop_range()));
     for (size_t id = 0; id < nodes.size(); ++id)
       if (g_.phase(int32_t(id)) == BlockPhase::in_loop) node(int32_t(id), 2);
@@ -130,7 +133,7 @@ class BlockEmitter {
       else if (g_.phase(int32_t(id)) == BlockPhase::post_loop)
         node(int32_t(id), 1);
     }
-    return text_;
+    return head + prologue_ + text_;
   }
 
  private:
@@ -143,21 +146,26 @@ class BlockEmitter {
     text_ += std::string(size_t(indent) * 4, ' ') + text + "\n";
   }
 
-  // The mask of the real elements along `axis` of a tile of `dims`, or "" where nothing is padded.
-  static std::string axis_mask(const Dims& dims, size_t axis) {
+  // The mask of the real elements along `axis` of a tile of `dims`, or "" where nothing is
+  // padded: a variable computed once, before the loop.
+  std::string axis_mask(const Dims& dims, size_t axis) {
     const int64_t padded = power_of_two_at_least(dims[axis]);
     if (padded == dims[axis]) return "";
-    return fmt::format("({} < {})", axis_index(dims.size(), axis, padded), dims[axis]);
+    const std::string expr =
+        fmt::format("{} < {}", axis_index(dims.size(), axis, padded), dims[axis]);
+    auto [at, added] = masks_.emplace(expr, fmt::format("m_{}", masks_.size()));
+    if (added) prologue_ += fmt::format("    {} = {}\n", at->second, expr);
+    return at->second;
   }
-  static std::string tile_mask(const Dims& dims) {
+  std::string tile_mask(const Dims& dims) {
     std::vector<std::string> masks;
     for (size_t axis = 0; axis < dims.size(); ++axis)
       if (std::string m = axis_mask(dims, axis); !m.empty()) masks.push_back(m);
     return fmt::format("{}", fmt::join(masks, " & "));
   }
   // `x` (a tile of `dims`) with its padding along `axes` replaced by `fill`.
-  static std::string masked(const std::string& x, const Dims& dims, const std::vector<size_t>& axes,
-                            const std::string& fill) {
+  std::string masked(const std::string& x, const Dims& dims, const std::vector<size_t>& axes,
+                     const std::string& fill) {
     std::vector<std::string> masks;
     for (size_t axis : axes)
       if (std::string m = axis_mask(dims, axis); !m.empty()) masks.push_back(m);
@@ -180,7 +188,10 @@ class BlockEmitter {
     return fmt::format("{}", fmt::join(terms, " + "));
   }
 
-  void load(int32_t id, const ir::InputIteratorOp& it, int indent) {
+  // Before the loop: the addresses of iterator `id`'s tile in iteration 0, and its mask. The
+  // loop only adds the iteration's step, so the index arithmetic runs once a block.
+  void load_setup(int32_t id) {
+    const auto& it = std::get<ir::InputIteratorOp>(at(id).op);
     const Dims& tile = real(id);
     const Dims& whole = g_.operands()[size_t(it.operand)].dims;
     std::vector<std::string> origin(tile.size());
@@ -190,14 +201,23 @@ class BlockEmitter {
       const int64_t chunk = tile[size_t(d)] * (it.fmap == d ? g_.forloop_range() : 1);
       origin[size_t(d)] = fmt::format("b{} * {}", a, chunk);
     }
+    line(1, fmt::format("a{} = p{} + {}", id, it.operand, offsets(whole, tile, origin)));
+    if (const std::string mask = tile_mask(tile); !mask.empty())
+      line(1, fmt::format("k{} = {}", id, mask));
+  }
+
+  void load(int32_t id, const ir::InputIteratorOp& it, int indent) {
+    const Dims& tile = real(id);
+    std::string address = fmt::format("a{}", id);
     if (it.fmap != ir::kReplicate && g_.forloop_range() > 1) {
-      std::string& o = origin[size_t(it.fmap)];
-      o += fmt::format("{}it * {}", o.empty() ? "" : " + ", tile[size_t(it.fmap)]);
+      const Dims strides = ir::row_major_strides(g_.operands()[size_t(it.operand)].dims);
+      address += fmt::format(" + it * {}", tile[size_t(it.fmap)] * strides[size_t(it.fmap)]);
     }
-    const std::string mask = tile_mask(tile);
-    line(indent, fmt::format("{} = tl.load(p{} + {}{}).to(tl.float32)", var(id), it.operand,
-                             offsets(whole, tile, origin),
-                             mask.empty() ? "" : fmt::format(", mask={}, other=0.0", mask)));
+    const bool masked = !tile_mask(tile).empty();
+    const bool f32 = g_.operands()[size_t(it.operand)].dtype == ir::DType::f32;
+    line(indent, fmt::format("{} = tl.load({}{}){}", var(id), address,
+                             masked ? fmt::format(", mask=k{}, other=0.0", id) : "",
+                             f32 ? "" : ".to(tl.float32)"));
   }
 
   void save(int32_t id, int output) {
@@ -211,8 +231,10 @@ class BlockEmitter {
         origin[size_t(d)] = fmt::format("b{} * {}", a, tile[size_t(d)]);
     }
     const std::string mask = tile_mask(tile);
-    line(1, fmt::format("tl.store(o{} + {}, {}.to({}){})", output, offsets(whole, tile, origin),
-                        var(at(id).inputs[0]), dtype_of(at(id).tile.dtype),
+    const ir::DType dtype = at(id).tile.dtype;
+    line(1, fmt::format("tl.store(o{} + {}, {}{}{})", output, offsets(whole, tile, origin),
+                        var(at(id).inputs[0]),
+                        dtype == ir::DType::f32 ? "" : fmt::format(".to({})", dtype_of(dtype)),
                         mask.empty() ? "" : fmt::format(", mask={}", mask)));
   }
 
@@ -244,7 +266,7 @@ class BlockEmitter {
   }
 
   // A sum or max of `x` (a tile of `dims`) over `axes`, each kept as extent 1.
-  static std::string reduced(std::string x, const Dims& dims, const std::vector<size_t>& axes,
+  std::string reduced(std::string x, const Dims& dims, const std::vector<size_t>& axes,
                              bool is_max) {
     x = masked(x, dims, axes, is_max ? "float(\"-inf\")" : "0.0");
     for (size_t axis : axes)
@@ -382,7 +404,9 @@ class BlockEmitter {
 
   const ir::BlockGraph& g_;
   std::string what_;
+  std::string prologue_;  // the masks, before everything that uses them
   std::string text_;
+  std::map<std::string, std::string> masks_;  // mask expression -> its variable
 };
 
 // Warps for a program whose largest tile holds `elements`: enough threads that each holds a few

@@ -122,7 +122,9 @@ ir::BlockGraph matmul(const ir::KernelGraph& graph, const ir::Node& node) {
   if (r >= 3) order.push_back({r - 3, 1});
   const Partition p = partition(out, order, 128 * 64);
   const int64_t k = a.back();
-  const int64_t range = blocks_along(k, 128);
+  // A product of one row (decoding's GEMV) is a broadcast product, not tl.dot: longer K chunks
+  // then halve the loop's trips at the same registers per element.
+  const int64_t range = blocks_along(k, out[size_t(r - 2)] == 1 ? 256 : 128);
   ir::BlockGraph g(p.grid, range, operand_types(graph, node));
   // A's N is its K, B's M is its K: neither is partitioned by the axes of those result dims.
   ir::AxisMap imap_a = operand_imap(p, a, out.size(), out);
