@@ -28,7 +28,8 @@ namespace fs = std::filesystem;
 class FreshCache {
  public:
   FreshCache() {
-    folder_ = fs::temp_directory_path() / fmt::format("yirage-triton-test-{}", std::random_device{}());
+    folder_ =
+        fs::temp_directory_path() / fmt::format("yirage-triton-test-{}", std::random_device{}());
     const char* old = std::getenv("XDG_CACHE_HOME");
     if (old) old_ = old;
     setenv("XDG_CACHE_HOME", folder_.c_str(), 1);
@@ -50,7 +51,8 @@ class FreshCache {
 
 size_t count_files(const fs::path& folder, const std::string& extension) {
   size_t n = 0;
-  for (const auto& entry : fs::directory_iterator(folder)) n += entry.path().extension() == extension;
+  for (const auto& entry : fs::directory_iterator(folder))
+    n += entry.path().extension() == extension;
   return n;
 }
 
@@ -68,7 +70,10 @@ TEST(TritonAot, CompilesGeneratedKernelsToCubins) {
     for (size_t i = 0; i < compiled.size(); ++i) {
       const triton::CompiledKernel& k = compiled[i];
       ASSERT_GE(k.cubin.size(), 4u);
-      EXPECT_EQ(std::string(k.cubin.data(), 4), "\x7f" "ELF") << program.kernels[i].what;
+      EXPECT_EQ(std::string(k.cubin.data(), 4),
+                "\x7f"
+                "ELF")
+          << program.kernels[i].what;
       EXPECT_EQ(k.function, program.kernels[i].name);
       EXPECT_EQ(k.threads, 32 * program.kernels[i].num_warps);
     }
@@ -115,7 +120,8 @@ TEST(TritonGpu, SuiteRunsFromCubinsAsTheReferenceDoes) {
   Backend& triton = get_backend("triton");  // with a GPU, an unavailable triton is a failure
   for (const suite::WorkloadInfo& w : suite::workloads()) {
     const ir::KernelGraph graph = suite::build_workload(w.name);
-    const std::vector<ir::HostTensor> inputs = suite::random_inputs(w, graph, std::random_device{}());
+    const std::vector<ir::HostTensor> inputs =
+        suite::random_inputs(w, graph, std::random_device{}());
     const std::vector<ir::HostTensor> expected = verify::run_reference(graph, inputs);
     const std::vector<ir::HostTensor> actual = run_on(triton, graph, inputs);
     ASSERT_EQ(actual.size(), expected.size()) << w.name;

@@ -138,7 +138,8 @@ CompiledKernel parse_compiled(const std::vector<char>& cubin, const std::string&
     k.threads = m.at("threads").get<int>();
     k.shared_bytes = m.at("shared_bytes").get<size_t>();
     k.global_scratch_bytes = m.at("global_scratch_bytes").get<size_t>();
-    k.global_scratch_alignment = std::max<size_t>(1, m.at("global_scratch_alignment").get<size_t>());
+    k.global_scratch_alignment =
+        std::max<size_t>(1, m.at("global_scratch_alignment").get<size_t>());
     k.profile_scratch_bytes = m.at("profile_scratch_bytes").get<size_t>();
   } catch (const nlohmann::json::exception& e) {
     fail("triton: {}: the compiled kernel's metadata does not parse: {}", what, e.what());
@@ -161,9 +162,9 @@ std::string python_command() {
 std::string triton_version(std::string* why) {
   TempFolder folder;
   const fs::path out = folder.path() / "version";
-  const std::string command = fmt::format(
-      "{} -c 'import triton, sys; sys.stdout.write(triton.__version__)' > {} 2>&1",
-      quoted(python_command()), quoted(out.string()));
+  const std::string command =
+      fmt::format("{} -c 'import triton, sys; sys.stdout.write(triton.__version__)' > {} 2>&1",
+                  quoted(python_command()), quoted(out.string()));
   const int status = std::system(command.c_str());
   std::string text = read_file(out);
   if (status == 0 && !text.empty()) return text;
@@ -171,8 +172,8 @@ std::string triton_version(std::string* why) {
     const size_t last_line = text.find_last_of('\n', text.size() > 1 ? text.size() - 2 : 0);
     std::string message = last_line == std::string::npos ? text : text.substr(last_line + 1);
     while (!message.empty() && message.back() == '\n') message.pop_back();
-    *why = fmt::format("{} cannot import triton ({}); pip install triton",
-                       python_command(), message.empty() ? "no output" : message);
+    *why = fmt::format("{} cannot import triton ({}); pip install triton", python_command(),
+                       message.empty() ? "no output" : message);
   }
   return {};
 }
@@ -221,16 +222,18 @@ std::vector<CompiledKernel> compile_kernels(const Program& program, int arch) {
   write_file(folder.path() / "compile.py", kCompileScript);
   write_file(folder.path() / "request.json", request.dump());
   const fs::path log = folder.path() / "log";
-  const std::string command = fmt::format(
-      "{} {} {} > {} 2>&1", quoted(python_command()), quoted((folder.path() / "compile.py").string()),
-      quoted((folder.path() / "request.json").string()), quoted(log.string()));
+  const std::string command =
+      fmt::format("{} {} {} > {} 2>&1", quoted(python_command()),
+                  quoted((folder.path() / "compile.py").string()),
+                  quoted((folder.path() / "request.json").string()), quoted(log.string()));
   if (std::system(command.c_str()) != 0)
     fail("triton: the compiler process failed: {}", read_file(log));
   for (size_t i : missing) {
     const TritonKernel& k = program.kernels[i];
     const fs::path out = folder.path() / fmt::format("k{}", i);
     if (fs::exists(out.string() + ".error"))
-      fail("triton: {} ({}) does not compile: {}", k.what, k.name, read_file(out.string() + ".error"));
+      fail("triton: {} ({}) does not compile: {}", k.what, k.name,
+           read_file(out.string() + ".error"));
     const std::string cubin = read_file(out.string() + ".cubin");
     const std::string metadata = read_file(out.string() + ".json");
     compiled[i] = parse_compiled({cubin.begin(), cubin.end()}, metadata, k.what);

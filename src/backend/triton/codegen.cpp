@@ -56,16 +56,16 @@ TritonKernel gather_kernel(const Gather& g, const std::string& name, int from, i
   k.what = what;
   k.args = {from, to};
   k.grid = {unsigned((n + kGatherBlock - 1) / kGatherBlock), 1, 1};
-  k.source = detail::module_header() +
-             fmt::format(
-                 "@triton.jit\n"
-                 "def {0}(src, dst):\n"
-                 "    e = tl.program_id(0) * {1} + tl.arange(0, {1})\n"
-                 "    inside = e < {2}\n"
-                 "    v = tl.load(src + {3}, mask=inside)\n"
-                 "    tl.store(dst + {4}, v, mask=inside)\n",
-                 name, kGatherBlock, n, gather_offset(g, g.src_strides, g.src_base),
-                 gather_offset(g, g.dst_strides, g.dst_base));
+  k.source = detail::module_header() + fmt::format(
+                                           "@triton.jit\n"
+                                           "def {0}(src, dst):\n"
+                                           "    e = tl.program_id(0) * {1} + tl.arange(0, {1})\n"
+                                           "    inside = e < {2}\n"
+                                           "    v = tl.load(src + {3}, mask=inside)\n"
+                                           "    tl.store(dst + {4}, v, mask=inside)\n",
+                                           name, kGatherBlock, n,
+                                           gather_offset(g, g.src_strides, g.src_base),
+                                           gather_offset(g, g.dst_strides, g.dst_base));
   return k;
 }
 
@@ -102,9 +102,9 @@ class ProgramBuilder {
       for (size_t port = 0; port < node.outputs.size(); ++port) {
         const ir::TensorRef t{int32_t(id), int32_t(port)};
         auto found = output_slot.find(t);
-        slot_of_[t] = found != output_slot.end() ? found->second
-                                                 : add_slot(SlotKind::scratch, scratch_++,
-                                                            node.outputs[port]);
+        slot_of_[t] = found != output_slot.end()
+                          ? found->second
+                          : add_slot(SlotKind::scratch, scratch_++, node.outputs[port]);
         out.push_back(slot_of_[t]);
       }
       lower_node(node, out);

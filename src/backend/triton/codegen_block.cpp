@@ -113,7 +113,8 @@ class BlockEmitter {
     for (size_t i = 0; i < g_.output_types().size(); ++i) params.push_back(fmt::format("o{}", i));
     std::string head = fmt::format("@triton.jit\ndef {}({}):\n", name, fmt::join(params, ", "));
     for (int a = 0; a < ir::kGridAxes; ++a)
-      if (g_.grid().extent[size_t(a)] > 1) head += fmt::format("    b{0} = tl.program_id({0})\n", a);
+      if (g_.grid().extent[size_t(a)] > 1)
+        head += fmt::format("    b{0} = tl.program_id({0})\n", a);
     const std::vector<ir::BlockNode>& nodes = g_.nodes();
     for (size_t id = 0; id < nodes.size(); ++id)
       if (std::holds_alternative<ir::AccumulatorOp>(nodes[id].op)) accumulator_init(int32_t(id));
@@ -241,33 +242,33 @@ class BlockEmitter {
   void node(int32_t id, int indent) {
     const ir::BlockNode& n = at(id);
     auto in = [&](size_t i) { return var(n.inputs[i]); };
-    std::visit(
-        ir::Overloaded{
-            [&](const ir::InputIteratorOp& it) { load(id, it, indent); },
-            [&](const ir::UnaryOp& u) { line(indent, var(id) + " = " + unary(u, in(0))); },
-            [&](const ir::BinaryOp& b) {
-              line(indent, var(id) + " = " + binary(b.fn, in(0), in(1), what_));
-            },
-            [&](const ir::MatmulOp&) { matmul(id, indent); },
-            [&](const ir::ReduceOp& r) { reduce(id, r, indent); },
-            [&](const ir::ReduceToWidthOp& r) { reduce_to_width(id, r, indent); },
-            [&](const ir::RmsNormOp& r) {
-              norm(id, r.normalized_shape.size(), r.eps, false, r.has_weight, false, indent);
-            },
-            [&](const ir::LayerNormOp& l) {
-              norm(id, l.normalized_shape.size(), l.eps, true, l.has_weight, l.has_bias, indent);
-            },
-            [&](const auto& other) {
-              fail("triton: {}: block op {} has no Triton lowering", what_,
-                   ir::block_op_label(ir::BlockOp(other)));
-            },
-        },
-        n.op);
+    std::visit(ir::Overloaded{
+                   [&](const ir::InputIteratorOp& it) { load(id, it, indent); },
+                   [&](const ir::UnaryOp& u) { line(indent, var(id) + " = " + unary(u, in(0))); },
+                   [&](const ir::BinaryOp& b) {
+                     line(indent, var(id) + " = " + binary(b.fn, in(0), in(1), what_));
+                   },
+                   [&](const ir::MatmulOp&) { matmul(id, indent); },
+                   [&](const ir::ReduceOp& r) { reduce(id, r, indent); },
+                   [&](const ir::ReduceToWidthOp& r) { reduce_to_width(id, r, indent); },
+                   [&](const ir::RmsNormOp& r) {
+                     norm(id, r.normalized_shape.size(), r.eps, false, r.has_weight, false, indent);
+                   },
+                   [&](const ir::LayerNormOp& l) {
+                     norm(id, l.normalized_shape.size(), l.eps, true, l.has_weight, l.has_bias,
+                          indent);
+                   },
+                   [&](const auto& other) {
+                     fail("triton: {}: block op {} has no Triton lowering", what_,
+                          ir::block_op_label(ir::BlockOp(other)));
+                   },
+               },
+               n.op);
   }
 
   // A sum or max of `x` (a tile of `dims`) over `axes`, each kept as extent 1.
   std::string reduced(std::string x, const Dims& dims, const std::vector<size_t>& axes,
-                             bool is_max) {
+                      bool is_max) {
     x = masked(x, dims, axes, is_max ? "float(\"-inf\")" : "0.0");
     for (size_t axis : axes)
       x = fmt::format("tl.{}({}, axis={}, keep_dims=True)", is_max ? "max" : "sum", x, axis);
@@ -278,11 +279,13 @@ class BlockEmitter {
     const int32_t x = at(id).inputs[0];
     const Dims& dims = real(x);
     const size_t axis = size_t(r.dim);
-    std::string value = masked(var(x), dims, {axis}, r.fn == ir::ReduceFn::max ? "float(\"-inf\")"
-                                                                                 : "0.0");
-    value = fmt::format("tl.{}({}, axis={}, keep_dims={})", r.fn == ir::ReduceFn::max ? "max" : "sum",
-                        value, axis, r.keepdim ? "True" : "False");
-    if (r.fn == ir::ReduceFn::mean) value = fmt::format("{} / {}", value, py_float(double(dims[axis])));
+    std::string value =
+        masked(var(x), dims, {axis}, r.fn == ir::ReduceFn::max ? "float(\"-inf\")" : "0.0");
+    value =
+        fmt::format("tl.{}({}, axis={}, keep_dims={})", r.fn == ir::ReduceFn::max ? "max" : "sum",
+                    value, axis, r.keepdim ? "True" : "False");
+    if (r.fn == ir::ReduceFn::mean)
+      value = fmt::format("{} / {}", value, py_float(double(dims[axis])));
     line(indent, var(id) + " = " + value);
   }
 
@@ -321,7 +324,9 @@ class BlockEmitter {
     const std::string lhs = masked(var(a), da, {ra - 1}, "0.0");
     const std::string rhs = masked(var(b), db, {rb - 2}, "0.0");
     const Dims pa = padded(a), pb = padded(b);
-    if (ra == 2 && rb == 2 && std::min({pa[0], pa[1], pb[1]}) >= 16) {
+    // tl.dot takes 2-D tiles, and 3-D ones of equal batch (a batched product).
+    const bool dot_shapes = ra == rb && (ra == 2 || (ra == 3 && pa[0] == pb[0]));
+    if (dot_shapes && std::min({pa[ra - 2], pa[ra - 1], pb[rb - 1]}) >= 16) {
       // f32 tiles multiply in full f32 ("ieee"): TF32 would miss f32's tolerance. 16-bit tiles
       // multiply on the tensor cores as TF32, whose 10-bit mantissa holds theirs and whose range
       // is f32's. (Not as bf16 operands: Triton 3.9's interpreter multiplies those wrong, and
@@ -331,10 +336,12 @@ class BlockEmitter {
                                f32 ? "ieee" : "tf32"));
       return;
     }
-    // Below 16 rows, columns or K (or with batch dims), a broadcast product summed over K.
+    // Below 16 rows, columns or K (or with broadcast batch dims), a broadcast product summed
+    // over K.
     const size_t rank = std::max(ra, rb) + 1;
-    line(indent, fmt::format("{} = tl.sum(tl.expand_dims({}, {}) * tl.expand_dims({}, {}), axis={})",
-                             var(id), lhs, ra, rhs, rb - 2, rank - 2));
+    line(indent,
+         fmt::format("{} = tl.sum(tl.expand_dims({}, {}) * tl.expand_dims({}, {}), axis={})",
+                     var(id), lhs, ra, rhs, rb - 2, rank - 2));
   }
 
   void norm(int32_t id, size_t normalized, double eps, bool layer, bool has_weight, bool has_bias,
@@ -420,7 +427,8 @@ int warps_for(int64_t elements) {
 }  // namespace
 
 std::string module_header() {
-  return "# Generated by YiRage's Triton backend.\nimport triton\nimport triton.language as tl\n\n\n";
+  return "# Generated by YiRage's Triton backend.\nimport triton\nimport triton.language as "
+         "tl\n\n\n";
 }
 
 TritonKernel lower_block_graph(const ir::BlockGraph& graph, const std::string& name,
@@ -430,7 +438,8 @@ TritonKernel lower_block_graph(const ir::BlockGraph& graph, const std::string& n
   k.what = what;
   k.args = std::move(args);
   k.source = module_header() + BlockEmitter(graph, what).function(name);
-  for (int a = 0; a < ir::kGridAxes; ++a) k.grid[size_t(a)] = unsigned(graph.grid().extent[size_t(a)]);
+  for (int a = 0; a < ir::kGridAxes; ++a)
+    k.grid[size_t(a)] = unsigned(graph.grid().extent[size_t(a)]);
   int64_t largest = 1;
   for (size_t id = 0; id < graph.nodes().size(); ++id)
     largest = std::max(largest, ir::num_elements(padded_dims(graph.nodes()[id].tile.dims)));

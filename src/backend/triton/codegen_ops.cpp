@@ -2,10 +2,10 @@
 // search's own terms so that one lowering (codegen_block.cpp) serves both.
 //
 // Each graph partitions up to three of the result's dims over the grid (the innermost into tiles
-// of up to a few thousand elements, then as many rows as fit a budget per block), walks a matmul's K or a
-// reduction's dim with the for-loop, and folds the iterations with the accumulator that means
-// the op: sum for products and sums, mean for means, max for maxima. Ops that need a whole row at
-// once (norms, softmax) take a single iteration over it.
+// of up to a few thousand elements, then as many rows as fit a budget per block), walks a matmul's
+// K or a reduction's dim with the for-loop, and folds the iterations with the accumulator that
+// means the op: sum for products and sums, mean for means, max for maxima. Ops that need a whole
+// row at once (norms, softmax) take a single iteration over it.
 #include <algorithm>
 #include <variant>
 
@@ -64,8 +64,7 @@ Partition partition(const Dims& dims, const std::vector<std::pair<int, int64_t>>
 // The imap of an operand of `operand` dims, right-aligned against a result of rank `rank` (NumPy
 // broadcasting): an axis partitions the operand's dim where that dim is not broadcast. `shift`
 // maps a result dim to the operand's dim before alignment (a reduction without keepdim).
-ir::AxisMap operand_imap(const Partition& p, const Dims& operand, size_t rank,
-                         const Dims& result) {
+ir::AxisMap operand_imap(const Partition& p, const Dims& operand, size_t rank, const Dims& result) {
   ir::AxisMap imap{kReplicate, kReplicate, kReplicate};
   const size_t lead = rank - operand.size();
   for (int a = 0; a < ir::kGridAxes; ++a) {
@@ -105,8 +104,8 @@ ir::BlockGraph elementwise(const ir::KernelGraph& graph, const ir::Node& node) {
   ir::BlockGraph g(p.grid, 1, operand_types(graph, node));
   std::vector<int32_t> tiles;
   for (size_t i = 0; i < node.inputs.size(); ++i)
-    tiles.push_back(g.iterator(int(i), operand_imap(p, graph.type(node.inputs[i]).dims, out.size(), out),
-                               kReplicate));
+    tiles.push_back(g.iterator(
+        int(i), operand_imap(p, graph.type(node.inputs[i]).dims, out.size(), out), kReplicate));
   const int32_t y = g.add(*ir::shared_block_op(node.op), tiles);
   g.save(g.accumulate(ir::AccumFn::sum, y), saver_omap(p));
   return g;
@@ -140,7 +139,8 @@ ir::BlockGraph matmul(const ir::KernelGraph& graph, const ir::Node& node) {
 }
 
 // A reduction: blocks over the other dims, the loop along the reduced one.
-ir::BlockGraph reduction(const ir::KernelGraph& graph, const ir::Node& node, const ir::ReduceOp& r) {
+ir::BlockGraph reduction(const ir::KernelGraph& graph, const ir::Node& node,
+                         const ir::ReduceOp& r) {
   const Dims& x = graph.type(node.inputs[0]).dims;
   const bool innermost = size_t(r.dim) + 1 == x.size();
   const int64_t inner = innermost ? 16 : 128;
@@ -181,7 +181,8 @@ ir::BlockGraph norm(const ir::KernelGraph& graph, const ir::Node& node, size_t n
   std::vector<int32_t> tiles = {g.iterator(0, p.dim_of_axis, kReplicate)};
   for (size_t i = 1; i < node.inputs.size(); ++i)
     tiles.push_back(g.iterator(int(i), {kReplicate, kReplicate, kReplicate}, kReplicate));
-  g.save(g.accumulate(ir::AccumFn::sum, g.add(*ir::shared_block_op(node.op), tiles)), p.dim_of_axis);
+  g.save(g.accumulate(ir::AccumFn::sum, g.add(*ir::shared_block_op(node.op), tiles)),
+         p.dim_of_axis);
   return g;
 }
 
@@ -192,7 +193,8 @@ ir::BlockGraph softmax(const ir::KernelGraph& graph, const ir::Node& node, int d
   ir::BlockGraph g(p.grid, 1, operand_types(graph, node));
   const int32_t t = g.iterator(0, p.dim_of_axis, kReplicate);
   const int32_t top = g.add(ir::ReduceOp{ir::ReduceFn::max, dim, true}, {t});
-  const int32_t e = g.add(ir::UnaryOp{ir::UnaryFn::exp}, {g.add(ir::BinaryOp{ir::BinaryFn::sub}, {t, top})});
+  const int32_t e =
+      g.add(ir::UnaryOp{ir::UnaryFn::exp}, {g.add(ir::BinaryOp{ir::BinaryFn::sub}, {t, top})});
   const int32_t sum = g.add(ir::ReduceOp{ir::ReduceFn::sum, dim, true}, {e});
   const int32_t y = g.add(ir::BinaryOp{ir::BinaryFn::div}, {e, sum});
   g.save(g.accumulate(ir::AccumFn::sum, y), p.dim_of_axis);

@@ -118,14 +118,18 @@ class TritonBuffer final : public Buffer {
   explicit TritonBuffer(size_t bytes) : memory_(bytes) {}
   size_t size() const override { return memory_.size(); }
   void write(std::span<const std::byte> bytes) override {
-    if (bytes.size() != size()) fail("triton: buffer write of {} bytes into {}", bytes.size(), size());
+    if (bytes.size() != size())
+      fail("triton: buffer write of {} bytes into {}", bytes.size(), size());
     if (!bytes.empty())
-      check(driver().api.memcpy_htod(memory_.address(), bytes.data(), bytes.size()), "cuMemcpyHtoD");
+      check(driver().api.memcpy_htod(memory_.address(), bytes.data(), bytes.size()),
+            "cuMemcpyHtoD");
   }
   void read(std::span<std::byte> bytes) const override {
-    if (bytes.size() != size()) fail("triton: buffer read of {} bytes from {}", bytes.size(), size());
+    if (bytes.size() != size())
+      fail("triton: buffer read of {} bytes from {}", bytes.size(), size());
     if (!bytes.empty())
-      check(driver().api.memcpy_dtoh(bytes.data(), memory_.address(), bytes.size()), "cuMemcpyDtoH");
+      check(driver().api.memcpy_dtoh(bytes.data(), memory_.address(), bytes.size()),
+            "cuMemcpyDtoH");
   }
   CUdeviceptr address() const { return memory_.address(); }
 
@@ -164,8 +168,9 @@ class TritonModule final : public Module {
               fmt::format("cuFuncSetAttribute for {}", k.what));
       const size_t programs = size_t(k.grid[0]) * k.grid[1] * k.grid[2];
       if (loaded.compiled.global_scratch_bytes)
-        loaded.global_scratch = std::make_unique<DeviceMemory>(
-            programs * loaded.compiled.global_scratch_bytes + loaded.compiled.global_scratch_alignment);
+        loaded.global_scratch =
+            std::make_unique<DeviceMemory>(programs * loaded.compiled.global_scratch_bytes +
+                                           loaded.compiled.global_scratch_alignment);
       if (loaded.compiled.profile_scratch_bytes)
         loaded.profile_scratch =
             std::make_unique<DeviceMemory>(programs * loaded.compiled.profile_scratch_bytes);
@@ -193,7 +198,8 @@ class TritonModule final : public Module {
         fail("triton: module launched with {} {} buffers, needs more", list.size(),
              input ? "input" : "output");
       auto* buffer = dynamic_cast<TritonBuffer*>(list[size_t(slot.index)]);
-      if (!buffer) fail("triton: {} {} is not a triton buffer", input ? "input" : "output", slot.index);
+      if (!buffer)
+        fail("triton: {} {} is not a triton buffer", input ? "input" : "output", slot.index);
       if (buffer->size() != slot.bytes())
         fail("triton: {} {} holds {} bytes, needs {}", input ? "input" : "output", slot.index,
              buffer->size(), slot.bytes());
@@ -208,16 +214,14 @@ class TritonModule final : public Module {
     std::vector<CUdeviceptr> values;
     for (int slot : k.args) values.push_back(addresses[size_t(slot)]);
     const size_t align = loaded.compiled.global_scratch_alignment;
-    values.push_back(loaded.global_scratch
-                         ? (loaded.global_scratch->address() + align - 1) / align * align
-                         : 0);
+    values.push_back(
+        loaded.global_scratch ? (loaded.global_scratch->address() + align - 1) / align * align : 0);
     values.push_back(loaded.profile_scratch ? loaded.profile_scratch->address() : 0);
     std::vector<void*> params;
     for (CUdeviceptr& v : values) params.push_back(&v);
-    check(driver().api.launch_kernel(loaded.function, k.grid[0], k.grid[1], k.grid[2],
-                                     unsigned(loaded.compiled.threads), 1, 1,
-                                     unsigned(loaded.compiled.shared_bytes), nullptr, params.data(),
-                                     nullptr),
+    check(driver().api.launch_kernel(
+              loaded.function, k.grid[0], k.grid[1], k.grid[2], unsigned(loaded.compiled.threads),
+              1, 1, unsigned(loaded.compiled.shared_bytes), nullptr, params.data(), nullptr),
           fmt::format("cuLaunchKernel for {}", k.what));
   }
 
