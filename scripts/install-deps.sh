@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Installs what YiRage needs to build and test on Debian 12 / Ubuntu 24.04: the compiler and
 # CMake, the libraries (from the distribution's packages), graphviz for SVG output, NumPy and
-# pytest for the tests, and Triton for the triton backend. Runs as root, or through sudo when it is available. OpenBLAS is the
-# cpu backend's library matmul, in its OpenMP flavour: the generated modules run on OpenMP, and a
-# second (pthreads) pool spinning on the same cores would fight them. cpp-httplib is the HTTP
-# server under `yirage serve` (src/serve/server.cpp says why that one). The OpenCL headers and ICD
-# loader build and load the opencl backend, and PoCL is the OpenCL platform its tests run on
-# (about 15 s to install).
+# pytest for the tests, and Triton for the triton backend. Runs as root, or through sudo when it
+# is available. OpenBLAS is the cpu backend's library matmul, in its OpenMP flavour: the
+# generated modules run on OpenMP, and a second (pthreads) pool spinning on the same cores would
+# fight them. cpp-httplib is the HTTP server under `yirage serve` (src/serve/server.cpp says why
+# that one). The OpenCL headers and ICD loader build and load the opencl backend, and PoCL is the
+# OpenCL platform its tests run on (about 15 s to install).
 set -euo pipefail
 
 packages=(g++ cmake ninja-build pkg-config nlohmann-json3-dev libcli11-dev libfmt-dev
@@ -27,7 +27,8 @@ fi
 
 # openai: the official client, which the tests of `yirage serve` drive it with. triton: the
 # triton backend's compiler, and its interpreter, which runs the generated kernels in CI without a
-# GPU; it needs no torch (tests/triton/interpret.py). 286 MB, about 15 s to fetch and install.
+# GPU; it needs no torch (tests/triton/interpret.py). A 286 MB wheel: 15 s to fetch and install
+# on the 2-core machine when idle, 34 s into a fresh venv with --no-cache-dir under load.
 if ! python3 -c "import numpy, pytest, openai, triton" 2>/dev/null; then
   # Debian's own python3 refuses plain pip installs (PEP 668); a pyenv or venv python does not.
   python3 -m pip install -q numpy pytest openai triton 2>/dev/null ||

@@ -24,14 +24,16 @@ using ir::BlockPhase;
 using ir::Dims;
 
 // The extent a tile dim is held at. Triton's tensors have power-of-two extents, and tl.dot wants
-// at least 16 along each of them; an extent of 1 stays 1, so that it still broadcasts. Two tiles
-// whose extents along a dim are equal, or one of them 1, then hold equal or broadcasting
-// extents there, and elementwise ops combine them as they are.
+// at least 16 along each of them, so extents above 4 are held at a power of two of at least 16.
+// Extents up to 4 (1 among them, which must still broadcast) keep their own power of two: they
+// are the K chunks and the few rows of products too small for tl.dot anyway, where padding to
+// 16 would multiply a broadcast product's work by up to 8 for nothing. The held extent depends
+// on the real one alone, so tiles whose extents along a dim are equal, or one of them 1, hold
+// equal or broadcasting extents there, and elementwise ops combine them as they are.
 int64_t power_of_two_at_least(int64_t n) {
-  if (n == 1) return 1;
-  int64_t p = 16;
+  int64_t p = 1;
   while (p < n) p <<= 1;
-  return p;
+  return n <= 4 ? p : std::max<int64_t>(p, 16);
 }
 
 Dims padded_dims(const Dims& dims) {
