@@ -43,7 +43,7 @@ ir::KernelGraph small_graph() {
 }
 
 TEST(BackendRegistry, ListsBackendsInOrderOfPreference) {
-  EXPECT_THAT(backend_names(), ElementsAre("cuda", "cpu", "opencl", "reference"));
+  EXPECT_THAT(backend_names(), ElementsAre("cuda", "cpu", "opencl", "triton", "reference"));
   std::vector<BackendInfo> infos = describe_backends();
   ASSERT_EQ(infos.size(), 4u);
   EXPECT_EQ(infos[0].name, "cuda");
@@ -54,7 +54,7 @@ TEST(BackendRegistry, ListsBackendsInOrderOfPreference) {
 
 TEST(BackendRegistry, UnknownNameListsTheKnownOnes) {
   EXPECT_EQ(error_of([] { get_backend("nope"); }),
-            "unknown backend 'nope'; known backends: cuda, cpu, opencl, reference");
+            "unknown backend 'nope'; known backends: cuda, cpu, opencl, triton, reference");
 }
 
 TEST(BackendRegistry, UnavailableBackendIsAnErrorWithItsReason) {
@@ -116,7 +116,7 @@ TEST(BackendRegistry, CpuFingerprintIsStable) {
 // A backend created with options is the caller's own; the shared one keeps its settings.
 TEST(BackendRegistry, CreatedBackendsKeepTheirOwnOptions) {
   EXPECT_EQ(error_of([] { create_backend("tpu", {}); }),
-            "unknown backend 'tpu'; known backends: cuda, cpu, opencl, reference");
+            "unknown backend 'tpu'; known backends: cuda, cpu, opencl, triton, reference");
   EXPECT_EQ(error_of([] { create_backend("cpu", {-1}); }), "backend 'cpu': -1 threads");
   if (Availability cuda = make_cuda_backend({})->availability(); !cuda.available) {
     EXPECT_EQ(error_of([] { create_backend("cuda", {}); }),

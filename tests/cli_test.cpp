@@ -272,7 +272,7 @@ TEST(Cli, MissingFileIsAOneLineErrorNamingTheFile) {
 TEST(Cli, BackendErrorsAreOneLine) {
   std::string file = quote((kExamples / "ntrans.json").string());
   expect_one_line_error(yirage("run " + file + " --backend nope"),
-                        "unknown backend 'nope'; known backends: cuda, cpu, opencl, reference");
+                        "unknown backend 'nope'; known backends: cuda, cpu, opencl, triton, reference");
   for (const yirage::backend::BackendInfo& info : yirage::backend::describe_backends())
     if (!info.availability.available)
       expect_one_line_error(yirage("run " + file + " --backend " + info.name),

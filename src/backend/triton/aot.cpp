@@ -163,7 +163,8 @@ std::string triton_version(std::string* why) {
   TempFolder folder;
   const fs::path out = folder.path() / "version";
   const std::string command =
-      fmt::format("{} -c 'import triton, sys; sys.stdout.write(triton.__version__)' > {} 2>&1",
+      fmt::format("{} -c 'import importlib.metadata as m, sys; "
+                  "sys.stdout.write(m.version(\"triton\"))' > {} 2>&1",
                   quoted(python_command()), quoted(out.string()));
   const int status = std::system(command.c_str());
   std::string text = read_file(out);
@@ -172,7 +173,7 @@ std::string triton_version(std::string* why) {
     const size_t last_line = text.find_last_of('\n', text.size() > 1 ? text.size() - 2 : 0);
     std::string message = last_line == std::string::npos ? text : text.substr(last_line + 1);
     while (!message.empty() && message.back() == '\n') message.pop_back();
-    *why = fmt::format("{} cannot import triton ({}); pip install triton", python_command(),
+    *why = fmt::format("{} finds no triton package ({}); pip install triton", python_command(),
                        message.empty() ? "no output" : message);
   }
   return {};

@@ -31,7 +31,9 @@ struct CompiledKernel {
 // The Python interpreter that runs Triton: $YIRAGE_PYTHON, else python3.
 std::string python_command();
 
-// Triton's version as the Python interpreter imports it, or empty with `why` set when it cannot.
+// The version of the triton package the Python interpreter has installed, or empty with `why` set
+// where it has none. Read from the package's metadata, without importing Triton (which takes a
+// second or more), since every process that lists the backends asks.
 std::string triton_version(std::string* why);
 
 // Compiles every kernel of `program` for `arch` (a compute capability as Triton spells it: 90

@@ -13,8 +13,6 @@
 namespace yirage::backend::triton {
 namespace detail {
 
-std::string module_header();  // codegen_block.cpp
-
 std::string identifier(const std::string& text) {
   std::string id;
   for (char c : text) id += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';

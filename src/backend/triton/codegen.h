@@ -59,7 +59,7 @@ struct Program {
 Program lower(const ir::KernelGraph& graph);
 
 // The program as JSON: {"slots": [{"kind", "index", "dtype", "shape"}], "kernels": [{"name",
-// "source", "grid", "num_warps", "args", "what"}]}, which tests/triton/run_interpreted.py runs.
+// "source", "grid", "num_warps", "args", "what"}]}, which tests/triton/interpret.py runs under Triton's interpreter.
 nlohmann::json to_json(const Program& program);
 
 namespace detail {
@@ -77,6 +77,9 @@ bool has_block_graph(const ir::Op& op);
 
 // A Python identifier made of `text`.
 std::string identifier(const std::string& text);
+
+// What every generated module starts with: a comment and the imports (codegen_block.cpp).
+std::string module_header();
 
 }  // namespace detail
 }  // namespace yirage::backend::triton

@@ -62,8 +62,7 @@ Partition partition(const Dims& dims, const std::vector<std::pair<int, int64_t>>
 }
 
 // The imap of an operand of `operand` dims, right-aligned against a result of rank `rank` (NumPy
-// broadcasting): an axis partitions the operand's dim where that dim is not broadcast. `shift`
-// maps a result dim to the operand's dim before alignment (a reduction without keepdim).
+// broadcasting): an axis partitions the operand's dim where that dim is not broadcast.
 ir::AxisMap operand_imap(const Partition& p, const Dims& operand, size_t rank, const Dims& result) {
   ir::AxisMap imap{kReplicate, kReplicate, kReplicate};
   const size_t lead = rank - operand.size();
@@ -93,10 +92,6 @@ std::vector<std::pair<int, int64_t>> rows_then_inner(const Dims& dims, int64_t i
   return order;
 }
 
-ir::AxisMap saver_omap(const Partition& p) {
-  return p.dim_of_axis;
-}
-
 // Elementwise ops: each block a run of the innermost dim of one row.
 ir::BlockGraph elementwise(const ir::KernelGraph& graph, const ir::Node& node) {
   const Dims& out = node.outputs[0].dims;
@@ -107,7 +102,7 @@ ir::BlockGraph elementwise(const ir::KernelGraph& graph, const ir::Node& node) {
     tiles.push_back(g.iterator(
         int(i), operand_imap(p, graph.type(node.inputs[i]).dims, out.size(), out), kReplicate));
   const int32_t y = g.add(*ir::shared_block_op(node.op), tiles);
-  g.save(g.accumulate(ir::AccumFn::sum, y), saver_omap(p));
+  g.save(g.accumulate(ir::AccumFn::sum, y), p.dim_of_axis);
   return g;
 }
 
@@ -134,7 +129,7 @@ ir::BlockGraph matmul(const ir::KernelGraph& graph, const ir::Node& node) {
   }
   const int32_t ta = g.iterator(0, imap_a, int(a.size()) - 1);
   const int32_t tb = g.iterator(1, imap_b, int(b.size()) - 2);
-  g.save(g.accumulate(ir::AccumFn::sum, g.add(ir::MatmulOp{}, {ta, tb})), saver_omap(p));
+  g.save(g.accumulate(ir::AccumFn::sum, g.add(ir::MatmulOp{}, {ta, tb})), p.dim_of_axis);
   return g;
 }
 
