@@ -162,10 +162,10 @@ std::string python_command() {
 std::string triton_version(std::string* why) {
   TempFolder folder;
   const fs::path out = folder.path() / "version";
-  const std::string command =
-      fmt::format("{} -c 'import importlib.metadata as m, sys; "
-                  "sys.stdout.write(m.version(\"triton\"))' > {} 2>&1",
-                  quoted(python_command()), quoted(out.string()));
+  const std::string command = fmt::format(
+      "{} -c 'import importlib.metadata as m, sys; "
+      "sys.stdout.write(m.version(\"triton\"))' > {} 2>&1",
+      quoted(python_command()), quoted(out.string()));
   const int status = std::system(command.c_str());
   std::string text = read_file(out);
   if (status == 0 && !text.empty()) return text;

@@ -59,7 +59,8 @@ struct Program {
 Program lower(const ir::KernelGraph& graph);
 
 // The program as JSON: {"slots": [{"kind", "index", "dtype", "shape"}], "kernels": [{"name",
-// "source", "grid", "num_warps", "args", "what"}]}, which tests/triton/interpret.py runs under Triton's interpreter.
+// "source", "grid", "num_warps", "args", "what"}]}, which tests/triton/interpret.py runs under
+// Triton's interpreter.
 nlohmann::json to_json(const Program& program);
 
 namespace detail {

@@ -95,16 +95,16 @@ TritonProbe probe_triton() {
   return probe;
 }
 
-class DeviceMemory {
+class TritonMemory {
  public:
-  explicit DeviceMemory(size_t bytes) : bytes_(bytes) {
+  explicit TritonMemory(size_t bytes) : bytes_(bytes) {
     // cuMemAlloc refuses 0 bytes; an empty tensor still gets an address.
     check(driver().api.mem_alloc(&ptr_, std::max<size_t>(bytes, 1)),
           fmt::format("cuMemAlloc({} bytes)", bytes));
   }
-  ~DeviceMemory() { driver().api.mem_free(ptr_); }
-  DeviceMemory(const DeviceMemory&) = delete;
-  DeviceMemory& operator=(const DeviceMemory&) = delete;
+  ~TritonMemory() { driver().api.mem_free(ptr_); }
+  TritonMemory(const TritonMemory&) = delete;
+  TritonMemory& operator=(const TritonMemory&) = delete;
   CUdeviceptr address() const { return ptr_; }
   size_t size() const { return bytes_; }
 
@@ -134,14 +134,14 @@ class TritonBuffer final : public Buffer {
   CUdeviceptr address() const { return memory_.address(); }
 
  private:
-  DeviceMemory memory_;
+  TritonMemory memory_;
 };
 
-struct LoadedKernel {
+struct LoadedCubin {
   CUmodule module = nullptr;
   CUfunction function = nullptr;
   triton::CompiledKernel compiled;
-  std::unique_ptr<DeviceMemory> global_scratch, profile_scratch;
+  std::unique_ptr<TritonMemory> global_scratch, profile_scratch;
 };
 
 class TritonModule final : public Module {
@@ -151,11 +151,11 @@ class TritonModule final : public Module {
     const DriverApi& api = driver().api;
     for (const triton::Slot& slot : program_.slots)
       scratch_.push_back(slot.kind == triton::SlotKind::scratch
-                             ? std::make_unique<DeviceMemory>(slot.bytes())
+                             ? std::make_unique<TritonMemory>(slot.bytes())
                              : nullptr);
     for (size_t i = 0; i < compiled.size(); ++i) {
       const triton::TritonKernel& k = program_.kernels[i];
-      LoadedKernel& loaded = kernels_.emplace_back();
+      LoadedCubin& loaded = kernels_.emplace_back();
       loaded.compiled = std::move(compiled[i]);
       check(api.module_load_data(&loaded.module, loaded.compiled.cubin.data()),
             fmt::format("cuModuleLoadData for {}", k.what));
@@ -169,16 +169,16 @@ class TritonModule final : public Module {
       const size_t programs = size_t(k.grid[0]) * k.grid[1] * k.grid[2];
       if (loaded.compiled.global_scratch_bytes)
         loaded.global_scratch =
-            std::make_unique<DeviceMemory>(programs * loaded.compiled.global_scratch_bytes +
+            std::make_unique<TritonMemory>(programs * loaded.compiled.global_scratch_bytes +
                                            loaded.compiled.global_scratch_alignment);
       if (loaded.compiled.profile_scratch_bytes)
         loaded.profile_scratch =
-            std::make_unique<DeviceMemory>(programs * loaded.compiled.profile_scratch_bytes);
+            std::make_unique<TritonMemory>(programs * loaded.compiled.profile_scratch_bytes);
     }
   }
 
   ~TritonModule() override {
-    for (LoadedKernel& k : kernels_)
+    for (LoadedCubin& k : kernels_)
       if (k.module) driver().api.module_unload(k.module);
   }
 
@@ -209,7 +209,7 @@ class TritonModule final : public Module {
   }
 
  private:
-  static void run(const triton::TritonKernel& k, const LoadedKernel& loaded,
+  static void run(const triton::TritonKernel& k, const LoadedCubin& loaded,
                   const std::vector<CUdeviceptr>& addresses) {
     std::vector<CUdeviceptr> values;
     for (int slot : k.args) values.push_back(addresses[size_t(slot)]);
@@ -226,8 +226,8 @@ class TritonModule final : public Module {
   }
 
   triton::Program program_;
-  std::vector<std::unique_ptr<DeviceMemory>> scratch_;  // by slot; null but for scratch slots
-  std::vector<LoadedKernel> kernels_;
+  std::vector<std::unique_ptr<TritonMemory>> scratch_;  // by slot; null but for scratch slots
+  std::vector<LoadedCubin> kernels_;
 };
 
 class TritonBackend final : public Backend {
