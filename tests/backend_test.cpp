@@ -45,11 +45,12 @@ ir::KernelGraph small_graph() {
 TEST(BackendRegistry, ListsBackendsInOrderOfPreference) {
   EXPECT_THAT(backend_names(), ElementsAre("cuda", "cpu", "opencl", "triton", "reference"));
   std::vector<BackendInfo> infos = describe_backends();
-  ASSERT_EQ(infos.size(), 4u);
+  ASSERT_EQ(infos.size(), 5u);
   EXPECT_EQ(infos[0].name, "cuda");
   EXPECT_EQ(infos[1].name, "cpu");
   EXPECT_EQ(infos[2].name, "opencl");
-  EXPECT_EQ(infos[3].name, "reference");
+  EXPECT_EQ(infos[3].name, "triton");
+  EXPECT_EQ(infos[4].name, "reference");
 }
 
 TEST(BackendRegistry, UnknownNameListsTheKnownOnes) {

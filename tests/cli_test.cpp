@@ -146,13 +146,15 @@ TEST(Cli, BackendsJsonListsEveryBackendHonestly) {
   ASSERT_EQ(result.exit_code, 0) << result.err;
   nlohmann::json list = nlohmann::json::parse(result.out);
   ASSERT_TRUE(list.is_array());
-  ASSERT_EQ(list.size(), 4u);
+  ASSERT_EQ(list.size(), 5u);
   EXPECT_EQ(list[0]["name"], "cuda");
   EXPECT_EQ(list[1]["name"], "cpu");
   EXPECT_EQ(list[2]["name"], "opencl");
-  EXPECT_EQ(list[3]["name"], "reference");
+  EXPECT_EQ(list[3]["name"], "triton");
+  EXPECT_EQ(list[4]["name"], "reference");
 
-  const nlohmann::json &cuda = list[0], &cpu = list[1], &opencl = list[2], &reference = list[3];
+  const nlohmann::json &cuda = list[0], &cpu = list[1], &opencl = list[2], &triton = list[3],
+                       &reference = list[4];
   EXPECT_EQ(opencl["available"], opencl["reason"].get<std::string>().empty());
   EXPECT_TRUE(opencl["device"]["capabilities"].is_object());
   EXPECT_EQ(reference["available"], true);
@@ -163,6 +165,13 @@ TEST(Cli, BackendsJsonListsEveryBackendHonestly) {
   EXPECT_TRUE(cpu["device"]["capabilities"].contains("vector_bits"));
   EXPECT_EQ(cuda["available"], cuda["reason"].get<std::string>().empty());
   EXPECT_TRUE(cuda["device"]["capabilities"].is_object());
+  // Available only with a CUDA device and the triton package; else one line saying which lacks.
+  const std::string why_not = triton["reason"].get<std::string>();
+  EXPECT_EQ(triton["available"], why_not.empty());
+  EXPECT_EQ(why_not.find('\n'), std::string::npos) << why_not;
+  if (cuda["device"]["name"] == "no CUDA device") {
+    EXPECT_THAT(why_not, HasSubstr("no CUDA device")) << why_not;
+  }
 }
 
 TEST(Cli, BackendsTableShowsReasons) {
@@ -271,8 +280,9 @@ TEST(Cli, MissingFileIsAOneLineErrorNamingTheFile) {
 
 TEST(Cli, BackendErrorsAreOneLine) {
   std::string file = quote((kExamples / "ntrans.json").string());
-  expect_one_line_error(yirage("run " + file + " --backend nope"),
-                        "unknown backend 'nope'; known backends: cuda, cpu, opencl, triton, reference");
+  expect_one_line_error(
+      yirage("run " + file + " --backend nope"),
+      "unknown backend 'nope'; known backends: cuda, cpu, opencl, triton, reference");
   for (const yirage::backend::BackendInfo& info : yirage::backend::describe_backends())
     if (!info.availability.available)
       expect_one_line_error(yirage("run " + file + " --backend " + info.name),
