@@ -17,6 +17,7 @@
 #include "backend/cuda/codegen.h"
 #include "backend/cuda/codegen_util.h"
 #include "backend/opencl/codegen.h"
+#include "backend/triton/codegen.h"
 #include "ir/ir.h"
 
 namespace yirage {
@@ -61,6 +62,17 @@ std::string opencl_source(const ir::KernelGraph& g) {
   return out;
 }
 
+// Each kernel's launch, then its module less the imports every module starts with.
+std::string triton_source(const ir::KernelGraph& g) {
+  const backend::triton::Program program = backend::triton::lower(g);
+  std::string out;
+  for (const backend::triton::TritonKernel& k : program.kernels)
+    out += fmt::format("# ==== {}: grid [{}, {}, {}], {} warps\n{}", k.what, k.grid[0], k.grid[1],
+                       k.grid[2], k.num_warps,
+                       after(k.source, backend::triton::detail::module_header()));
+  return out;
+}
+
 struct Generator {
   std::string backend;    // the folder of its goldens
   std::string extension;  // of its golden files
@@ -72,6 +84,7 @@ const std::vector<Generator> kGenerators = {
     {"cpu", "cpp", cpu_source},
     {"cuda", "cu", cuda_source},
     {"opencl", "cl", opencl_source},
+    {"triton", "py", triton_source},
 };
 
 std::string read_file(const fs::path& path) {

@@ -61,12 +61,12 @@ TEST(TritonAot, CompilesGeneratedKernelsToCubins) {
   ASSERT_FALSE(triton::triton_version(&why).empty())
       << why << " (scripts/install-deps.sh installs it)";
   FreshCache cache;
-  // Every kernel of the suite, and of two µGraphs the search returned (tests/triton/golden): what
+  // Every kernel of the suite, and of two µGraphs the search returned (tests/triton/data): what
   // Triton's GPU compiler accepts is narrower than what its interpreter runs.
   std::vector<ir::KernelGraph> graphs;
   for (const char* name : {"gqa_mugraph", "lora_mugraph"})
     graphs.push_back(ir::load_kernel_graph(
-        fmt::format("{}/tests/triton/golden/{}.json", YIRAGE_SOURCE_DIR, name)));
+        fmt::format("{}/tests/triton/data/{}.json", YIRAGE_SOURCE_DIR, name)));
   for (const suite::WorkloadInfo& w : suite::workloads())
     graphs.push_back(suite::build_workload(w.name));
   for (const ir::KernelGraph& g : graphs) {
