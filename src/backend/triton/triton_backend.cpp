@@ -23,10 +23,25 @@
 #include "backend/triton/codegen.h"
 #include "support/error.h"
 
-namespace yirage::backend {
+namespace yirage::backend::triton {
 namespace {
 
-using namespace cuda;
+// Declared here, in the innermost scope, so that a unity batch that also holds another backend's
+// `using namespace` (cuda's, opencl's) still finds these first.
+using cuda::check;
+using cuda::CUcontext;
+using cuda::CUdevice;
+using cuda::CUdeviceptr;
+using cuda::CUfunction;
+using cuda::CUmodule;
+using cuda::driver;
+using cuda::Driver;
+using cuda::DriverApi;
+using cuda::kAttrComputeCapabilityMajor;
+using cuda::kAttrComputeCapabilityMinor;
+using cuda::kAttrMaxSharedMemoryPerBlockOptin;
+using cuda::kAttrMultiprocessorCount;
+using cuda::kFuncAttrMaxDynamicSharedBytes;
 
 struct TritonProbe {
   Availability availability;
@@ -283,9 +298,12 @@ class TritonBackend final : public Backend {
 };
 
 }  // namespace
+}  // namespace yirage::backend::triton
+
+namespace yirage::backend {
 
 std::unique_ptr<Backend> make_triton_backend(const BackendOptions&) {
-  return std::make_unique<TritonBackend>();
+  return std::make_unique<triton::TritonBackend>();
 }
 
 }  // namespace yirage::backend
