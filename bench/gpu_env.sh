@@ -12,7 +12,14 @@ if [[ ! -f /usr/include/sqlite3.h && -f .gpudeps/sqlite3.h ]]; then
   lib=$(ls /usr/lib/x86_64-linux-gnu/libsqlite3.so* 2>/dev/null | head -1 || true)
   [[ -n "$lib" ]] && extra+=(-DSQLite3_INCLUDE_DIR="$PWD/.gpudeps" -DSQLite3_LIBRARY="$lib")
 fi
-# Nor has it cpp-httplib, which only `yirage serve` needs: build without the server there.
+# Nor has it cpp-httplib, which only `yirage serve` needs: take Debian's build of it carried in
+# .gpudeps/ (its header, library, brotli and a pkg-config file), else build without the server.
+if [[ -f .gpudeps/pkgconfig/cpp-httplib.pc ]] && ! pkg-config --exists cpp-httplib 2>/dev/null
+then
+  command -v pkg-config > /dev/null || export PATH="$PWD/.gpudeps/bin:$PATH"
+  export PKG_CONFIG_PATH="$PWD/.gpudeps/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+  export LD_LIBRARY_PATH="$PWD/.gpudeps/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
 if ! pkg-config --exists cpp-httplib 2>/dev/null; then
   extra+=(-DYIRAGE_SERVER=OFF)
 fi

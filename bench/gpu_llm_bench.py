@@ -10,9 +10,9 @@ copy bandwidth measured in the same run (a 1 GiB device-to-device copy).
 
 Models: SmolLM2-135M (the Q4_1 GGUF of scripts/fetch-model.sh; HF peer only with --smollm2-hf),
 a random-weight Llama-3-8B-shaped model in bf16 safetensors (written by
-bench/make_llama_safetensors.py into --work, both engines read it), and its Q4_0 GGUF when
---llama-q4-0 names one (llama.cpp's convert_hf_to_gguf.py and llama-quantize make it from the
-safetensors directory; YiRage only, HF reads no Q4_0).
+bench/make_llama_safetensors.py into --work, both engines read it), and a random-weight Q4_0 GGUF
+of the same shape (bench/make_llama_gguf.py, or the file --llama-q4-0 names; YiRage only, HF
+reads no Q4_0). --llama picks which of the two.
 
     python3 bench/gpu_llm_bench.py --yirage build/release/yirage --work /tmp/llm-bench \\
         --out bench/results/gpu_llm_h200.txt
@@ -35,6 +35,7 @@ import time
 import urllib.request
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import make_llama_gguf  # noqa: E402
 import make_llama_safetensors  # noqa: E402
 
 PROMPT = "Write a long story about a dragon who learns to cook. Once upon a time"
@@ -51,7 +52,10 @@ def parse_args(argv):
                     help="SmolLM2-135M as a Hugging Face directory, for the HF peer")
     ap.add_argument("--llama-shape", choices=sorted(make_llama_safetensors.SHAPES),
                     default="llama3-8b")
-    ap.add_argument("--llama-q4-0", type=pathlib.Path, help="the Llama model as a Q4_0 GGUF")
+    ap.add_argument("--llama", default="bf16,q4_0",
+                    help="the Llama files to time: bf16 (safetensors), q4_0 (GGUF), or both")
+    ap.add_argument("--llama-q4-0", type=pathlib.Path,
+                    help="the Llama model as a Q4_0 GGUF (default: a random one in --work)")
     ap.add_argument("--batch-sizes", default="1,2,4,8,16,32,64")
     ap.add_argument("--tokens", type=int, default=64, help="decode tokens per measurement")
     ap.add_argument("--runs", type=int, default=3)
@@ -64,6 +68,9 @@ def parse_args(argv):
         args.batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
     except ValueError:
         ap.error(f"--batch-sizes {args.batch_sizes!r}: expected integers separated by commas")
+    args.llama = [d for d in args.llama.split(",") if d]
+    if any(d not in ("bf16", "q4_0") for d in args.llama):
+        ap.error(f"--llama {','.join(args.llama)!r}: expected bf16, q4_0 or both")
     if not args.batch_sizes or min(args.batch_sizes) < 1 or max(args.batch_sizes) > 64:
         ap.error("--batch-sizes must be between 1 and 64")
     if args.tokens < 2 or args.runs < 1:
@@ -79,16 +86,22 @@ class Model:
 
 def prepare(args):
     """The models to measure, with the bytes of weights one decode step reads."""
-    llama_dir = args.work / f"{args.llama_shape}-bf16"
-    if not (llama_dir / "model.safetensors").exists():
-        make_llama_safetensors.make_model(args.llama_shape, llama_dir, "bf16")
     shape = make_llama_safetensors.SHAPES[args.llama_shape]
-    embedding = shape["vocab"] * shape["hidden"] * 2  # untied: one row of it is read a step
-    models = [Model(f"{args.llama_shape} bf16", llama_dir, llama_dir,
-                    (llama_dir / "model.safetensors").stat().st_size - embedding)]
-    if args.llama_q4_0:
-        models.append(Model(f"{args.llama_shape} Q4_0", args.llama_q4_0, None,
-                            args.llama_q4_0.stat().st_size))
+    models = []
+    if "bf16" in args.llama:
+        llama_dir = args.work / f"{args.llama_shape}-bf16"
+        if not (llama_dir / "model.safetensors").exists():
+            make_llama_safetensors.make_model(args.llama_shape, llama_dir, "bf16")
+        embedding = shape["vocab"] * shape["hidden"] * 2  # untied: one row of it is read a step
+        models.append(Model(f"{args.llama_shape} bf16", llama_dir, llama_dir,
+                             (llama_dir / "model.safetensors").stat().st_size - embedding))
+    if "q4_0" in args.llama:
+        gguf = args.llama_q4_0 or args.work / f"{args.llama_shape}-q4_0.gguf"
+        if not gguf.exists():
+            make_llama_gguf.make_model(args.llama_shape, gguf)
+        embedding = shape["vocab"] * shape["hidden"] // 32 * 18
+        models.append(Model(f"{args.llama_shape} Q4_0", gguf, None,
+                            gguf.stat().st_size - embedding))
     if args.smollm2.exists():  # tied: the embedding is the LM head, read every step
         models.insert(0, Model("SmolLM2-135M Q4_1", args.smollm2, args.smollm2_hf,
                                args.smollm2.stat().st_size))
