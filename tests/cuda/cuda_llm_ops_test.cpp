@@ -20,32 +20,8 @@ namespace {
 
 using cuda_testing::cuda_or_skip;
 using cuda_testing::fresh_seed;
+using cuda_testing::quant_weight;
 using cuda_testing::rel_l2_error;
-
-int64_t block_bytes(ir::QuantFormat f) {
-  return ir::quant_block_bytes(f);
-}
-
-// N rows of K/32 blocks of `format`: random quants, scales uniform in [0.001, 0.02] (a trained
-// model's range) rounded to f16, q4_1's minimum in [-0.1, 0.1].
-ir::HostTensor quant_weight(ir::QuantFormat format, int64_t n, int64_t k, std::mt19937_64& rng) {
-  const int64_t row_bytes = k / 32 * block_bytes(format);
-  ir::HostTensor w(ir::TensorType{ir::DType::u8, {n, row_bytes}});
-  std::uniform_int_distribution<int> byte(0, 255);
-  std::uniform_real_distribution<float> scale(0.001f, 0.02f), minimum(-0.1f, 0.1f);
-  for (auto& b : w.bytes) b = std::byte(byte(rng));
-  for (int64_t r = 0; r < n; ++r)
-    for (int64_t b = 0; b < k / 32; ++b) {
-      std::byte* block = w.bytes.data() + r * row_bytes + b * block_bytes(format);
-      const uint16_t d = ir::f32_to_f16(scale(rng));
-      std::memcpy(block, &d, 2);
-      if (format == ir::QuantFormat::q4_1) {
-        const uint16_t m = ir::f32_to_f16(minimum(rng));
-        std::memcpy(block + 2, &m, 2);
-      }
-    }
-  return w;
-}
 
 void expect_close(const std::vector<ir::HostTensor>& actual,
                   const std::vector<ir::HostTensor>& expected, double tolerance,
@@ -75,7 +51,7 @@ TEST(CudaLlmOps, QuantMatmulMatchesTheReference) {
           ir::KernelGraph g;
           const ir::TensorRef x = g.input("x", {m, s.k}, ir::DType::f32);
           const ir::TensorRef w =
-              g.input("w", {s.n, s.k / 32 * block_bytes(format)}, ir::DType::u8);
+              g.input("w", {s.n, s.k / 32 * ir::quant_block_bytes(format)}, ir::DType::u8);
           g.mark_output(g.quant_matmul(x, w, format), "y");
           std::vector<ir::HostTensor> inputs;
           inputs.emplace_back(g.type(x));

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <cstdlib>
 #include <map>
 #include <random>
@@ -15,6 +16,7 @@
 
 #include "backend/backend.h"
 #include "ir/host_tensor.h"
+#include "ir/quant.h"
 #include "verify/verify.h"
 
 namespace yirage::backend::cuda_testing {
@@ -44,6 +46,28 @@ inline double rel_l2_error(const ir::HostTensor& actual, const ir::HostTensor& e
     norm += e * e;
   }
   return std::sqrt(diff / std::max(norm, 1e-30));
+}
+
+// N rows of K/32 blocks of `format`: random quants, scales uniform in [0.001, 0.02] (a trained
+// model's range) rounded to f16, q4_1's minimum in [-0.1, 0.1].
+inline ir::HostTensor quant_weight(ir::QuantFormat format, int64_t n, int64_t k,
+                                   std::mt19937_64& rng) {
+  const int64_t row_bytes = k / 32 * ir::quant_block_bytes(format);
+  ir::HostTensor w(ir::TensorType{ir::DType::u8, {n, row_bytes}});
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> scale(0.001f, 0.02f), minimum(-0.1f, 0.1f);
+  for (auto& b : w.bytes) b = std::byte(byte(rng));
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t b = 0; b < k / 32; ++b) {
+      std::byte* block = w.bytes.data() + r * row_bytes + b * ir::quant_block_bytes(format);
+      const uint16_t d = ir::f32_to_f16(scale(rng));
+      std::memcpy(block, &d, 2);
+      if (format == ir::QuantFormat::q4_1) {
+        const uint16_t m = ir::f32_to_f16(minimum(rng));
+        std::memcpy(block + 2, &m, 2);
+      }
+    }
+  return w;
 }
 
 // Relative L2 error and NaN count against the reference, with the dtype's tolerance. Inputs are

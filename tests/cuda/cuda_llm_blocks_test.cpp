@@ -1,0 +1,82 @@
+// On a GPU (skipped without one, unless YIRAGE_REQUIRE_CUDA=1): each block graph of the engine
+// (llm/fused_blocks.h) at SmolLM2's widths, as built and as tune::optimize chose it for the cuda
+// backend, against the reference executor on real GGUF blocks (random quants, finite scales) and
+// fresh random activations. quant_matmul quantizes its activations as ggml does on both sides, so
+// what differs is the order of float sums: the outputs are held to 1e-4 (relative L2). The engine
+// test (cuda_llm_engine_test.cpp) compares whole models; this one says which block departs.
+#include <random>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "cuda_test_support.h"
+#include "llm_shapes.h"
+#include "tune/tune.h"
+
+namespace yirage::backend {
+namespace {
+
+using cuda_testing::cuda_or_skip;
+using cuda_testing::fresh_seed;
+using cuda_testing::quant_weight;
+using cuda_testing::rel_l2_error;
+
+ir::QuantFormat format_of(llm::GgmlType type) {
+  return type == llm::GgmlType::Q4_0   ? ir::QuantFormat::q4_0
+         : type == llm::GgmlType::Q4_1 ? ir::QuantFormat::q4_1
+                                       : ir::QuantFormat::q8_0;
+}
+
+// Weights ("output" is the head) as GGUF blocks, norm gains in [0.5, 1.5], activations in [-1, 1].
+std::vector<ir::HostTensor> block_inputs(const ir::KernelGraph& g, const cuda_llm::ModelShape& m,
+                                         std::mt19937_64& rng) {
+  std::vector<ir::HostTensor> inputs;
+  for (ir::TensorRef in : g.inputs()) {
+    const ir::TensorType& type = g.type(in);
+    const std::string& name = g.node(in.node).name;
+    if (type.dtype == ir::DType::u8) {
+      const ir::QuantFormat f = format_of(name == "output" ? m.head : m.matrices);
+      inputs.push_back(
+          quant_weight(f, type.dims[0], type.dims[1] / ir::quant_block_bytes(f) * 32, rng));
+    } else {
+      inputs.emplace_back(type);
+      const bool gain = name.ends_with("norm");
+      ir::fill_random(inputs.back(), rng, gain ? 0.5f : -1.0f, gain ? 1.5f : 1.0f);
+    }
+  }
+  return inputs;
+}
+
+TEST(CudaLlmBlocks, EachBlockGraphAsBuiltAndAsTunedMatchesTheReference) {
+  Backend* cuda = cuda_or_skip();
+  if (!cuda) GTEST_SKIP() << "no CUDA device";
+  const uint64_t seed = fresh_seed();
+  std::mt19937_64 rng(seed);
+  const cuda_llm::ModelShape m = cuda_llm::model_shapes().front();
+  tune::OptimizeOptions options;
+  options.cache_path = ::testing::TempDir() + "/cuda_llm_blocks.sqlite";
+  options.read_cache = false;
+  options.search.budget_seconds = 5;
+  options.max_candidates = 3;
+  for (const llm::NamedGraph& block : llm::fused_block_graphs(m.config, cuda_llm::shaped_weights(m))) {
+    const std::vector<ir::HostTensor> inputs = block_inputs(block.graph, m, rng);
+    const std::vector<ir::HostTensor> expected = verify::run_reference(block.graph, inputs);
+    const tune::OptimizeResult tuned = tune::optimize(block.graph, *cuda, options);
+    for (const auto& [how, graph] : {std::pair<std::string, const ir::KernelGraph*>{
+                                         "as built", &block.graph},
+                                     {"as tuned (" + tuned.entry.winner().label + ")", &tuned.chosen}}) {
+      const std::vector<ir::HostTensor> actual = run_on(*cuda, *graph, inputs);
+      ASSERT_EQ(actual.size(), expected.size());
+      for (size_t o = 0; o < expected.size(); ++o) {
+        const double error = rel_l2_error(actual[o], expected[o]);
+        std::printf("%s, %s, output %zu: relative L2 %.3g\n", block.name.c_str(), how.c_str(), o,
+                    error);
+        EXPECT_LE(error, 1e-4) << m.name << ": " << block.name << " " << how << " output " << o
+                               << ", seed " << seed;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace yirage::backend
