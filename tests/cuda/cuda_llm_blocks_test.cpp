@@ -4,6 +4,7 @@
 // fresh random activations. quant_matmul quantizes its activations as ggml does on both sides, so
 // what differs is the order of float sums: the outputs are held to 1e-4 (relative L2). The engine
 // test (cuda_llm_engine_test.cpp) compares whole models; this one says which block departs.
+#include <cmath>
 #include <random>
 
 #include <fmt/format.h>
@@ -29,7 +30,7 @@ ir::QuantFormat format_of(llm::GgmlType type) {
 
 // Weights ("output" is the head) as GGUF blocks, norm gains in [0.5, 1.5], activations in [-1, 1].
 std::vector<ir::HostTensor> block_inputs(const ir::KernelGraph& g, const cuda_llm::ModelShape& m,
-                                         std::mt19937_64& rng) {
+                                         std::mt19937_64& rng, float range) {
   std::vector<ir::HostTensor> inputs;
   for (ir::TensorRef in : g.inputs()) {
     const ir::TensorType& type = g.type(in);
@@ -41,7 +42,7 @@ std::vector<ir::HostTensor> block_inputs(const ir::KernelGraph& g, const cuda_ll
     } else {
       inputs.emplace_back(type);
       const bool gain = name.ends_with("norm");
-      ir::fill_random(inputs.back(), rng, gain ? 0.5f : -1.0f, gain ? 1.5f : 1.0f);
+      ir::fill_random(inputs.back(), rng, gain ? 0.5f : -range, gain ? 1.5f : range);
     }
   }
   return inputs;
@@ -59,9 +60,10 @@ TEST(CudaLlmBlocks, EachBlockGraphAsBuiltAndAsTunedMatchesTheReference) {
   options.search.budget_seconds = 5;
   options.max_candidates = 3;
   for (const llm::NamedGraph& block : llm::fused_block_graphs(m.config, cuda_llm::shaped_weights(m))) {
-    const std::vector<ir::HostTensor> inputs = block_inputs(block.graph, m, rng);
-    const std::vector<ir::HostTensor> expected = verify::run_reference(block.graph, inputs);
     const tune::OptimizeResult tuned = tune::optimize(block.graph, *cuda, options);
+    for (float range : {1.0f, 0.01f}) {
+    const std::vector<ir::HostTensor> inputs = block_inputs(block.graph, m, rng, range);
+    const std::vector<ir::HostTensor> expected = verify::run_reference(block.graph, inputs);
     for (const auto& [how, graph] : {std::pair<std::string, const ir::KernelGraph*>{
                                          "as built", &block.graph},
                                      {"as tuned (" + tuned.entry.winner().label + ")", &tuned.chosen}}) {
@@ -69,11 +71,18 @@ TEST(CudaLlmBlocks, EachBlockGraphAsBuiltAndAsTunedMatchesTheReference) {
       ASSERT_EQ(actual.size(), expected.size());
       for (size_t o = 0; o < expected.size(); ++o) {
         const double error = rel_l2_error(actual[o], expected[o]);
-        std::printf("%s, %s, output %zu: relative L2 %.3g\n", block.name.c_str(), how.c_str(), o,
-                    error);
+        int64_t bad_actual = 0, bad_expected = 0;
+        for (int64_t i = 0; i < expected[o].size(); ++i) {
+          bad_actual += !std::isfinite(actual[o].get(i));
+          bad_expected += !std::isfinite(expected[o].get(i));
+        }
+        EXPECT_EQ(bad_expected, 0) << block.name << " range " << range << ": the reference";
+        EXPECT_EQ(bad_actual, 0) << block.name << " " << how << " range " << range;
+        std::printf("%s, %s, range %g, output %zu: relative L2 %.3g\n", block.name.c_str(), how.c_str(), range, o, error);
         EXPECT_LE(error, 1e-4) << m.name << ": " << block.name << " " << how << " output " << o
                                << ", seed " << seed;
       }
+    }
     }
   }
 }
