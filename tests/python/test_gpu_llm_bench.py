@@ -1,7 +1,8 @@
-"""bench/gpu_llm_bench.py and bench/make_llama_safetensors.py as far as a machine without a GPU
-goes: the arguments, the random-weight model files (at a tiny shape here; the 8B shape's tensor
-list checked against Llama-3-8B's parameter count), that YiRage loads the files, and the one-line
-failure where no GPU is."""
+"""bench/gpu_llm_bench.py, bench/make_llama_safetensors.py and bench/make_llama_gguf.py as far as
+a machine without a GPU goes: the arguments, the random-weight model files (at a tiny shape here;
+the 8B shape's tensor lists checked against Llama-3-8B's parameter count), that YiRage loads the
+files and runs the Q4_0 one on its fused (quantized) path, and the one-line failure where no GPU
+is."""
 import json
 import math
 import re
@@ -38,6 +39,15 @@ def test_the_8b_shape_is_llama_3_8b(source_dir):
     assert len(shapes) == 32 * 9 + 3
 
 
+def test_the_q4_0_gguf_has_llama_3_8b_shapes_in_q4_0_blocks(source_dir):
+    sys.path.insert(0, str(source_dir / "bench"))
+    import make_llama_gguf as m
+    tensors = m.tensors(m.SHAPES["llama3-8b"])
+    assert sum(math.prod(dims) for _, dims, _ in tensors) == 8_030_261_248
+    assert all(kind == m.TYPE_Q4_0 for _, dims, kind in tensors if len(dims) == 2)
+    assert m.nbytes((4096, 14336), m.TYPE_Q4_0) == 4096 * 14336 // 32 * 18
+
+
 def test_the_model_files_load_in_yirage(yirage_bin, source_dir, tmp_path):
     prep = bench(source_dir, "--yirage", yirage_bin, "--work", tmp_path, "--llama-shape", "tiny",
                  "--smollm2", tmp_path / "absent.gguf", "--prepare-only")
@@ -52,6 +62,12 @@ def test_the_model_files_load_in_yirage(yirage_bin, source_dir, tmp_path):
                           "3", "--backend", "cpu"], capture_output=True, text=True)
     assert gen.returncode == 0, gen.stderr
     assert re.search(r"prefill: 5 tokens", gen.stderr), gen.stderr
+    assert "model tiny Q4_0" in prep.stdout
+    gen = subprocess.run([yirage_bin, "generate", "--model", str(tmp_path / "tiny-q4_0.gguf"),
+                          "--prompt", "hello", "-n", "3", "--backend", "cpu"],
+                         capture_output=True, text=True)
+    assert gen.returncode == 0, gen.stderr
+    assert "hot blocks: fused kernel graphs on the cpu backend" in gen.stderr, gen.stderr
 
 
 def test_without_a_gpu_it_fails_with_one_line_after_the_cpu_steps(yirage_bin, source_dir,
