@@ -1,4 +1,5 @@
-"""Shared fixtures: the `yirage` binary under test and the source tree."""
+"""Fixtures shared by the pytest suites under tests/: the `yirage` binary under test and the source
+tree."""
 import os
 import pathlib
 
@@ -15,4 +16,4 @@ def yirage_bin() -> str:
 
 @pytest.fixture(scope="session")
 def source_dir() -> pathlib.Path:
-    return pathlib.Path(os.environ.get("YIRAGE_SOURCE_DIR", pathlib.Path(__file__).parents[2]))
+    return pathlib.Path(os.environ.get("YIRAGE_SOURCE_DIR", pathlib.Path(__file__).parents[1]))
