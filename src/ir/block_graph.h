@@ -66,6 +66,27 @@ struct InputIteratorOp {
   int fmap = kReplicate;
 };
 
+// How the tile an iterator yields moves through its operand: block b along grid axis a starts
+// b · block[a] elements further along dim imap[a] (the block's chunk of that dim: one tile, or
+// the loop's tiles where the loop walks the same dim), and iteration i starts i · loop elements
+// further along dim fmap. The reference executor, the verifier and every code generator place
+// tiles by this one rule, so that none of them can drift from the others.
+struct IteratorSteps {
+  std::array<int64_t, kGridAxes> block{};  // 0 where the axis replicates
+  int64_t loop = 0;                        // 0 where the loop does not walk the operand
+};
+inline IteratorSteps iterator_steps(const InputIteratorOp& it, const Dims& tile,
+                                    int64_t forloop_range) {
+  IteratorSteps steps;
+  for (int a = 0; a < kGridAxes; ++a) {
+    const int d = it.imap[size_t(a)];
+    if (d != kReplicate)
+      steps.block[size_t(a)] = tile[size_t(d)] * (it.fmap == d ? forloop_range : 1);
+  }
+  if (it.fmap != kReplicate) steps.loop = tile[size_t(it.fmap)];
+  return steps;
+}
+
 // Reduces `dim` of extent E to `width` (width divides E) by summing each run of E/width
 // consecutive elements; width 1 is a plain sum with keepdim. Like the kernel-level axes, `dim`
 // may count from the end when added and is stored as 0..rank-1.

@@ -79,20 +79,16 @@ void for_each_window_row(const ir::Dims& whole, const ir::Dims& window, const ir
   }
 }
 
-// Where the tile an iterator yields starts in its operand. Block b along an axis that partitions
-// dim d owns chunk b of the dim; iteration i of a loop that walks d reads sub-tile i of the
-// block's chunk.
+// Where the tile an iterator yields starts in its operand, per dim (ir::iterator_steps).
 inline ir::Dims iterator_tile_offset(const ir::InputIteratorOp& it, const ir::Dims& tile,
                                      const BlockCoord& block, int64_t forloop_range,
                                      int64_t iteration) {
+  const ir::IteratorSteps steps = ir::iterator_steps(it, tile, forloop_range);
   ir::Dims offset(tile.size(), 0);
-  for (int a = 0; a < ir::kGridAxes; ++a) {
-    const int d = it.imap[size_t(a)];
-    if (d == ir::kReplicate) continue;
-    const int64_t chunk = tile[size_t(d)] * (it.fmap == d ? forloop_range : 1);
-    offset[size_t(d)] += block[size_t(a)] * chunk;
-  }
-  if (it.fmap != ir::kReplicate) offset[size_t(it.fmap)] += iteration * tile[size_t(it.fmap)];
+  for (int a = 0; a < ir::kGridAxes; ++a)
+    if (it.imap[size_t(a)] != ir::kReplicate)
+      offset[size_t(it.imap[size_t(a)])] += block[size_t(a)] * steps.block[size_t(a)];
+  if (it.fmap != ir::kReplicate) offset[size_t(it.fmap)] += iteration * steps.loop;
   return offset;
 }
 

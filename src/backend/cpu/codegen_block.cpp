@@ -248,16 +248,14 @@ class BlockLowering {
   // Element offset of the block's (and iteration's) tile in the operand.
   std::string tile_offset(const ir::InputIteratorOp& it, const Dims& tile,
                           const std::vector<int64_t>& strides) {
+    const ir::IteratorSteps steps = ir::iterator_steps(it, tile, g_.forloop_range());
     std::string expr = "0";
     const char* axis[] = {"bx", "by", "bz"};
-    for (int a = 0; a < ir::kGridAxes; ++a) {
-      const int d = it.imap[size_t(a)];
-      if (d == ir::kReplicate) continue;
-      const int64_t chunk = tile[size_t(d)] * (it.fmap == d ? g_.forloop_range() : 1);
-      expr += fmt::format(" + {} * {}", axis[a], chunk * strides[size_t(d)]);
-    }
+    for (int a = 0; a < ir::kGridAxes; ++a)
+      if (const int d = it.imap[size_t(a)]; d != ir::kReplicate)
+        expr += fmt::format(" + {} * {}", axis[a], steps.block[size_t(a)] * strides[size_t(d)]);
     if (it.fmap != ir::kReplicate)
-      expr += fmt::format(" + it * {}", tile[size_t(it.fmap)] * strides[size_t(it.fmap)]);
+      expr += fmt::format(" + it * {}", steps.loop * strides[size_t(it.fmap)]);
     return expr;
   }
 

@@ -62,19 +62,19 @@ std::string BlockLowering::stored_index(int32_t id, const std::string& index) co
 std::string BlockLowering::tile_source(int32_t id, const std::string& iteration,
                                        const std::string& e) const {
   const auto& it = std::get<ir::InputIteratorOp>(node(id).op);
-  const Dims& dims = g_.operands()[size_t(it.operand)].dims;
   const Dims& strides = operand_strides(it.operand);
   const Dims& tile = node(id).tile.dims;
+  const ir::IteratorSteps steps = ir::iterator_steps(it, tile, g_.forloop_range());
   std::string base;
   for (int a = 0; a < ir::kGridAxes; ++a) {
     if (it.imap[size_t(a)] == ir::kReplicate) continue;
     const size_t j = size_t(it.imap[size_t(a)]);
-    base += fmt::format(" + (long long){} * {}ll", block_index(a),
-                        dims[j] / g_.grid().extent[size_t(a)] * strides[j]);
+    base +=
+        fmt::format(" + (long long){} * {}ll", block_index(a), steps.block[size_t(a)] * strides[j]);
   }
   if (it.fmap != ir::kReplicate)
-    base += fmt::format(" + (long long)({}) * {}ll", iteration,
-                        tile[size_t(it.fmap)] * strides[size_t(it.fmap)]);
+    base +=
+        fmt::format(" + (long long)({}) * {}ll", iteration, steps.loop * strides[size_t(it.fmap)]);
   return fmt::format("in{} + (0ll{} + {})", it.operand, base, tile_offset(tile, strides, e));
 }
 

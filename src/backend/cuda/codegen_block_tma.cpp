@@ -133,12 +133,12 @@ std::string BlockLowering::tma_offset(int32_t id, const std::string& row,
 std::string BlockLowering::tma_coordinate(int32_t id, size_t dim,
                                           const std::string& iteration) const {
   const auto& it = std::get<ir::InputIteratorOp>(node(id).op);
-  const Dims& dims = g_.operands()[size_t(it.operand)].dims;
+  const ir::IteratorSteps steps = ir::iterator_steps(it, node(id).tile.dims, g_.forloop_range());
   std::string c = "0";
   for (int a = 0; a < ir::kGridAxes; ++a)
     if (it.imap[size_t(a)] == int(dim))
-      c += fmt::format(" + (int){} * {}", block_index(a), dims[dim] / g_.grid().extent[size_t(a)]);
-  if (it.fmap == int(dim)) c += fmt::format(" + ({}) * {}", iteration, node(id).tile.dims[dim]);
+      c += fmt::format(" + (int){} * {}", block_index(a), steps.block[size_t(a)]);
+  if (it.fmap == int(dim)) c += fmt::format(" + ({}) * {}", iteration, steps.loop);
   return c;
 }
 

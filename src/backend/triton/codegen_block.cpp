@@ -197,12 +197,12 @@ class BlockEmitter {
     const auto& it = std::get<ir::InputIteratorOp>(at(id).op);
     const Dims& tile = real(id);
     const Dims& whole = g_.operands()[size_t(it.operand)].dims;
+    const ir::IteratorSteps steps = ir::iterator_steps(it, tile, g_.forloop_range());
     std::vector<std::string> origin(tile.size());
     for (int a = 0; a < ir::kGridAxes; ++a) {
       const int d = it.imap[size_t(a)];
       if (d == ir::kReplicate || g_.grid().extent[size_t(a)] == 1) continue;
-      const int64_t chunk = tile[size_t(d)] * (it.fmap == d ? g_.forloop_range() : 1);
-      origin[size_t(d)] = fmt::format("b{} * {}", a, chunk);
+      origin[size_t(d)] = fmt::format("b{} * {}", a, steps.block[size_t(a)]);
     }
     line(1, fmt::format("a{} = p{} + {}", id, it.operand, offsets(whole, tile, origin)));
     if (const std::string mask = tile_mask(tile); !mask.empty())
@@ -214,7 +214,8 @@ class BlockEmitter {
     std::string address = fmt::format("a{}", id);
     if (it.fmap != ir::kReplicate && g_.forloop_range() > 1) {
       const Dims strides = ir::row_major_strides(g_.operands()[size_t(it.operand)].dims);
-      address += fmt::format(" + it * {}", tile[size_t(it.fmap)] * strides[size_t(it.fmap)]);
+      const int64_t step = ir::iterator_steps(it, tile, g_.forloop_range()).loop;
+      address += fmt::format(" + it * {}", step * strides[size_t(it.fmap)]);
     }
     const bool masked = !tile_mask(tile).empty();
     const bool f32 = g_.operands()[size_t(it.operand)].dtype == ir::DType::f32;
