@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU job, run on the device machine from the repository root: builds the cuda targets,
-# records `yirage backends`, runs the CUDA tests with the GPU required (every generated kernel
-# against the reference executor), then the suite benchmark against PyTorch (bench/gpu_bench.py:
+# records `yirage backends`, runs the CUDA and Triton tests with the GPU required (every generated
+# kernel against the reference executor), then the suite benchmark against PyTorch (bench/gpu_bench.py:
 # what tune::optimize chose on the cuda backend, in --rounds full runs). Results go to $RESULTS
 # (default $OUT, else bench/results/run): h200_suite.{md,json}, backends.json, the tuning cache
 # and the logs. GIT_COMMIT names the commit in the results (the device copy has no .git).
@@ -14,7 +14,7 @@ source bench/gpu_env.sh
 export PYTHONUNBUFFERED=1
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DYIRAGE_WERROR=ON "${extra[@]}" \
   > "$RESULTS/configure.log" 2>&1 || { tail -30 "$RESULTS/configure.log"; exit 1; }
-cmake --build "$BUILD" -j16 --target yirage yirage_cuda_tests yirage_cuda_bench 2>&1 |
+cmake --build "$BUILD" -j16 --target yirage yirage_cuda_tests yirage_cuda_bench yirage_triton_tests 2>&1 |
   tail -5
 "$BUILD/yirage" backends --json > "$RESULTS/backends.json" || true
 "$BUILD/yirage" backends | tee "$RESULTS/backends.txt" || true
@@ -57,6 +57,9 @@ YIRAGE_CUDA_ROWS=0 YIRAGE_REQUIRE_CUDA=1 "$BUILD/tests/cuda/yirage_cuda_tests" \
 # Kernels again one after another, without programmatic dependent launch.
 YIRAGE_CUDA_PDL=0 YIRAGE_REQUIRE_CUDA=1 "$BUILD/tests/cuda/yirage_cuda_tests" \
   --gtest_filter='CudaGpu.KernelLevel*' >> "$RESULTS/gpu_tests.log" 2>&1 || tests_rc=$?
+# The Triton backend: its cubins compiled ahead of time and launched through the driver.
+YIRAGE_REQUIRE_CUDA=1 "$BUILD/tests/triton/yirage_triton_tests" --gtest_filter='Triton*' \
+  >> "$RESULTS/gpu_tests.log" 2>&1 || tests_rc=$?
 grep -E "^\[|Failure|error|expected|Which is" "$RESULTS/gpu_tests.log" | tail -40 || true
 echo "CUDA GPU tests exit status: $tests_rc"
 fi
