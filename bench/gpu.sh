@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The GPU job, run on the device machine from the repository root: builds the cuda targets,
-# records `yirage backends`, runs the CUDA and Triton tests with the GPU required (every generated
-# kernel against the reference executor), then the suite benchmark against PyTorch (bench/gpu_bench.py:
-# what tune::optimize chose on the cuda backend, in --rounds full runs). Results go to $RESULTS
+# records `yirage backends`, runs the CUDA and Triton tests with the GPU required (every
+# generated kernel against the reference executor), then the suite benchmark against PyTorch
+# (bench/gpu_bench.py: what tune::optimize chose on the cuda backend, in --rounds full runs). Results go to $RESULTS
 # (default $OUT, else bench/results/run): h200_suite.{md,json}, backends.json, the tuning cache
 # and the logs. GIT_COMMIT names the commit in the results (the device copy has no .git).
 #
