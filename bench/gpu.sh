@@ -4,7 +4,8 @@
 # generated kernel against the reference executor), then the suite benchmark against PyTorch
 # (bench/gpu_bench.py: what tune::optimize chose on the cuda backend, in --rounds full runs).
 # Results go to $RESULTS (default $OUT, else bench/results/run): h200_suite.{md,json},
-# backends.json, the tuning cache and the logs. GIT_COMMIT names the commit in the results (the device copy has no .git).
+# backends.json, the tuning cache and the logs. GIT_COMMIT names the commit in the results (the
+# device copy has no .git).
 #
 #   GIT_COMMIT=$(git rev-parse --short HEAD) bash bench/gpu.sh [--rounds 3] [--search-seconds 30]
 #       [--no-compile] [--workloads a,b,...]
