@@ -1,0 +1,60 @@
+"""yirage.ray.tune_graphs on a local Ray: each graph is superoptimized in a Ray task of its own,
+the winners' cache entries land in the caller's tuning cache, and a local superoptimize then finds
+them there and runs the same µGraph."""
+import os
+import sqlite3
+
+import pytest
+
+import yirage as yr
+
+GRAPHS = ["examples/ntrans.json", "examples/lora.json"]
+
+
+@pytest.fixture(scope="module")
+def tuned(local_ray, source_dir, tmp_path_factory):
+    import yirage.ray
+
+    cache = tmp_path_factory.mktemp("tune") / "tuning.sqlite"
+    paths = [str(source_dir / g) for g in GRAPHS]
+    results = yirage.ray.tune_graphs(paths, backend="cpu", budget=5, cache=str(cache),
+                                     config={"seed": 1})
+    return paths, cache, results
+
+
+def test_each_graph_ran_in_a_ray_task_and_its_entry_is_in_the_callers_cache(tuned):
+    paths, cache, results = tuned
+    assert [r["name"] for r in results] == paths
+
+    assert all(r["pid"] != os.getpid() for r in results)
+    with sqlite3.connect(cache) as db:
+        entries = db.execute("SELECT id, backend, fingerprint, chosen FROM entries").fetchall()
+        candidates = db.execute("SELECT COUNT(*) FROM candidates").fetchone()[0]
+    assert len(entries) == len(paths)
+    assert {e[1] for e in entries} == {"cpu"}
+    fingerprint = next(b["fingerprint"] for b in yr.describe_backends() if b["name"] == "cpu")
+    assert {e[2] for e in entries} == {fingerprint}
+    assert candidates >= len(paths) and all(e[3] >= 0 for e in entries)
+
+
+def test_a_local_superoptimize_finds_the_shipped_winner(tuned):
+    paths, cache, results = tuned
+    for path, result in zip(paths, results):
+        graph = yr.load(path)
+        local = graph.superoptimize(backend="cpu", config={"cache": str(cache)})
+        assert local.report()["cache_hit"] is True
+        assert yr.from_json(result["mugraph"]).to_json() == local.mugraph.to_json()
+
+
+def test_the_model_block_graphs_are_named_in_load_order(model_path):
+    llm = yr.LLM(model_path, threads=1, fused_blocks=False)
+    names = [name for name, _ in llm.block_graphs()]
+    assert len(names) == 7 and names[0] == "rmsnorm+qkv, 64 rows"
+    assert names[-1] == "final norm + lm head"
+
+
+def test_a_config_cache_is_refused(local_ray):
+    import yirage.ray
+
+    with pytest.raises(yr.Error, match="config 'cache' is the worker's"):
+        yirage.ray.tune_graphs(["x.json"], config={"cache": "/tmp/c.sqlite"})
