@@ -299,7 +299,7 @@ def app(args: Dict[str, Any]):
     args = {k: _parse_arg(v) for k, v in dict(args).items()}
     if "model" not in args:
         raise yr.Error("yirage.ray:app needs model=PATH (a GGUF file or Hugging Face directory)")
-    model = str(args.pop("model"))
+    model = os.path.expanduser(str(args.pop("model")))
     return deployment(model, **args)
 
 

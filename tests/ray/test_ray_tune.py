@@ -58,3 +58,23 @@ def test_a_config_cache_is_refused(local_ray):
 
     with pytest.raises(yr.Error, match="config 'cache' is the worker's"):
         yirage.ray.tune_graphs(["x.json"], config={"cache": "/tmp/c.sqlite"})
+
+
+@pytest.mark.skipif(os.environ.get("YIRAGE_RAY_SLOW") != "1",
+                    reason="tunes the model's 7 block graphs (about a minute on two cores); "
+                           "YIRAGE_RAY_SLOW=1 runs it")
+def test_the_models_block_graphs_tuned_on_ray_are_cache_hits_of_its_next_load(
+        local_ray, model_path, tmp_path, monkeypatch):
+    import yirage.ray
+
+    # A cache of its own, which the load below reads through YIRAGE_CACHE_DIR.
+    monkeypatch.setenv("YIRAGE_CACHE_DIR", str(tmp_path))
+    graphs = yr.LLM(model_path, threads=1, fused_blocks=False).block_graphs()
+    # The options the engine's own load tunes with (llm/fused_blocks.cpp).
+    results = yirage.ray.tune_graphs(graphs, budget=2,
+                                     config={"max_candidates": 3, "profile_seconds": 0.1})
+    assert [r["name"] for r in results] == [name for name, _ in graphs]
+    assert not any(r["report"]["cache_hit"] for r in results)
+    lines = []
+    yr.LLM(model_path, threads=2, progress=lines.append)
+    assert len(lines) == 7 and all(line.endswith(", cached") for line in lines), lines
