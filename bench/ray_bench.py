@@ -23,11 +23,9 @@ import json
 import os
 import platform
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.request
 

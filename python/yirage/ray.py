@@ -24,7 +24,7 @@ import random
 import sqlite3
 import tempfile
 import threading
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
 
 import ray
 from ray import serve

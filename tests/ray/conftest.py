@@ -28,7 +28,8 @@ def ray_module():
         import ray
         from ray import serve  # noqa: F401
     except ImportError:
-        require(False, 'ray[serve] is not installed (pip install "yirage[ray]")', "YIRAGE_REQUIRE_RAY")
+        require(False, 'ray[serve] is not installed (pip install "yirage[ray]")',
+                "YIRAGE_REQUIRE_RAY")
     return ray
 
 
