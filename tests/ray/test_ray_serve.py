@@ -118,21 +118,38 @@ def test_prompts_with_a_shared_prefix_go_to_one_replica_and_others_spread(served
     assert len({replica_of(served, f"{i} is a number. " * 3) for i in range(16)}) == 2
 
 
-def test_a_killed_replica_fails_its_request_clearly_and_is_replaced(served, reference):
+def open_stream(url, prompt, max_tokens):
     request = urllib.request.Request(
-        served + "/v1/completions",
-        data=json.dumps({"prompt": "Once upon a time", "max_tokens": 400, "temperature": 0,
+        url + "/v1/completions",
+        data=json.dumps({"prompt": prompt, "max_tokens": max_tokens, "temperature": 0,
                          "stream": True}).encode(),
         headers={"Content-Type": "application/json"})
-    stream = urllib.request.urlopen(request, timeout=120)
+    return urllib.request.urlopen(request, timeout=120)
+
+
+def events_of(stream):
+    return [line for line in stream.read().decode().splitlines() if line.startswith("data: ")]
+
+
+def test_a_killed_replica_fails_its_request_clearly_and_is_replaced(served, reference):
+    stream = open_stream(served, "Once upon a time", 400)
     victim = int(stream.headers["X-Yirage-Replica"])
+    # A stream on the other replica, in flight while the victim dies: prefix routing is a
+    # function of the prompt, so a prompt that went there once goes there again.
+    other_prompt = next(p for p in (f"{i} is a number. " * 3 for i in range(64))
+                        if replica_of(served, p) != victim)
+    survivor = open_stream(served, other_prompt, 64)
+    assert int(survivor.headers["X-Yirage-Replica"]) != victim
     assert stream.readline().startswith(b"data: {")
+    assert survivor.readline().startswith(b"data: {")
     os.kill(victim, signal.SIGKILL)
-    events = [line for line in stream.read().decode().splitlines() if line.startswith("data: ")]
+    events = events_of(stream)
     assert events[-1] == "data: [DONE]"
     error = json.loads(events[-2][len("data: "):])["error"]
     assert error["type"] == "server_error"
     assert error["message"].startswith("the replica serving this request died before it finished")
+    survived = events_of(survivor)
+    assert survived[-1] == "data: [DONE]" and not any('"error"' in e for e in survived)
 
     # The other replica goes on serving at once.
     expected = reference.generate(PROMPT, max_tokens=8)
