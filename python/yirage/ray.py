@@ -2,10 +2,12 @@
 
 Serving: each replica of the ``YirageServer`` deployment loads the model into its own process
 with ``yirage serve``'s server (the C++ serve stage, bound as ``yirage._Server``) listening on a
-loopback port, and forwards the HTTP requests Ray Serve routes to it. A replica therefore speaks
+loopback port, and forwards to it the requests that the ``OpenAIIngress`` deployment hands it
+through a deployment handle (routed by ``PrefixAffinityRouter``). The application therefore speaks
 exactly the API of ``yirage serve`` (/v1/completions, /v1/chat/completions, /v1/models, /health,
 /metrics), with its continuous batching, and Ray Serve adds the replicas, their placement, the
-autoscaling and the replacement of a replica that dies::
+autoscaling and the replacement of a replica that dies; the ingress ends a request whose replica
+died with an OpenAI error object. docs/ray.md has the design::
 
     serve run yirage.ray:app model=/path/to/model.gguf num_replicas=2
 
