@@ -166,3 +166,16 @@ def test_a_killed_replica_fails_its_request_clearly_and_is_replaced(served, refe
             break
         assert time.monotonic() < deadline, f"not replaced: {replica_states()}, {seen}"
         time.sleep(1)
+
+
+def test_options_are_checked_before_ray_is_asked(ray_module, model_path):
+    import yirage.ray
+
+    with pytest.raises(yr.Error, match="unknown option 'replicas'"):
+        yirage.ray.deployment(model_path, replicas=2)
+    with pytest.raises(yr.Error, match="needs model=PATH"):
+        yirage.ray.app({"num_replicas": "2"})
+    assert yirage.ray.PrefixAffinityRouter.prefix_key(
+        b'{"messages": [{"role": "user", "content": "Hi"}]}', 256) == "user:Hi\n"
+    assert yirage.ray.PrefixAffinityRouter.prefix_key(b'{"prompt": "abcdef"}', 3) == "abc"
+    assert yirage.ray.PrefixAffinityRouter.prefix_key(b"not json", 3) is None
