@@ -3,23 +3,16 @@ or PYTHONPATH=<build>/python) and `ray[serve]` (pip install "yirage[ray]"); with
 skip, unless YIRAGE_REQUIRE_RAY=1 (scripts/test.sh sets it)."""
 import os
 import pathlib
-import socket
 import tempfile
 
 import pytest
+
+from ray_support import require
 
 # The replicas and the tuning tasks inherit this cache through the environment Ray starts them in,
 # so the suite neither reads the user's tuning entries nor leaves its own behind.
 _cache_dir = tempfile.TemporaryDirectory(prefix="yirage-ray-cache-")
 os.environ["YIRAGE_CACHE_DIR"] = _cache_dir.name
-
-
-def require(condition, reason, variable):
-    if condition:
-        return
-    if os.environ.get(variable) == "1":
-        pytest.fail(f"{variable}=1 but {reason}")
-    pytest.skip(reason)
 
 
 @pytest.fixture(scope="session")
@@ -52,12 +45,3 @@ def model_path():
     return path
 
 
-@pytest.fixture(scope="session")
-def source_dir():
-    return pathlib.Path(__file__).resolve().parents[2]
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]

@@ -10,9 +10,12 @@ import urllib.request
 
 import pytest
 
-from conftest import free_port, require
+from ray_support import free_port, require
 
 import yirage as yr
+
+# Ray Serve's pydantic models warn when imported: Ray's warnings, not this suite's.
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 CONTEXT = 512
 PROMPT = "The capital of France is"

@@ -11,6 +11,9 @@ import pytest
 
 import yirage as yr
 
+# Ray Serve's pydantic models warn when imported: Ray's warnings, not this suite's.
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
 GRAPHS = ["examples/ntrans.json", "examples/lora.json"]
 
 
