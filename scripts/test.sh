@@ -43,10 +43,14 @@ done
 echo "== python package =="
 venv="$(mktemp -d)/venv"
 python3 -m venv --system-site-packages "$venv"
-CMAKE_BUILD_PARALLEL_LEVEL="$jobs" "$venv/bin/pip" install -q . \
+# The `ray` extra (Ray Serve, pinned in pyproject.toml) comes from PyPI with it, for tests/ray.
+CMAKE_BUILD_PARALLEL_LEVEL="$jobs" "$venv/bin/pip" install -q ".[ray]" \
   --config-settings=build-dir=build/release --config-settings=cmake.define.YIRAGE_WERROR=ON \
   --config-settings=cmake.define.YIRAGE_BUILD_TESTS=ON
 "$venv/bin/python" -m pytest -q tests/python_pkg
+# yirage.ray on a local Ray started by the tests: two Serve replicas, one killed mid-stream, and
+# graphs tuned in Ray tasks. They must run, not skip.
+YIRAGE_REQUIRE_RAY=1 "$venv/bin/python" -m pytest -q tests/ray
 # The release tree leaves the module to pip again: its nanobind came from pip's build
 # environment, gone now, and would stop the tree's next reconfigure.
 cmake -S . -B build/release -DYIRAGE_PYTHON=OFF >/dev/null

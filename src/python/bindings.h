@@ -41,5 +41,6 @@ nb::class_<Graph> bind_graph(nb::module_& m);
 void bind_optimize(nb::module_& m, nb::class_<Graph>& graph_class);
 void bind_llm(nb::module_& m);
 void bind_verify(nb::module_& m);  // yirage.verify (verify.cpp)
+void bind_serve(nb::module_& m);   // yirage._Server (serve.cpp), where YIRAGE_SERVER is on
 
 }  // namespace yirage::python

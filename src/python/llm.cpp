@@ -9,10 +9,12 @@
 
 #include <nanobind/stl/function.h>
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
 #include "backend/backend.h"
+#include "llm/fused_blocks.h"
 #include "llm/llm.h"
 #include "python/bindings.h"
 #include "support/error.h"
@@ -129,6 +131,19 @@ void bind_llm(nb::module_& m) {
           "the prompt in the model's chat template as one user message. on_text, when given,\n"
           "is called with each piece of text as it becomes complete UTF-8. Each call starts\n"
           "from an empty KV cache. The GIL is released; Ctrl-C stops between tokens.");
+  cls.def(
+      "block_graphs",
+      [](llm::Llm& model) {
+        std::vector<std::pair<std::string, Graph>> graphs;
+        for (llm::NamedGraph& g :
+             llm::fused_block_graphs(model.model().config(), model.model().weights()))
+          graphs.emplace_back(std::move(g.name),
+                              Graph{std::make_shared<ir::KernelGraph>(std::move(g.graph))});
+        return graphs;
+      },
+      "The kernel graphs of the model's hot blocks as (name, KernelGraph) pairs, in the order a\n"
+      "load with fused_blocks=True optimizes them; superoptimizing one on a backend stores the\n"
+      "cache entry that such a load then finds (yirage.ray.tune_graphs spreads them over Ray).");
   cls.def(
       "last_stats", [](const llm::Llm& model) { return stats_dict(model.last_stats()); },
       "Token counts and timings of the latest generate call.");

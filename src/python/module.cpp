@@ -106,4 +106,7 @@ NB_MODULE(_yirage, m) {
   bind_optimize(m, graph_class);
   bind_llm(m);
   bind_verify(m);
+#ifdef YIRAGE_PYTHON_SERVER
+  bind_serve(m);
+#endif
 }

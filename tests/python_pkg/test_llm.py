@@ -89,3 +89,11 @@ def test_a_progress_callback_that_raises_stops_the_load(model_path):
 
     with pytest.raises(RuntimeError, match=r"stop: \[1/7\]"):
         yr.LLM(model_path, threads=2, progress=boom)
+
+
+def test_block_graphs_are_the_graphs_a_fused_load_optimizes_in_its_order(model_path):
+    lines = []
+    yr.LLM(model_path, threads=2, progress=lines.append)
+    graphs = yr.LLM(model_path, fused_blocks=False).block_graphs()
+    assert [name for name, _ in graphs] == [line.split("] ", 1)[1].split(":")[0] for line in lines]
+    assert all(isinstance(g, yr.KernelGraph) and g.to_json() for _, g in graphs)
