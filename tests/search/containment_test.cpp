@@ -7,11 +7,14 @@
 // op of the hand-built graph is a lone op of the partition with the same op and output shapes,
 // and each fused kernel is a group of two or more ops with the same output shapes, one of whose
 // block configurations (dims.cpp, the whole space, not only the load model's best) has the same
-// grid, up to the order of its axes, and the same for-loop range. Reshapes are free and not
-// counted. That is the schedule, not yet the block ops: enumerating each held configuration's
-// block graphs and proving the µGraph equal to the suite's graph at full size is left to do (it
-// takes seconds to minutes a µGraph; grid_space_test.cpp does it for rmsnorm_linear n64_k512,
-// and EpilogueApart below for the small shape of gated_mlp's library-products variant).
+// grid, up to the order of its axes, and the same for-loop range; or two fused kernels are one
+// group's configuration with its loop split over a free grid axis (split_reduced.cpp): the
+// partials' kernel has the configuration's grid with that axis added and range / splits, the
+// finish the configuration's grid, a loop over the splits and the group's outputs. Reshapes are
+// free and not counted. That is the schedule, not yet the block ops: enumerating each held
+// configuration's block graphs and proving the µGraph equal to the suite's graph at full size is
+// left to do (it takes seconds to minutes a µGraph; grid_space_test.cpp does it for rmsnorm_linear
+// n64_k512, and EpilogueApart below for the small shape of gated_mlp's library-products variant).
 //
 // What is not held is listed in kExpectedGaps with the reason; the test fails when a listed gap
 // closes (move it out of the list) or a new one opens.
@@ -87,21 +90,32 @@ class Space {
         space_(search_space(yirage::testing::h200_description())),
         partitions_(enumerate_partitions(graph_, 200000)) {}
 
-  // The index of a partition holding `want`, or -1.
+  // The index of a partition holding `want`, or -1. A group holds one kernel, or two when its
+  // loop is split over a grid axis (the partials and the finish), so a partition of g groups may
+  // hold g to 2g kernels.
   int find(const std::vector<KernelShape>& want) {
     for (size_t p = 0; p < partitions_.size(); ++p)
-      if (partitions_[p].groups.size() == want.size()) {
+      if (partitions_[p].groups.size() <= want.size() &&
+          want.size() <= 2 * partitions_[p].groups.size()) {
         std::vector<bool> used(want.size(), false);
         if (match(partitions_[p].groups, 0, want, used)) return int(p);
       }
     return -1;
   }
 
-  // Whether some group of some partition has kernel `k` (a miss names the kernel out of reach).
+  // Whether some group of some partition has kernel `k`, alone or as either kernel of a split (a
+  // miss names the kernel out of reach).
   bool has_kernel(const KernelShape& k) {
     for (const Partition& p : partitions_)
-      for (uint64_t m : p.groups)
+      for (uint64_t m : p.groups) {
         if (compatible(m, k)) return true;
+        if (k.op != "fused" || __builtin_popcountll(m) == 1) continue;
+        const GroupSchedules& s = schedules(m);
+        for (const auto& [parts, finish] : s.splits)
+          if (parts == std::pair{k.grid, k.range} ||
+              (finish == std::pair{k.grid, k.range} && s.outputs == k.outputs))
+            return true;
+      }
     return false;
   }
 
@@ -110,9 +124,14 @@ class Space {
   const Partition& partition(int p) const { return partitions_[size_t(p)]; }
 
  private:
+  using Schedule = std::pair<std::vector<int64_t>, int64_t>;  // sorted grid, loop range
   struct GroupSchedules {
     std::vector<std::vector<int64_t>> outputs;
-    std::set<std::pair<std::vector<int64_t>, int64_t>> schedules;
+    std::set<Schedule> schedules;
+    // Split over the loop's reduced dim (split_reduced.cpp): (partials, finish) schedules. The
+    // partials' shapes follow from the block graph the search picks, which the schedule alone
+    // does not fix, so only the finish's outputs (the group's) are compared.
+    std::set<std::pair<Schedule, Schedule>> splits;
   };
 
   const GroupSchedules& schedules(uint64_t mask) {
@@ -127,8 +146,14 @@ class Space {
       s.outputs.clear();
       for (const ir::TensorRef& o : group->outputs) s.outputs.push_back(graph_.type(o).dims);
       for (const BlockConfig& c :
-           block_configs(group->target, space_, std::numeric_limits<size_t>::max()))
+           block_configs(group->target, space_, std::numeric_limits<size_t>::max())) {
         s.schedules.insert({sorted_grid(c.grid), c.range});
+        for (int64_t splits : split_counts(c.grid, c.range, space_)) {
+          ir::GridDims parts = c.grid;
+          *std::find(parts.extent.begin(), parts.extent.end(), 1) = splits;
+          s.splits.insert({{sorted_grid(parts), c.range / splits}, {sorted_grid(c.grid), splits}});
+        }
+      }
     }
     return cache_.emplace(mask, std::move(s)).first->second;
   }
@@ -145,15 +170,30 @@ class Space {
     return s.outputs == k.outputs && s.schedules.count({k.grid, k.range});
   }
 
+  // Whether group `mask` split over its loop gives the kernels `parts` and then `finish`.
+  bool split_compatible(uint64_t mask, const KernelShape& parts, const KernelShape& finish) {
+    if (__builtin_popcountll(mask) == 1 || parts.op != "fused" || finish.op != "fused")
+      return false;
+    const GroupSchedules& s = schedules(mask);
+    return s.outputs == finish.outputs &&
+           s.splits.count({{parts.grid, parts.range}, {finish.grid, finish.range}});
+  }
+
   bool match(const std::vector<uint64_t>& groups, size_t g, const std::vector<KernelShape>& want,
              std::vector<bool>& used) {
-    if (g == groups.size()) return true;
-    for (size_t k = 0; k < want.size(); ++k)
-      if (!used[k] && compatible(groups[g], want[k])) {
-        used[k] = true;
-        if (match(groups, g + 1, want, used)) return true;
-        used[k] = false;
-      }
+    if (g == groups.size()) return std::count(used.begin(), used.end(), false) == 0;
+    for (size_t k = 0; k < want.size(); ++k) {
+      if (used[k]) continue;
+      used[k] = true;
+      if (compatible(groups[g], want[k]) && match(groups, g + 1, want, used)) return true;
+      for (size_t f = 0; f < want.size(); ++f)
+        if (!used[f] && split_compatible(groups[g], want[k], want[f])) {
+          used[f] = true;
+          if (match(groups, g + 1, want, used)) return true;
+          used[f] = false;
+        }
+      used[k] = false;
+    }
     return false;
   }
 
