@@ -123,9 +123,15 @@ struct SplitBodies {
 // split_extents gives them) within the grid-block limit, none when no grid axis is free.
 std::vector<int64_t> split_counts(const ir::GridDims& grid, int64_t range,
                                   const SearchSpace& space);
-// The split form of `body`, or nullopt with `why` (a rescaled_sum, no free axis, ...).
+// Finish grids reach up to this many times the device's parallel units.
+inline constexpr int64_t kSplitFinishUnits = 4;
+// How many times finer than `grid` along its first axis a split's finish may run: 1, and the
+// powers of two up to kSplitFinishUnits times the parallel units in blocks.
+std::vector<int64_t> split_finish_refinements(const ir::GridDims& grid, const SearchSpace& space);
+// The split form of `body`, its finish `refine` times finer along the grid's first axis, or
+// nullopt with `why` (a rescaled_sum, no free axis, tiles that do not divide, ...).
 std::optional<SplitBodies> split_over_loop(const ir::BlockGraph& body, int64_t splits,
-                                           std::string& why);
+                                           std::string& why, int64_t refine = 1);
 // The two kernels as a kernel graph with `target`'s inputs and outputs, for proofs and tests.
 ir::KernelGraph split_kernel_graph(const ir::KernelGraph& target, const SplitBodies& split);
 // The split forms of a found candidate that fit the limits, up to filling twice the device's

@@ -22,6 +22,12 @@
 // dim already carries a grid axis (a rank-2 product on a grid over rows and columns): two axes on
 // one dim would overlap, not nest, and the IR has no block-level reshape to add a dim for them.
 //
+// The finish may also take a grid finer than the body's along its first axis (refine times: a
+// narrow body grid, one that the loop's tiles kept to few blocks, leaves the finish's elementwise
+// work on few parallel units); a partial that is one element per block along that axis's dim is
+// then read whole and averaged over its copies, as the hand-built rmsnorm_linear splits do, when
+// it reads no operand that the axis partitions (so every strip computed the same value).
+//
 // Both kernels are plain block graphs: the IR needs no new construct, the verifier proves the
 // two-kernel µGraph like any other, and every backend that lowers a fused kernel runs them.
 #include <algorithm>
@@ -80,7 +86,22 @@ std::optional<ir::AxisMap> split_partial_omap(const ir::BlockGraph& body, size_t
   return std::nullopt;
 }
 
+// The first axis of extent > 1, the one a finer finish refines, or -1.
+int split_first_axis(const ir::GridDims& grid) {
+  for (int a = 0; a < ir::kGridAxes; ++a)
+    if (grid.extent[size_t(a)] > 1) return a;
+  return -1;
+}
+
 }  // namespace
+
+std::vector<int64_t> split_finish_refinements(const ir::GridDims& grid, const SearchSpace& space) {
+  std::vector<int64_t> out = {1};
+  if (split_first_axis(grid) < 0) return out;
+  for (int64_t f = 2; grid.blocks() * f <= kSplitFinishUnits * space.parallel_units; f *= 2)
+    out.push_back(f);
+  return out;
+}
 
 std::vector<int64_t> split_counts(const ir::GridDims& grid, int64_t range,
                                   const SearchSpace& space) {
@@ -93,7 +114,7 @@ std::vector<int64_t> split_counts(const ir::GridDims& grid, int64_t range,
 }
 
 std::optional<SplitBodies> split_over_loop(const ir::BlockGraph& body, int64_t splits,
-                                           std::string& why) {
+                                           std::string& why, int64_t refine) {
   const int64_t range = body.forloop_range();
   const int axis = split_free_axis(body.grid());
   if (splits < 2 || range % splits != 0 || axis < 0) {
@@ -153,22 +174,59 @@ std::optional<SplitBodies> split_over_loop(const ir::BlockGraph& body, int64_t s
     omaps.push_back(*omap);
   }
 
-  ir::BlockGraph finish(body.grid(), splits, parts.output_types());
-  std::map<int32_t, int32_t> in_finish;  // body node -> finish node
-  for (size_t j = 0; j < accumulators.size(); ++j) {
-    ir::AxisMap imap = omaps[j];
-    const int stacked = imap[size_t(axis)];
-    imap[size_t(axis)] = ir::kReplicate;
-    const int32_t it = finish.iterator(int(j), imap, stacked);
-    const auto& acc = std::get<ir::AccumulatorOp>(nodes[size_t(accumulators[j])].op);
-    in_finish[accumulators[j]] = finish.add(acc, {it});
+  // The finish's grid: the body's, its first axis `refine` times finer.
+  ir::GridDims finish_grid = body.grid();
+  const int refined = refine > 1 ? split_first_axis(finish_grid) : -1;
+  if (refine > 1) {
+    if (refined < 0) {
+      why = "a finish grid finer than a grid of one block";
+      return std::nullopt;
+    }
+    finish_grid.extent[size_t(refined)] *= refine;
   }
+  // Per body node, the grid axes whose block coordinate it depends on (through the iterators it
+  // reads): a partial that depends on none of the refined axis's is the same in every strip.
+  std::vector<uint32_t> reads_axis(nodes.size(), 0);
   for (size_t id = 0; id < nodes.size(); ++id) {
-    const ir::BlockPhase phase = body.phase(int32_t(id));
-    if (phase == ir::BlockPhase::in_loop || in_finish.count(int32_t(id))) continue;
-    std::vector<int32_t> inputs;
-    for (int32_t in : nodes[id].inputs) inputs.push_back(in_finish.at(in));
-    in_finish[int32_t(id)] = finish.add(nodes[id].op, std::move(inputs));
+    if (const auto* it = std::get_if<ir::InputIteratorOp>(&nodes[id].op))
+      for (int a = 0; a < ir::kGridAxes; ++a)
+        if (it->imap[size_t(a)] != ir::kReplicate) reads_axis[id] |= 1u << a;
+    for (int32_t in : nodes[id].inputs) reads_axis[id] |= reads_axis[size_t(in)];
+  }
+  const std::vector<ir::TensorType> partial_types = parts.output_types();
+  ir::BlockGraph finish(finish_grid, splits, partial_types);
+  std::map<int32_t, int32_t> in_finish;  // body node -> finish node
+  try {
+    for (size_t j = 0; j < accumulators.size(); ++j) {
+      ir::AxisMap imap = omaps[j];
+      const int stacked = imap[size_t(axis)];
+      imap[size_t(axis)] = ir::kReplicate;
+      // A partial of extent 1 per block along the refined axis's dim (a row statistic that each
+      // column strip computed alike) cannot be cut finer: the finish reads all the strips' copies
+      // and takes their mean. The proof rejects the body where the copies differ.
+      bool copies = false;
+      if (refined >= 0) {
+        const int d = omaps[j][size_t(refined)];
+        copies = d != ir::kReplicate && !(reads_axis[size_t(accumulators[j])] >> refined & 1) &&
+                 nodes[size_t(accumulators[j])].tile.dims[size_t(d)] == 1;
+        if (copies) imap[size_t(refined)] = ir::kReplicate;
+      }
+      int32_t it = finish.iterator(int(j), imap, stacked);
+      if (copies)
+        it = finish.add(ir::ReduceOp{ir::ReduceFn::mean, omaps[j][size_t(refined)]}, {it});
+      const auto& acc = std::get<ir::AccumulatorOp>(nodes[size_t(accumulators[j])].op);
+      in_finish[accumulators[j]] = finish.add(acc, {it});
+    }
+    for (size_t id = 0; id < nodes.size(); ++id) {
+      const ir::BlockPhase phase = body.phase(int32_t(id));
+      if (phase == ir::BlockPhase::in_loop || in_finish.count(int32_t(id))) continue;
+      std::vector<int32_t> inputs;
+      for (int32_t in : nodes[id].inputs) inputs.push_back(in_finish.at(in));
+      in_finish[int32_t(id)] = finish.add(nodes[id].op, std::move(inputs));
+    }
+  } catch (const Error& e) {
+    why = fmt::format("the finish on a grid {} times finer: {}", refine, e.what());
+    return std::nullopt;
   }
   return SplitBodies{std::make_shared<const ir::BlockGraph>(std::move(parts)),
                      std::make_shared<const ir::BlockGraph>(std::move(finish)), splits};
@@ -196,22 +254,24 @@ std::vector<BlockCandidate> split_candidates(const BlockCandidate& c, const Sear
   for (int64_t s : split_counts(c.body->grid(), c.body->forloop_range(), space)) {
     // Splits beyond filling the device's parallel units only add partials to write and read.
     if (c.body->grid().blocks() * s > 2 * space.parallel_units) break;
-    std::string why;
-    std::optional<SplitBodies> split = split_over_loop(*c.body, s, why);
-    if (!split) continue;
-    try {
-      split->parts->validate(limits);
-      split->finish->validate(limits);
-    } catch (const Error&) {
-      continue;  // the finish's tiles exceed the limits the body's post-loop part kept to
+    for (int64_t refine : split_finish_refinements(c.body->grid(), space)) {
+      std::string why;
+      std::optional<SplitBodies> split = split_over_loop(*c.body, s, why, refine);
+      if (!split) continue;
+      try {
+        split->parts->validate(limits);
+        split->finish->validate(limits);
+      } catch (const Error&) {
+        continue;  // the finish's tiles exceed the limits the body's post-loop part kept to
+      }
+      BlockCandidate sc;
+      sc.body = split->parts;
+      sc.finish = split->finish;
+      sc.splits = s;
+      sc.cost = block_graph_cost(*split->parts, space) + block_graph_cost(*split->finish, space);
+      sc.key = fmt::format("split{}/{}:{}", s, refine, c.key);
+      out.push_back(std::move(sc));
     }
-    BlockCandidate sc;
-    sc.body = split->parts;
-    sc.finish = split->finish;
-    sc.splits = s;
-    sc.cost = block_graph_cost(*split->parts, space) + block_graph_cost(*split->finish, space);
-    sc.key = fmt::format("split{}:{}", s, c.key);
-    out.push_back(std::move(sc));
   }
   return out;
 }

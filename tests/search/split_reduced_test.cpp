@@ -95,6 +95,24 @@ TEST(SplitReduced, RmsNormLinearSplitOverKIsProvedAndRuns) {
   }
 }
 
+// A finish finer than the partials' grid: the products are cut finer, and the means of X², one
+// per column strip of the partials, are read whole and averaged over the strips' copies.
+TEST(SplitReduced, AFinerFinishIsProvedAndRuns) {
+  const ir::KernelGraph target = rmsnorm_linear_rows(4, 256, 64);
+  const BlockGraph body = rmsnorm_linear_body(target, 16, 16);
+  for (int64_t refine : {2, 4}) {
+    std::string why;
+    std::optional<SplitBodies> split = split_over_loop(body, 4, why, refine);
+    ASSERT_TRUE(split) << why;
+    EXPECT_EQ(split->finish->grid().blocks(), 4 * refine);
+    expect_split_holds(target, *split, 23 + uint64_t(refine));
+  }
+  // Four 16-column strips cut 32 times finer would be half a column a block.
+  std::string why;
+  EXPECT_FALSE(split_over_loop(body, 4, why, 32));
+  EXPECT_NE(why.find("finer"), std::string::npos) << why;
+}
+
 TEST(SplitReduced, AWrongFinishIsRejected) {
   const ir::KernelGraph target = rmsnorm_linear_rows(4, 128, 32);
   std::string why;
