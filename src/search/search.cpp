@@ -8,8 +8,8 @@
 // only candidates that can win are proved, and each once. When it fails, the partition's
 // candidates are proved alone against their groups' kernel graphs, in cost order, to find and
 // drop the wrong ones; a partition whose candidates all hold alone is given up. Each group's best
-// bodies with a loop also come split over a grid axis (split_reduced.cpp), ranked by the same
-// estimate, and the best µGraph with such a split is proved and ranked too, for the tuner.
+// bodies with a loop also come split over a grid axis (split_reduced.cpp), and the best µGraph by
+// the estimate with one such split is proved and ranked besides, for the tuner to measure.
 #include <algorithm>
 #include <cmath>
 #include <future>
@@ -39,7 +39,7 @@ constexpr size_t kRankedFused = 2;        // fused µGraphs proved and ranked ne
 constexpr size_t kRankedEpilogueApart = 1;
 // Bodies with a loop per group whose split forms join the group's candidates.
 constexpr size_t kSplitSources = 2;
-// And the best µGraph with a split loop, proved and ranked when none of the above has one.
+// And the best µGraph with a split loop, proved and ranked besides those.
 constexpr size_t kRankedSplit = 1;
 
 double seconds_since(Clock::time_point t) {
@@ -344,7 +344,10 @@ SearchResult superoptimize(const ir::KernelGraph& graph, const backend::DeviceDe
   };
   std::map<uint64_t, GroupChoice> split_choices;  // each group's split forms alone
   // The split forms of each group's best bodies with a loop (split_reduced.cpp): derived, not
-  // enumerated, so they cost no block-level states; the estimate ranks them with the rest.
+  // enumerated, so they cost no block-level states. They are kept apart from the unsplit bodies
+  // and ranked as a choice of their own below: a split's two kernels should not take the place of
+  // the one fused kernel the estimate would otherwise return (gemm_softmax's narrow grid over 4
+  // rows made the split the cheaper estimate, and the µGraph of fewer kernels went unproposed).
   for (auto& [mask, choice] : choices) {
     std::sort(choice.entries.begin(), choice.entries.end(), by_cost);
     std::vector<Entry> splits;
@@ -357,9 +360,7 @@ SearchResult superoptimize(const ir::KernelGraph& graph, const backend::DeviceDe
     }
     if (splits.empty()) continue;
     std::sort(splits.begin(), splits.end(), by_cost);
-    split_choices[mask].entries = splits;
-    choice.entries.insert(choice.entries.end(), splits.begin(), splits.end());
-    std::sort(choice.entries.begin(), choice.entries.end(), by_cost);
+    split_choices[mask].entries = std::move(splits);
   }
 
   auto group_cost = [&](uint64_t mask) -> double {
@@ -412,7 +413,6 @@ SearchResult superoptimize(const ir::KernelGraph& graph, const backend::DeviceDe
   struct Chosen {
     ir::KernelGraph mugraph;
     verify::EquivalenceResult proof;
-    bool split = false;  // a group's loop is split over a grid axis
   };
   std::vector<Chosen> chosen;
   std::set<size_t> taken;
@@ -443,16 +443,15 @@ SearchResult superoptimize(const ir::KernelGraph& graph, const backend::DeviceDe
     }
     std::vector<uint64_t> fused_masks;
     std::vector<const Group*> fused;
-    std::vector<std::shared_ptr<const ir::BlockGraph>> bodies, finishes;
+    std::vector<std::shared_ptr<const ir::BlockGraph>> bodies;
     for (uint64_t m : partitions[best].groups) {
       if (__builtin_popcountll(m) == 1) continue;
       const Entry& e = choices[m].entries[choices[m].next];
       fused_masks.push_back(m);
       fused.push_back(e.group);
       bodies.push_back(e.candidate.body);
-      finishes.push_back(e.candidate.finish);
     }
-    ir::KernelGraph mugraph = build_mugraph(searched, fused, bodies, finishes);
+    ir::KernelGraph mugraph = build_mugraph(searched, fused, bodies);
     verify::EquivalenceResult proof;
     std::string why;
     try {
@@ -468,9 +467,7 @@ SearchResult superoptimize(const ir::KernelGraph& graph, const backend::DeviceDe
       }
       report(false);
       taken.insert(best);
-      const bool split =
-          std::any_of(finishes.begin(), finishes.end(), [](const auto& f) { return f != nullptr; });
-      chosen.push_back({std::move(mugraph), std::move(proof), split});
+      chosen.push_back({std::move(mugraph), std::move(proof)});
       ++(apart ? chosen_apart : chosen_with_epilogues);
       continue;
     }
@@ -481,15 +478,12 @@ SearchResult superoptimize(const ir::KernelGraph& graph, const backend::DeviceDe
       taken.insert(best);
     }
   }
-  // And the best µGraph that splits one group's loop over a grid axis (split_reduced.cpp), when
-  // none of the above does: the estimate charges a split its partials' round trip through memory
-  // and a second launch, but not the parallel units that a narrow grid leaves idle, which is what
-  // the split is for; so the tuner measures it beside the others.
-  const bool chose_split =
-      std::any_of(chosen.begin(), chosen.end(), [](const Chosen& c) { return c.split; });
+  // And the best µGraph that splits one group's loop over a grid axis (split_reduced.cpp): the
+  // estimate charges a split its partials' round trip through memory and a second launch, but
+  // not the memory bandwidth that a narrow grid leaves idle, which is what the split is for; so
+  // the tuner measures it beside the others.
   std::set<std::pair<size_t, uint64_t>> split_taken;
-  for (size_t ranked = chose_split ? kRankedSplit : 0;
-       ranked < kRankedSplit && !budget.poll_cancel();) {
+  for (size_t ranked = 0; ranked < kRankedSplit && !budget.poll_cancel();) {
     size_t best = partitions.size();
     uint64_t best_mask = 0;
     double best_cost = INFINITY;
@@ -526,7 +520,7 @@ SearchResult superoptimize(const ir::KernelGraph& graph, const backend::DeviceDe
       why = error.what();
     }
     if (proof.equivalent && proof.bound_met) {
-      chosen.push_back({std::move(mugraph), std::move(proof), true});
+      chosen.push_back({std::move(mugraph), std::move(proof)});
       ++ranked;
       continue;
     }
