@@ -16,11 +16,14 @@
 // fold them with the accumulator that combines partials of the body's own:
 //   sum -> sum, sum;  mean -> mean, mean (equal ranges, so the mean of means is the mean);
 //   max -> max, max;  rms -> mean, rms with the body's eps (the rms of the whole range).
-// rescaled_sum, the online softmax's, would need each split's running max saved beside its
-// partial and a rescale by exp(m_i - M) across splits in the finish; that key-split attention is
-// not built yet, and a body with one is not split. Nor is a body with a partial tile whose every
-// dim already carries a grid axis (a rank-2 product on a grid over rows and columns): two axes on
-// one dim would overlap, not nest, and the IR has no block-level reshape to add a dim for them.
+// rescaled_sum(v, m), the online softmax's -> rescaled_sum in the parts, whose partial is
+// Σ exp(m_j - M_i)·v_j over the split's iterations j with M_i the split's running max, which the
+// parts also save (a max accumulator of m); the finish's rescaled_sum(partial_i, M_i) is
+// Σ_i exp(M_i - M)·partial_i = Σ_j exp(m_j - M)·v_j, the body's: key-split attention, whose
+// partial softmax-weighted sums and row sums are rescaled to the global max. A body is not split
+// when a partial tile has every dim already carrying a grid axis (a rank-2 product on a grid over
+// rows and columns): two axes on one dim would overlap, not nest, and the IR has no block-level
+// reshape to add a dim for them.
 //
 // The finish may also take a grid finer than the body's along its first axis (refine times: a
 // narrow body grid, one that the loop's tiles kept to few blocks, leaves the finish's elementwise
@@ -127,7 +130,14 @@ std::optional<SplitBodies> split_over_loop(const ir::BlockGraph& body, int64_t s
   ir::BlockGraph parts(grid, range / splits, body.operands());
   const auto& nodes = body.nodes();
   std::map<int32_t, int32_t> in_parts;  // body node -> parts node
-  std::vector<int32_t> accumulators;    // body nodes, in order
+  // The parts' savers, in order: body accumulators, and for each chunk max m that a rescaled_sum
+  // reads, the split's running max of m (`source` is then m), saved just before its first reader.
+  struct Partial {
+    int32_t source;
+    bool running_max = false;
+  };
+  std::vector<Partial> partials;
+  std::map<int32_t, size_t> running_max;  // m -> its partial
   bool walks = false;
   for (size_t id = 0; id < nodes.size(); ++id) {
     const ir::BlockNode& node = nodes[id];
@@ -149,12 +159,12 @@ std::optional<SplitBodies> split_over_loop(const ir::BlockGraph& body, int64_t s
       }
       it->imap[size_t(axis)] = it->fmap;
     } else if (auto* acc = std::get_if<ir::AccumulatorOp>(&op)) {
-      if (acc->fn == ir::AccumFn::rescaled_sum) {
-        why = "a rescaled_sum (online softmax) needs each split's running max: not built yet";
-        return std::nullopt;
+      if (acc->fn == ir::AccumFn::rescaled_sum && !running_max.count(node.inputs[1])) {
+        running_max[node.inputs[1]] = partials.size();
+        partials.push_back({node.inputs[1], true});
       }
       if (acc->fn == ir::AccumFn::rms) *acc = ir::AccumulatorOp{ir::AccumFn::mean};
-      accumulators.push_back(int32_t(id));
+      partials.push_back({int32_t(id)});
     }
     in_parts[int32_t(id)] = parts.add(std::move(op), std::move(inputs));
   }
@@ -163,14 +173,17 @@ std::optional<SplitBodies> split_over_loop(const ir::BlockGraph& body, int64_t s
     return std::nullopt;
   }
   std::vector<ir::AxisMap> omaps;
-  for (int32_t acc : accumulators) {
+  for (const Partial& p : partials) {
+    const int32_t acc = p.source;
     std::optional<ir::AxisMap> omap =
         split_partial_omap(body, nodes[size_t(acc)].tile.dims.size(), axis);
     if (!omap) {
       why = fmt::format("accumulator {}'s tile has no dim left for the split's partials", acc);
       return std::nullopt;
     }
-    parts.save(in_parts.at(acc), *omap);
+    parts.save(
+        p.running_max ? parts.accumulate(ir::AccumFn::max, in_parts.at(acc)) : in_parts.at(acc),
+        *omap);
     omaps.push_back(*omap);
   }
 
@@ -196,8 +209,10 @@ std::optional<SplitBodies> split_over_loop(const ir::BlockGraph& body, int64_t s
   const std::vector<ir::TensorType> partial_types = parts.output_types();
   ir::BlockGraph finish(finish_grid, splits, partial_types);
   std::map<int32_t, int32_t> in_finish;  // body node -> finish node
+  std::map<int32_t, int32_t> max_reads;  // chunk max m -> the finish's iterator of its running max
   try {
-    for (size_t j = 0; j < accumulators.size(); ++j) {
+    for (size_t j = 0; j < partials.size(); ++j) {
+      const int32_t source = partials[j].source;
       ir::AxisMap imap = omaps[j];
       const int stacked = imap[size_t(axis)];
       imap[size_t(axis)] = ir::kReplicate;
@@ -207,15 +222,22 @@ std::optional<SplitBodies> split_over_loop(const ir::BlockGraph& body, int64_t s
       bool copies = false;
       if (refined >= 0) {
         const int d = omaps[j][size_t(refined)];
-        copies = d != ir::kReplicate && !(reads_axis[size_t(accumulators[j])] >> refined & 1) &&
-                 nodes[size_t(accumulators[j])].tile.dims[size_t(d)] == 1;
+        copies = d != ir::kReplicate && !(reads_axis[size_t(source)] >> refined & 1) &&
+                 nodes[size_t(source)].tile.dims[size_t(d)] == 1;
         if (copies) imap[size_t(refined)] = ir::kReplicate;
       }
       int32_t it = finish.iterator(int(j), imap, stacked);
       if (copies)
         it = finish.add(ir::ReduceOp{ir::ReduceFn::mean, omaps[j][size_t(refined)]}, {it});
-      const auto& acc = std::get<ir::AccumulatorOp>(nodes[size_t(accumulators[j])].op);
-      in_finish[accumulators[j]] = finish.add(acc, {it});
+      if (partials[j].running_max) {
+        max_reads[source] = it;
+        continue;
+      }
+      const ir::BlockNode& node = nodes[size_t(source)];
+      const auto& acc = std::get<ir::AccumulatorOp>(node.op);
+      in_finish[source] = acc.fn == ir::AccumFn::rescaled_sum
+                              ? finish.rescaled_sum(it, max_reads.at(node.inputs[1]))
+                              : finish.add(acc, {it});
     }
     for (size_t id = 0; id < nodes.size(); ++id) {
       const ir::BlockPhase phase = body.phase(int32_t(id));
