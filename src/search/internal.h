@@ -129,7 +129,7 @@ inline constexpr int64_t kSplitFinishUnits = 4;
 // powers of two up to kSplitFinishUnits times the parallel units in blocks.
 std::vector<int64_t> split_finish_refinements(const ir::GridDims& grid, const SearchSpace& space);
 // The split form of `body`, its finish `refine` times finer along the grid's first axis, or
-// nullopt with `why` (a rescaled_sum, no free axis, tiles that do not divide, ...).
+// nullopt with `why` (no free grid axis, tiles that do not divide, ...).
 std::optional<SplitBodies> split_over_loop(const ir::BlockGraph& body, int64_t splits,
                                            std::string& why, int64_t refine = 1);
 // The two kernels as a kernel graph with `target`'s inputs and outputs, for proofs and tests.

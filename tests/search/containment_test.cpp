@@ -227,11 +227,12 @@ const std::map<std::string, std::string>& expected_gaps() {
   // them whole: the matmul would be split alone, with the norm in its finish.
   static const std::string kSplitFinishHoldsRowOp =
       "the finish fuses a whole-row op after the split product: a group of its own is not built";
-  // The online softmax's rescaled_sum needs each split's running max beside its partials
-  // (split_reduced.cpp does not split it), and these finishes read the stacked partials as one
-  // [s, d] view.
+  // Key-split attention is in the space (split_reduced.cpp: partial rescaled sums with each
+  // split's running max), but its finish loops over the splits on the body's grid, while these
+  // finishes read a row's stacked partials at once as an [s, d] view (a reshape), in one
+  // iteration, on a grid over heads and query rows of their own.
   static const std::string kKeySplitAttention =
-      "key-split attention (partial softmax sums with their running max): not built yet";
+      "key-split attention's finish reads the stacked partials as one view, not in a loop";
   // The search fuses groups of two or more ops; a lone op stays a kernel op, run by the backend's
   // own kernel or library call (the exp-normalize is read as one softmax op, so it is lone too).
   static const std::string kLoneOpKernel =
