@@ -4,16 +4,17 @@
 // Why a transform of found block graphs rather than a dimension of the enumeration: the parts
 // kernel is the found body with its loop cut into `splits` ranges, one per block along a free grid
 // axis, and the finish is that body's post-loop part behind a loop over the splits. Both follow
-// from the body alone, so the split adds no block-level states (the search's time targets stay
-// where they were) and every block graph the search finds with a loop gets its split forms.
+// from the body alone, so the split adds no block-level states (what it costs the search is one
+// more µGraph's proof and float check, search.cpp) and every block graph the search finds with a
+// loop gets its split forms.
 //
 // The parts kernel keeps the body's grid, iterators, in-loop ops and accumulators; the new axis
 // partitions each walked operand dim (an iterator's fmap) into the splits' ranges, and the loop
 // walks `range / splits` iterations of the same tile, so every tile keeps its shape. It saves
 // each accumulator's tile instead of running the post-loop ops, stacked along the split axis on
-// a dim no other axis uses. The finish kernel runs the body's grid with a loop of `splits`
-// iterations: its iterators read back block (g, i)'s partial tile in iteration i of block g, and
-// fold them with the accumulator that combines partials of the body's own:
+// a dim no other axis uses. The finish kernel runs the body's grid (or a finer one, below) with a
+// loop of `splits` iterations: its iterators read back block (g, i)'s partial tile in iteration i
+// of block g, and fold them with the accumulator that combines partials of the body's own:
 //   sum -> sum, sum;  mean -> mean, mean (equal ranges, so the mean of means is the mean);
 //   max -> max, max;  rms -> mean, rms with the body's eps (the rms of the whole range).
 // rescaled_sum(v, m), the online softmax's -> rescaled_sum in the parts, whose partial is
