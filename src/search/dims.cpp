@@ -6,10 +6,12 @@
 // *contracted* when a matmul or a reduction sums over it, and *whole* when a norm or softmax
 // needs all of it at once. Grid axes may split a variable that every output has and that is
 // neither contracted nor whole (no block then needs another block's data); the for-loop may walk
-// a contracted variable (the accumulators finish the sum), or none. Extents (grid blocks along a
-// variable, or loop iterations) divide the variable and are limited by capabilities.search: grid
-// blocks, loop-body tile bytes and total tile bytes. They are split_extents(): the powers of two;
-// the extents whose tile width is a power of two no narrower than a granule of 16 elements (or
+// a contracted variable (the accumulators finish the sum), or none. A grid axis over the walked
+// contracted variable is not a configuration here: split_reduced.cpp derives it from the block
+// graphs found with the loop, as a kernel of partials and a finishing kernel. Extents (grid blocks
+// along a variable, or loop iterations) divide the variable and are limited by capabilities.search:
+// grid blocks, loop-body tile bytes and total tile bytes. They are split_extents(): the powers of
+// two; the extents whose tile width is a power of two no narrower than a granule of 16 elements (or
 // the variable's own factor of two when smaller), so that a dim with an odd factor still splits
 // into aligned tiles (6144 = 96 tiles of 64); and, for the grid, the divisor with aligned tiles
 // that fills the device's waves of parallel units best. That is at most about 2·log2(extent) + 1

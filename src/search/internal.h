@@ -101,6 +101,10 @@ struct Budget {
 
 struct BlockCandidate {
   std::shared_ptr<const ir::BlockGraph> body;
+  // Set when the loop is split over a grid axis (split_reduced.cpp): `body` is then the kernel
+  // of partials and `finish` the kernel that combines `splits` of them into the group's outputs.
+  std::shared_ptr<const ir::BlockGraph> finish;
+  int64_t splits = 1;
   double cost = 0;
   std::string key;  // canonical JSON, the tie-break of equal costs
 };
@@ -108,6 +112,31 @@ struct BlockCandidate {
 // Enumerates the block graphs of one group under one configuration (block_search.cpp).
 std::vector<BlockCandidate> search_block_graphs(const Group& group, const BlockConfig& config,
                                                 const SearchSpace& space, Budget& budget);
+
+// A grid axis over a reduced dim (split_reduced.cpp): a body whose loop walks a summed-over dim,
+// as a kernel of `splits` partials per output tile and a finishing kernel that combines them.
+struct SplitBodies {
+  std::shared_ptr<const ir::BlockGraph> parts, finish;
+  int64_t splits = 1;
+};
+// The split counts a body of `grid` and a loop of `range` may take: divisors of the range (as
+// split_extents gives them) within the grid-block limit, none when no grid axis is free.
+std::vector<int64_t> split_counts(const ir::GridDims& grid, int64_t range,
+                                  const SearchSpace& space);
+// Finish grids reach up to this many times the device's parallel units.
+inline constexpr int64_t kSplitFinishUnits = 4;
+// How many times finer than `grid` along its first axis a split's finish may run: 1, and the
+// powers of two up to kSplitFinishUnits times the parallel units in blocks.
+std::vector<int64_t> split_finish_refinements(const ir::GridDims& grid, const SearchSpace& space);
+// The split form of `body`, its finish `refine` times finer along the grid's first axis, or
+// nullopt with `why` (no free grid axis, tiles that do not divide, ...).
+std::optional<SplitBodies> split_over_loop(const ir::BlockGraph& body, int64_t splits,
+                                           std::string& why, int64_t refine = 1);
+// The two kernels as a kernel graph with `target`'s inputs and outputs, for proofs and tests.
+ir::KernelGraph split_kernel_graph(const ir::KernelGraph& target, const SplitBodies& split);
+// The split forms of a found candidate that fit the limits, up to filling twice the device's
+// parallel units, costed as both kernels.
+std::vector<BlockCandidate> split_candidates(const BlockCandidate& c, const SearchSpace& space);
 
 // Cost estimates (cost.cpp), in seconds.
 double block_graph_cost(const ir::BlockGraph& body, const SearchSpace& space);
@@ -127,7 +156,11 @@ std::vector<Partition> enumerate_partitions(const ir::KernelGraph& graph, size_t
 
 // The µGraph in which each of `fused` becomes one fused node running `bodies[i]`; the nodes of
 // no group stay kernel ops.
-ir::KernelGraph build_mugraph(const ir::KernelGraph& graph, const std::vector<const Group*>& fused,
-                              const std::vector<std::shared_ptr<const ir::BlockGraph>>& bodies);
+// A group whose `finishes[i]` is set becomes two fused nodes: `bodies[i]`, the split's partials,
+// and the finish that combines them (split_reduced.cpp).
+ir::KernelGraph build_mugraph(
+    const ir::KernelGraph& graph, const std::vector<const Group*>& fused,
+    const std::vector<std::shared_ptr<const ir::BlockGraph>>& bodies,
+    const std::vector<std::shared_ptr<const ir::BlockGraph>>& finishes = {});
 
 }  // namespace yirage::search

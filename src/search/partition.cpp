@@ -122,7 +122,8 @@ std::vector<Partition> enumerate_partitions(const ir::KernelGraph& graph, size_t
 }
 
 ir::KernelGraph build_mugraph(const ir::KernelGraph& graph, const std::vector<const Group*>& fused,
-                              const std::vector<std::shared_ptr<const ir::BlockGraph>>& bodies) {
+                              const std::vector<std::shared_ptr<const ir::BlockGraph>>& bodies,
+                              const std::vector<std::shared_ptr<const ir::BlockGraph>>& finishes) {
   const size_t n = graph.nodes().size();
   std::vector<int> unit(n, -1);  // the fused group of a node, or -1
   for (size_t g = 0; g < fused.size(); ++g)
@@ -178,6 +179,9 @@ ir::KernelGraph build_mugraph(const ir::KernelGraph& graph, const std::vector<co
     std::vector<ir::TensorRef> results =
         out.add_node(ir::FusedOp{bodies[size_t(g)]}, inputs,
                      free_name("fused_" + graph.node(group.nodes[0]).name));
+    if (size_t(g) < finishes.size() && finishes[size_t(g)])
+      results = out.add_node(ir::FusedOp{finishes[size_t(g)]}, results,
+                             free_name("finish_" + graph.node(group.nodes[0]).name));
     for (size_t k = 0; k < group.outputs.size(); ++k) mapped[group.outputs[k]] = results[k];
     for (int32_t m : group.nodes) emitted[size_t(m)] = true;
     done += group.nodes.size();

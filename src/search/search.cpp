@@ -7,7 +7,9 @@
 // is proved, as one µGraph against the input graph; that proof is what a Candidate carries, so
 // only candidates that can win are proved, and each once. When it fails, the partition's
 // candidates are proved alone against their groups' kernel graphs, in cost order, to find and
-// drop the wrong ones; a partition whose candidates all hold alone is given up.
+// drop the wrong ones; a partition whose candidates all hold alone is given up. Each group's best
+// bodies with a loop also come split over a grid axis (split_reduced.cpp), and the best µGraph by
+// the estimate with one such split is proved and ranked besides, for the tuner to measure.
 #include <algorithm>
 #include <cmath>
 #include <future>
@@ -35,6 +37,10 @@ constexpr size_t kRankedFused = 2;        // fused µGraphs proved and ranked ne
 // and, besides those, the best that keeps an epilogue apart from its producer (partition.cpp), so
 // that the tuner measures both choices where the cost estimate cannot tell them apart.
 constexpr size_t kRankedEpilogueApart = 1;
+// Bodies with a loop per group whose split forms join the group's candidates.
+constexpr size_t kSplitSources = 2;
+// And the best µGraph with a split loop, proved and ranked besides those.
+constexpr size_t kRankedSplit = 1;
 
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
@@ -332,11 +338,30 @@ SearchResult superoptimize(const ir::KernelGraph& graph, const backend::DeviceDe
   for (size_t i = 0; i < items.size(); ++i)
     for (const BlockCandidate& c : results[i].candidates)
       choices[items[i].mask].entries.push_back({c, &items[i].variant->group});
-  for (auto& [mask, choice] : choices)
-    std::sort(choice.entries.begin(), choice.entries.end(), [](const Entry& a, const Entry& b) {
-      return std::tie(a.candidate.cost, a.candidate.key) <
-             std::tie(b.candidate.cost, b.candidate.key);
-    });
+  auto by_cost = [](const Entry& a, const Entry& b) {
+    return std::tie(a.candidate.cost, a.candidate.key) <
+           std::tie(b.candidate.cost, b.candidate.key);
+  };
+  std::map<uint64_t, GroupChoice> split_choices;  // each group's split forms alone
+  // The split forms of each group's best bodies with a loop (split_reduced.cpp): derived, not
+  // enumerated, so they cost no block-level states. They are kept apart from the unsplit bodies
+  // and ranked as a choice of their own below: a split's two kernels should not take the place of
+  // the one fused kernel the estimate would otherwise return (gemm_softmax's narrow grid over 4
+  // rows made the split the cheaper estimate, and the µGraph of fewer kernels went unproposed).
+  for (auto& [mask, choice] : choices) {
+    std::sort(choice.entries.begin(), choice.entries.end(), by_cost);
+    std::vector<Entry> splits;
+    size_t looped = 0;
+    for (const Entry& e : choice.entries) {
+      if (e.candidate.body->forloop_range() < 2) continue;
+      for (BlockCandidate& sc : split_candidates(e.candidate, space))
+        splits.push_back({std::move(sc), e.group});
+      if (++looped == kSplitSources) break;
+    }
+    if (splits.empty()) continue;
+    std::sort(splits.begin(), splits.end(), by_cost);
+    split_choices[mask].entries = std::move(splits);
+  }
 
   auto group_cost = [&](uint64_t mask) -> double {
     if (__builtin_popcountll(mask) == 1) {
@@ -354,7 +379,13 @@ SearchResult superoptimize(const ir::KernelGraph& graph, const backend::DeviceDe
       const Entry& e = choice.entries[choice.next];
       try {
         verify::EquivalenceResult r =
-            verify::check_equivalent(e.group->target, *e.candidate.body, fingerprint);
+            e.candidate.finish
+                ? verify::check_equivalent(
+                      e.group->target,
+                      split_kernel_graph(e.group->target, {e.candidate.body, e.candidate.finish,
+                                                           e.candidate.splits}),
+                      fingerprint)
+                : verify::check_equivalent(e.group->target, *e.candidate.body, fingerprint);
         if (r.equivalent && r.bound_met) {
           choice.proved_alone = true;
           if (!choice.verified) ++budget.verified;
@@ -447,6 +478,60 @@ SearchResult superoptimize(const ir::KernelGraph& graph, const backend::DeviceDe
       taken.insert(best);
     }
   }
+  // And the best µGraph that splits one group's loop over a grid axis (split_reduced.cpp): the
+  // estimate charges a split its partials' round trip through memory and a second launch, but
+  // not the memory bandwidth that a narrow grid leaves idle, which is what the split is for; so
+  // the tuner measures it beside the others.
+  std::set<std::pair<size_t, uint64_t>> split_taken;
+  for (size_t ranked = 0; ranked < kRankedSplit && !budget.poll_cancel();) {
+    size_t best = partitions.size();
+    uint64_t best_mask = 0;
+    double best_cost = INFINITY;
+    for (size_t p = 0; p < partitions.size(); ++p)
+      for (uint64_t m : partitions[p].groups) {
+        auto it = split_choices.find(m);
+        if (it == split_choices.end() || it->second.exhausted() || split_taken.count({p, m}))
+          continue;
+        double cost = it->second.entries[it->second.next].candidate.cost;
+        for (uint64_t other : partitions[p].groups)
+          if (other != m) cost += group_cost(other);
+        if (cost < best_cost) best = p, best_mask = m, best_cost = cost;
+      }
+    if (best == partitions.size()) break;
+    std::vector<const Group*> fused;
+    std::vector<std::shared_ptr<const ir::BlockGraph>> bodies, finishes;
+    std::vector<GroupChoice*> used;
+    for (uint64_t m : partitions[best].groups) {
+      if (__builtin_popcountll(m) == 1) continue;
+      GroupChoice& c = m == best_mask ? split_choices[m] : choices[m];
+      const Entry& e = c.entries[c.next];
+      used.push_back(&c);
+      fused.push_back(e.group);
+      bodies.push_back(e.candidate.body);
+      finishes.push_back(e.candidate.finish);
+    }
+    ir::KernelGraph mugraph = build_mugraph(searched, fused, bodies, finishes);
+    verify::EquivalenceResult proof;
+    std::string why;
+    try {
+      proof = verify::check_equivalent(graph, mugraph, fingerprint);
+      why = proof.summary();
+    } catch (const Error& error) {
+      why = error.what();
+    }
+    if (proof.equivalent && proof.bound_met) {
+      chosen.push_back({std::move(mugraph), std::move(proof)});
+      ++ranked;
+      continue;
+    }
+    bool dropped = false;
+    for (GroupChoice* c : used) dropped |= verify_group(*c);
+    if (!dropped) {
+      note(fmt::format("a split µGraph whose groups were proved failed the whole-graph proof: {}",
+                       why));
+      split_taken.insert({best, best_mask});
+    }
+  }
   for (const auto& [mask, choice] : choices)
     if (choice.rejected >= kMaxRejectedPerGroup)
       note(fmt::format("group {:x}: {} candidates failed verification; gave up on it", mask,
@@ -481,8 +566,8 @@ SearchResult superoptimize(const ir::KernelGraph& graph, const backend::DeviceDe
 
   // The float check of every fused candidate; one that fails it is dropped (and said so).
   ReferenceOutputs reference;
-  // Not cut by a cancellation: there are at most kRankedFused + kRankedEpilogueApart of them, and
-  // none may go unchecked.
+  // Not cut by a cancellation: there are at most kRankedFused + kRankedEpilogueApart + kRankedSplit
+  // of them, and none may go unchecked.
   for (size_t i = 0; i < result.ranked.size();) {
     Candidate& c = result.ranked[i];
     if (c.proof.assumptions ==
