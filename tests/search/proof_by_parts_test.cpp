@@ -50,13 +50,14 @@ verify::FingerprintOptions seeded() {
 
 // The search's fused candidates for the block; the test fails when it finds none, since then
 // nothing here would be checked.
-std::vector<Candidate> fused_candidates(const KernelGraph& graph) {
+std::vector<Candidate> fused_candidates(const KernelGraph& graph, SearchStats* stats = nullptr) {
   SearchOptions o;
   o.budget_seconds = 30;
   o.threads = 2;
   o.seed = 5;
   o.fingerprint = seeded();
   SearchResult r = superoptimize(graph, testing::cpu_like_device(), o);
+  if (stats) *stats = r.stats;
   std::vector<Candidate> fused;
   for (Candidate& c : r.ranked)
     if (c.kernels < count_kernels(graph)) fused.push_back(std::move(c));
@@ -66,7 +67,18 @@ std::vector<Candidate> fused_candidates(const KernelGraph& graph) {
 
 TEST(ProofByParts, TheSearchProvesAnLlmBlockKernelByKernel) {
   const KernelGraph graph = output_and_mlp({});
-  for (const Candidate& c : fused_candidates(graph)) {
+  SearchStats stats;
+  const std::vector<Candidate> fused = fused_candidates(graph, &stats);
+  // The input graph runs on the reference once per distribution for all the candidates, each
+  // candidate once per distribution; nothing runs the input graph again per candidate.
+  const int distributions = int(std::size(verify::kAllDistributions));
+  EXPECT_EQ(stats.reference_runs, distributions * (1 + int(fused.size())));
+  EXPECT_GE(stats.proofs, int(fused.size()));
+  for (const Candidate& c : fused) {
+    // Its ops in front of the fused kernels, the quant_matmul of the attention output at least,
+    // are taken from the input graph's run, not run again.
+    EXPECT_NE(c.float_check.summary.find("shared with the input graph's run"), std::string::npos)
+        << c.float_check.summary;
     // parts > 0: the fingerprints ran on the fused kernels' regions; a whole-graph proof, which
     // scales with the quant_matmuls' rows × K × N, leaves it at 0.
     EXPECT_GE(c.proof.parts, 1) << c.proof.summary();
