@@ -345,6 +345,11 @@ OptimizeResult optimize(const ir::KernelGraph& graph, backend::Backend& backend,
         st.seconds, st.enumerate_seconds, st.proofs, st.proofs == 1 ? "" : "s", st.prove_seconds,
         by_parts, by_parts == 1 ? "" : "s", st.float_check_seconds, st.reference_runs,
         st.reference_runs == 1 ? "" : "s"));
+    for (size_t i = 0; i < result.search->ranked.size(); ++i)
+      if (result.search->ranked[i].proof.parts > 0)
+        log(fmt::format("  search #{}: proved over {} fused kernel region(s); {}", i,
+                        result.search->ranked[i].proof.parts,
+                        result.search->ranked[i].float_check.summary));
   }
   result.search_seconds = seconds_since(start);
   std::vector<Candidate> ordered{{"unfused", graph, proof_by_identity()}};
