@@ -77,27 +77,175 @@ struct GroupChoice {
   bool exhausted() const { return next >= entries.size() || rejected >= kMaxRejectedPerGroup; }
 };
 
-// The input graph's outputs per distribution, computed once for all the candidates checked.
-using ReferenceOutputs = std::map<verify::InputDistribution, std::vector<ir::HostTensor>>;
+// The input graph's outputs and every op's result, per distribution, computed once for all the
+// candidates checked.
+struct GraphValues {
+  std::vector<ir::HostTensor> outputs;
+  std::map<ir::TensorRef, ir::HostTensor> results;  // of every op
+};
+using ReferenceOutputs = std::map<verify::InputDistribution, GraphValues>;
 
-// The reference executor on both programs, the two at once when `parallel` (at the suite's
-// shapes each is seconds of plain loops), on every distribution in turn until one fails: a
+GraphValues graph_values(const ir::KernelGraph& graph, const std::vector<ir::HostTensor>& inputs) {
+  ir::KernelGraph all = graph;
+  std::vector<ir::TensorRef> refs;
+  for (size_t id = 0; id < graph.nodes().size(); ++id)
+    if (!std::holds_alternative<ir::InputOp>(graph.nodes()[id].op))
+      for (size_t p = 0; p < graph.nodes()[id].outputs.size(); ++p) {
+        refs.push_back({int32_t(id), int32_t(p)});
+        all.mark_output(refs.back(), fmt::format("result_{}_{}", id, p));
+      }
+  std::vector<ir::HostTensor> out = verify::run_reference(all, inputs);
+  GraphValues v;
+  const size_t n = graph.outputs().size();
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (i < n)
+      v.outputs.push_back(std::move(out[i]));
+    else
+      v.results.emplace(refs[i - n], std::move(out[i]));
+  }
+  return v;
+}
+
+// The op with its operand and result types, as text.
+std::string op_text(const ir::KernelGraph& g, const ir::Node& n) {
+  ir::KernelGraph one;
+  std::vector<ir::TensorRef> operands;
+  for (size_t i = 0; i < n.inputs.size(); ++i)
+    operands.push_back(
+        one.input(fmt::format("a{}", i), g.type(n.inputs[i]).dims, g.type(n.inputs[i]).dtype));
+  const std::vector<ir::TensorRef> results = one.add_node(n.op, operands, "op");
+  for (size_t i = 0; i < results.size(); ++i) one.mark_output(results[i], fmt::format("r{}", i));
+  return ir::to_json(one).dump();
+}
+
+// The candidate split where it leaves the input graph. Its ops that read the same inputs through
+// the same ops as the input graph's (the quant_matmuls in front of a fused kernel, at an LLM
+// block's widths seconds each on the reference) compute bit for bit what the input graph's run
+// computed already: the reference executor is deterministic, one op's result a function of its
+// operands alone. So only the rest runs, on the input graph's values where it reads them; what it
+// returns is exactly what running the whole candidate would.
+struct CandidateRest {
+  ir::KernelGraph rest;                     // the candidate's other ops
+  std::vector<ir::TensorRef> feeds;         // per input of `rest`: the input graph's tensor
+  std::vector<std::optional<size_t>> outs;  // per candidate output: its index in rest's outputs
+  std::vector<ir::TensorRef> shared_outs;   // per candidate output without one: the graph's
+  int shared = 0;                           // candidate ops that are the input graph's
+};
+
+std::optional<CandidateRest> rest_of(const ir::KernelGraph& graph,
+                                     const ir::KernelGraph& candidate) {
+  const std::vector<ir::TensorRef> gi = graph.inputs(), ci = candidate.inputs();
+  if (gi.size() != ci.size()) return std::nullopt;
+  std::map<ir::TensorRef, ir::TensorRef> same;  // candidate tensor -> the graph's, equal values
+  for (size_t i = 0; i < gi.size(); ++i) {
+    if (graph.type(gi[i]) != candidate.type(ci[i])) return std::nullopt;
+    same.emplace(ci[i], gi[i]);
+  }
+  CandidateRest r;
+  std::map<ir::TensorRef, ir::TensorRef> in_rest;
+  std::vector<bool> used(graph.nodes().size(), false);
+  for (size_t id = 0; id < candidate.nodes().size(); ++id) {
+    const ir::Node& n = candidate.nodes()[id];
+    if (std::holds_alternative<ir::InputOp>(n.op)) continue;
+    std::vector<ir::TensorRef> images;
+    for (ir::TensorRef t : n.inputs)
+      if (auto it = same.find(t); it != same.end()) images.push_back(it->second);
+    int32_t match = -1;
+    if (images.size() == n.inputs.size() && !std::holds_alternative<ir::FusedOp>(n.op))
+      for (size_t g = 0; g < graph.nodes().size() && match < 0; ++g)
+        if (!used[g] && graph.nodes()[g].inputs == images &&
+            op_text(graph, graph.nodes()[g]) == op_text(candidate, n))
+          match = int32_t(g);
+    if (match >= 0) {
+      used[size_t(match)] = true;
+      ++r.shared;
+      for (size_t p = 0; p < n.outputs.size(); ++p)
+        same.emplace(ir::TensorRef{int32_t(id), int32_t(p)}, ir::TensorRef{match, int32_t(p)});
+      continue;
+    }
+    std::vector<ir::TensorRef> operands;
+    for (ir::TensorRef t : n.inputs) {
+      if (auto it = in_rest.find(t); it != in_rest.end()) {
+        operands.push_back(it->second);
+        continue;
+      }
+      const ir::TensorType& type = candidate.type(t);
+      const ir::TensorRef in =
+          r.rest.input(fmt::format("shared{}", r.feeds.size()), type.dims, type.dtype);
+      r.feeds.push_back(same.at(t));  // not in the rest: computed before it, so shared
+      in_rest.emplace(t, in);
+      operands.push_back(in);
+    }
+    const std::vector<ir::TensorRef> out = r.rest.add_node(n.op, operands, n.name);
+    for (size_t p = 0; p < out.size(); ++p)
+      in_rest.emplace(ir::TensorRef{int32_t(id), int32_t(p)}, out[p]);
+  }
+  size_t rest_outputs = 0;
+  for (const ir::GraphOutput& o : candidate.outputs()) {
+    if (auto it = in_rest.find(o.tensor); it != in_rest.end()) {
+      r.rest.mark_output(it->second, o.name);
+      r.outs.push_back(rest_outputs++);
+      r.shared_outs.push_back({});
+    } else {
+      r.outs.push_back(std::nullopt);
+      r.shared_outs.push_back(same.at(o.tensor));
+    }
+  }
+  return r;
+}
+
+// The candidate's outputs on `inputs`, its ops shared with the input graph taken from `values`.
+std::vector<ir::HostTensor> run_candidate(const ir::KernelGraph& graph,
+                                          const ir::KernelGraph& candidate,
+                                          const std::optional<CandidateRest>& rest,
+                                          const std::vector<ir::HostTensor>& inputs,
+                                          const GraphValues& values) {
+  if (!rest) return verify::run_reference(candidate, inputs);
+  const std::vector<ir::TensorRef> gi = graph.inputs();
+  auto value_of = [&](ir::TensorRef t) -> const ir::HostTensor& {
+    for (size_t i = 0; i < gi.size(); ++i)
+      if (gi[i] == t) return inputs[i];
+    return values.results.at(t);
+  };
+  std::vector<ir::HostTensor> fed;
+  for (ir::TensorRef t : rest->feeds) fed.push_back(value_of(t));
+  std::vector<ir::HostTensor> ran;
+  if (!rest->rest.outputs().empty()) ran = verify::run_reference(rest->rest, fed);
+  std::vector<ir::HostTensor> out;
+  for (size_t i = 0; i < rest->outs.size(); ++i)
+    out.push_back(rest->outs[i] ? ran[*rest->outs[i]] : value_of(rest->shared_outs[i]));
+  return out;
+}
+
+// The reference executor on both programs, on every distribution in turn until one fails: a
 // candidate proved equal in exact arithmetic may still overflow where the input graph does not.
+// The input graph runs once per distribution for all candidates; each candidate runs only where
+// it leaves the input graph (CandidateRest), which the summary states.
 FloatCheck float_check(const ir::KernelGraph& graph, const ir::KernelGraph& candidate,
                        uint64_t seed, bool parallel, ReferenceOutputs& reference) {
   FloatCheck check;
   check.passed = true;
   const int64_t k = verify::reduction_length(graph);
+  std::optional<CandidateRest> rest = rest_of(graph, candidate);
+  // Sharing nothing, the two programs run side by side (when `parallel`) as they always did.
+  const bool beside = parallel && (!rest || rest->shared == 0);
+  if (beside) rest.reset();
   std::vector<std::string> parts;
   for (verify::InputDistribution d : verify::kAllDistributions) {
     const std::vector<ir::HostTensor> inputs = verify::make_inputs(graph, d, seed);
-    std::future<std::vector<ir::HostTensor>> want;
-    if (!reference.count(d))
-      want = std::async(parallel ? std::launch::async : std::launch::deferred,
-                        [&] { return verify::run_reference(graph, inputs); });
-    const std::vector<ir::HostTensor> got = verify::run_reference(candidate, inputs);
+    std::future<GraphValues> want;
+    if (!reference.count(d)) {
+      want = std::async(beside ? std::launch::async : std::launch::deferred,
+                        [&] { return graph_values(graph, inputs); });
+      ++check.reference_runs;
+      if (!beside) reference[d] = want.get();
+    }
+    const std::vector<ir::HostTensor> got =
+        beside ? verify::run_reference(candidate, inputs)
+               : run_candidate(graph, candidate, rest, inputs, reference[d]);
     if (want.valid()) reference[d] = want.get();
-    const verify::Comparison c = verify::compare(got, reference[d], k, d);
+    ++check.reference_runs;
+    const verify::Comparison c = verify::compare(got, reference[d].outputs, k, d);
     check.max_error = std::max(check.max_error, c.max_error);
     if (d == verify::InputDistribution::uniform) check.tolerance = c.tolerance;
     parts.push_back(fmt::format("{}: {}", verify::distribution_name(d), c.summary()));
@@ -109,8 +257,12 @@ FloatCheck float_check(const ir::KernelGraph& graph, const ir::KernelGraph& cand
   }
   check.summary = fmt::format(
       "float check against the input graph, same dtype, longest reduction {} (error relative to "
-      "|expected| + the output's rms): {}; {}",
-      k, fmt::join(parts, "; "), check.passed ? "passed" : "FAILED");
+      "|expected| + the output's rms){}: {}; {}",
+      k,
+      rest ? fmt::format(", the candidate's first {} op{} shared with the input graph's run",
+                         rest->shared, rest->shared == 1 ? "" : "s")
+           : std::string(),
+      fmt::join(parts, "; "), check.passed ? "passed" : "FAILED");
   return check;
 }
 
@@ -316,6 +468,7 @@ SearchResult superoptimize(const ir::KernelGraph& graph, const backend::DeviceDe
   for (int t = 0; t < std::min<int>(threads, int(std::max<size_t>(items.size(), 1))); ++t)
     pool.emplace_back(worker);
   for (std::thread& t : pool) t.join();
+  result.stats.enumerate_seconds = seconds_since(start);
   for (size_t i = 0; i < items.size(); ++i)
     if (!item_errors[i].empty())
       note(fmt::format("block search of {} failed: {}", items[i].key, item_errors[i]));
@@ -378,6 +531,8 @@ SearchResult superoptimize(const ir::KernelGraph& graph, const backend::DeviceDe
     while (!choice.exhausted() && !choice.proved_alone) {
       const Entry& e = choice.entries[choice.next];
       try {
+        const Clock::time_point proof_start = Clock::now();
+        ++result.stats.proofs;
         verify::EquivalenceResult r =
             e.candidate.finish
                 ? verify::check_equivalent(
@@ -386,6 +541,7 @@ SearchResult superoptimize(const ir::KernelGraph& graph, const backend::DeviceDe
                                                            e.candidate.splits}),
                       fingerprint)
                 : verify::check_equivalent(e.group->target, *e.candidate.body, fingerprint);
+        result.stats.prove_seconds += seconds_since(proof_start);
         if (r.equivalent && r.bound_met) {
           choice.proved_alone = true;
           if (!choice.verified) ++budget.verified;
@@ -454,12 +610,15 @@ SearchResult superoptimize(const ir::KernelGraph& graph, const backend::DeviceDe
     ir::KernelGraph mugraph = build_mugraph(searched, fused, bodies);
     verify::EquivalenceResult proof;
     std::string why;
+    const Clock::time_point proof_start = Clock::now();
+    ++result.stats.proofs;
     try {
-      proof = verify::check_equivalent(graph, mugraph, fingerprint);
+      proof = verify::check_equivalent_by_parts(graph, mugraph, fingerprint);
       why = proof.summary();
     } catch (const Error& error) {
       why = error.what();
     }
+    result.stats.prove_seconds += seconds_since(proof_start);
     if (proof.equivalent && proof.bound_met) {
       for (uint64_t m : fused_masks) {
         if (!choices[m].verified) ++budget.verified;
@@ -577,7 +736,10 @@ SearchResult superoptimize(const ir::KernelGraph& graph, const backend::DeviceDe
       ++i;
       continue;
     }
+    const Clock::time_point check_start = Clock::now();
     c.float_check = float_check(graph, c.mugraph, options.seed, threads > 1, reference);
+    result.stats.float_check_seconds += seconds_since(check_start);
+    result.stats.reference_runs += c.float_check.reference_runs;
     if (c.float_check.passed) {
       ++i;
       continue;

@@ -83,7 +83,8 @@ struct FloatCheck {
   double tolerance = 0;
   // Per distribution run, in order; the last is the one that failed when !passed.
   std::vector<std::pair<verify::InputDistribution, verify::Comparison>> distributions;
-  std::string summary;  // every distribution run, its result and the tolerance, on one line
+  std::string summary;     // every distribution run, its result and the tolerance, on one line
+  int reference_runs = 0;  // verify::run_reference calls it made, on either program
 };
 
 // `candidate` against `graph` on the reference executor, both in the same dtype, on each input
@@ -117,6 +118,12 @@ struct SearchStats {
   Pruner pruner = Pruner::normal_form;  // the one that ran
   Z3PrunerStats z3;                     // with Pruner::z3
   double seconds = 0;
+  // Where `seconds` went: the block-level enumeration (bounded by budget_seconds), the
+  // fingerprint proofs of the chosen µGraphs and groups, and the float checks of the proved ones
+  // on the reference executor; each proof and float check runs to its end whatever the budget.
+  double enumerate_seconds = 0, prove_seconds = 0, float_check_seconds = 0;
+  int proofs = 0;          // check_equivalent calls, whole µGraphs and single groups
+  int reference_runs = 0;  // verify::run_reference calls made by the float checks
   bool budget_exhausted = false;
   bool cancelled = false;  // should_stop returned true
   bool resumed = false;    // work items were taken from the checkpoint

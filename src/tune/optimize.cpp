@@ -68,7 +68,9 @@ bool is_the_graph_itself(const ir::KernelGraph& candidate, const ir::KernelGraph
 verify::EquivalenceResult prove(const ir::KernelGraph& graph, const ir::KernelGraph& candidate,
                                 const verify::FingerprintOptions& options) {
   if (is_the_graph_itself(candidate, graph)) return proof_by_identity();
-  return verify::check_equivalent(graph, candidate, options);
+  // By parts: a cached µGraph around an LLM block's quant_matmuls is proved in seconds where the
+  // whole-graph fingerprint takes minutes (verify/by_parts.cpp).
+  return verify::check_equivalent_by_parts(graph, candidate, options);
 }
 
 bool proved(const verify::EquivalenceResult& proof) {
@@ -332,6 +334,22 @@ OptimizeResult optimize(const ir::KernelGraph& graph, backend::Backend& backend,
   } else {
     result.search = search::superoptimize(graph, device, options.search);
     candidates = candidates_of(*result.search);
+    // Where a slow tuning spends its time, so that the next one knows what to bound.
+    const search::SearchStats& st = result.search->stats;
+    const auto by_parts =
+        std::count_if(result.search->ranked.begin(), result.search->ranked.end(),
+                      [](const search::Candidate& c) { return c.proof.parts > 0; });
+    log(fmt::format(
+        "search: {:.2f} s: enumeration {:.2f} s, {} proof{} {:.2f} s ({} candidate{} proved by "
+        "parts), float checks {:.2f} s ({} reference run{})",
+        st.seconds, st.enumerate_seconds, st.proofs, st.proofs == 1 ? "" : "s", st.prove_seconds,
+        by_parts, by_parts == 1 ? "" : "s", st.float_check_seconds, st.reference_runs,
+        st.reference_runs == 1 ? "" : "s"));
+    for (size_t i = 0; i < result.search->ranked.size(); ++i)
+      if (result.search->ranked[i].proof.parts > 0)
+        log(fmt::format("  search #{}: proved over {} fused kernel region(s); {}", i,
+                        result.search->ranked[i].proof.parts,
+                        result.search->ranked[i].float_check.summary));
   }
   result.search_seconds = seconds_since(start);
   std::vector<Candidate> ordered{{"unfused", graph, proof_by_identity()}};

@@ -80,6 +80,8 @@ struct EquivalenceResult {
   // Set when no trial told them apart but the fingerprints cannot: why (two distinct scalar
   // constants congruent mod q). `equivalent` is false then.
   std::optional<std::string> not_proven;
+  // Set by check_equivalent_by_parts when it proved the fused kernels one by one: how many.
+  int parts = 0;
 
   // One line: "equivalent after 2 trials; P[false accept] <= 1.2e-34 ..." or the mismatch.
   std::string summary() const;
@@ -97,5 +99,13 @@ EquivalenceResult check_equivalent(const ir::KernelGraph& a, const ir::KernelGra
 // block graph is invalid or its savers do not write every output element exactly once.
 EquivalenceResult check_equivalent(const ir::KernelGraph& a, const ir::BlockGraph& b,
                                    const FingerprintOptions& options = {});
+
+// The same for a µGraph `b` made from `a` by replacing groups of its ops with fused kernels (what
+// the search builds): when every other node of `b` is one of `a`'s, op for op, each fused kernel
+// is proved against the region of `a` between its operands and its results, at that region's
+// shapes, and the bounds add up (by_parts.cpp says why that suffices). Otherwise, and for every
+// other pair of programs, it is check_equivalent(a, b). `parts` says which ran.
+EquivalenceResult check_equivalent_by_parts(const ir::KernelGraph& a, const ir::KernelGraph& b,
+                                            const FingerprintOptions& options = {});
 
 }  // namespace yirage::verify
