@@ -1,7 +1,8 @@
 // On a GPU (skipped without one, unless YIRAGE_REQUIRE_CUDA=1): each block graph of the engine
 // (llm/fused_blocks.h) at SmolLM2's widths, as built and as tune::optimize chose it for the cuda
 // backend, against the reference executor on real GGUF blocks (random quants, finite scales) and
-// fresh random activations. quant_matmul quantizes its activations as ggml does on both sides, so
+// fresh random activations, tame ([-1, 1]) and of the size a model's hidden states have (±0.01,
+// where the H100 run found a NaN). quant_matmul quantizes its activations as ggml does on both sides, so
 // what differs is the order of float sums: the outputs are held to 1e-4 (relative L2). The engine
 // test (cuda_llm_engine_test.cpp) compares whole models; this one says which block departs.
 #include <cmath>
@@ -59,30 +60,32 @@ TEST(CudaLlmBlocks, EachBlockGraphAsBuiltAndAsTunedMatchesTheReference) {
   options.read_cache = false;
   options.search.budget_seconds = 5;
   options.max_candidates = 3;
-  for (const llm::NamedGraph& block : llm::fused_block_graphs(m.config, cuda_llm::shaped_weights(m))) {
+  for (const llm::NamedGraph& block :
+       llm::fused_block_graphs(m.config, cuda_llm::shaped_weights(m))) {
     const tune::OptimizeResult tuned = tune::optimize(block.graph, *cuda, options);
     for (float range : {1.0f, 0.01f}) {
-    const std::vector<ir::HostTensor> inputs = block_inputs(block.graph, m, rng, range);
-    const std::vector<ir::HostTensor> expected = verify::run_reference(block.graph, inputs);
-    for (const auto& [how, graph] : {std::pair<std::string, const ir::KernelGraph*>{
-                                         "as built", &block.graph},
-                                     {"as tuned (" + tuned.entry.winner().label + ")", &tuned.chosen}}) {
-      const std::vector<ir::HostTensor> actual = run_on(*cuda, *graph, inputs);
-      ASSERT_EQ(actual.size(), expected.size());
-      for (size_t o = 0; o < expected.size(); ++o) {
-        const double error = rel_l2_error(actual[o], expected[o]);
-        int64_t bad_actual = 0, bad_expected = 0;
-        for (int64_t i = 0; i < expected[o].size(); ++i) {
-          bad_actual += !std::isfinite(actual[o].get(i));
-          bad_expected += !std::isfinite(expected[o].get(i));
+      const std::vector<ir::HostTensor> inputs = block_inputs(block.graph, m, rng, range);
+      const std::vector<ir::HostTensor> expected = verify::run_reference(block.graph, inputs);
+      for (const auto& [how, graph] :
+           {std::pair<std::string, const ir::KernelGraph*>{"as built", &block.graph},
+            {"as tuned (" + tuned.entry.winner().label + ")", &tuned.chosen}}) {
+        const std::vector<ir::HostTensor> actual = run_on(*cuda, *graph, inputs);
+        ASSERT_EQ(actual.size(), expected.size());
+        for (size_t o = 0; o < expected.size(); ++o) {
+          const double error = rel_l2_error(actual[o], expected[o]);
+          int64_t bad_actual = 0, bad_expected = 0;
+          for (int64_t i = 0; i < expected[o].size(); ++i) {
+            bad_actual += !std::isfinite(actual[o].get(i));
+            bad_expected += !std::isfinite(expected[o].get(i));
+          }
+          EXPECT_EQ(bad_expected, 0) << block.name << " range " << range << ": the reference";
+          EXPECT_EQ(bad_actual, 0) << block.name << " " << how << " range " << range;
+          std::printf("%s, %s, range %g, output %zu: relative L2 %.3g\n", block.name.c_str(),
+                      how.c_str(), range, o, error);
+          EXPECT_LE(error, 1e-4) << m.name << ": " << block.name << " " << how << " output " << o
+                                 << ", seed " << seed;
         }
-        EXPECT_EQ(bad_expected, 0) << block.name << " range " << range << ": the reference";
-        EXPECT_EQ(bad_actual, 0) << block.name << " " << how << " range " << range;
-        std::printf("%s, %s, range %g, output %zu: relative L2 %.3g\n", block.name.c_str(), how.c_str(), range, o, error);
-        EXPECT_LE(error, 1e-4) << m.name << ": " << block.name << " " << how << " output " << o
-                               << ", seed " << seed;
       }
-    }
     }
   }
 }
