@@ -2,9 +2,10 @@
 // (llm/fused_blocks.h) at SmolLM2's widths, as built and as tune::optimize chose it for the cuda
 // backend, against the reference executor on real GGUF blocks (random quants, finite scales) and
 // fresh random activations, tame ([-1, 1]) and of the size a model's hidden states have (±0.01,
-// where the H100 run found a NaN). quant_matmul quantizes its activations as ggml does on both sides, so
-// what differs is the order of float sums: the outputs are held to 1e-4 (relative L2). The engine
-// test (cuda_llm_engine_test.cpp) compares whole models; this one says which block departs.
+// where the H100 run found a NaN). quant_matmul quantizes its activations as ggml does on both
+// sides, so what differs is the order of float sums: the outputs are held to 1e-4 (relative L2).
+// The engine test (cuda_llm_engine_test.cpp) compares whole models; this one says which block
+// departs.
 #include <cmath>
 #include <random>
 
