@@ -24,7 +24,10 @@ def section(source_dir):
 
 def ray_env(local_ray, model_path):
     address = local_ray.get_runtime_context().gcs_address
-    return dict(os.environ, RAY_ADDRESS=address, YIRAGE_MODEL_PATH=model_path)
+    # The `serve` command of the environment that runs these tests (as an activated virtualenv
+    # gives a user), not whichever another Python on PATH installed.
+    path = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
+    return dict(os.environ, RAY_ADDRESS=address, YIRAGE_MODEL_PATH=model_path, PATH=path)
 
 
 def test_the_serve_run_command_answers_the_curl_command(local_ray, model_path, source_dir):
