@@ -4,6 +4,7 @@ its own result. Both join the tests' Ray through RAY_ADDRESS."""
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -24,10 +25,14 @@ def section(source_dir):
 
 def ray_env(local_ray, model_path):
     address = local_ray.get_runtime_context().gcs_address
-    # The `serve` command of the environment that runs these tests (as an activated virtualenv
-    # gives a user), not whichever another Python on PATH installed.
-    path = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
-    return dict(os.environ, RAY_ADDRESS=address, YIRAGE_MODEL_PATH=model_path, PATH=path)
+    return dict(os.environ, RAY_ADDRESS=address, YIRAGE_MODEL_PATH=model_path)
+
+
+# The README's `serve` command as this interpreter runs it (Ray's console script is
+# ray.serve.scripts:cli): a `serve` on PATH may belong to another Python, one without yirage, and
+# a virtualenv that sees the system's ray has no script of its own.
+SERVE = (f"{shlex.quote(sys.executable)} -c "
+         "'import sys; from ray.serve.scripts import cli; sys.exit(cli())'")
 
 
 def test_the_serve_run_command_answers_the_curl_command(local_ray, model_path, source_dir):
@@ -41,7 +46,8 @@ def test_the_serve_run_command_answers_the_curl_command(local_ray, model_path, s
     port = str(free_port())
     serve.start(http_options={"host": "127.0.0.1", "port": int(port)})
     env = ray_env(local_ray, model_path)
-    run = subprocess.Popen(["bash", "-c", "exec " + commands[0]], cwd=source_dir, env=env,
+    command = SERVE + commands[0][len("serve"):]
+    run = subprocess.Popen(["bash", "-c", "exec " + command], cwd=source_dir, env=env,
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         deadline = time.monotonic() + 180
