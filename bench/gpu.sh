@@ -13,8 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/gpu_env.sh
 export PYTHONUNBUFFERED=1
-cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DYIRAGE_WERROR=ON "${extra[@]}" \
-  > "$RESULTS/configure.log" 2>&1 || { tail -30 "$RESULTS/configure.log"; exit 1; }
+configure_gpu_build
 cmake --build "$BUILD" -j16 --target yirage yirage_cuda_tests yirage_cuda_bench yirage_triton_tests 2>&1 |
   tail -5
 "$BUILD/yirage" backends --json > "$RESULTS/backends.json" || true

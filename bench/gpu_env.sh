@@ -1,4 +1,4 @@
-# Sourced by the device-machine scripts (gpu.sh, gpu_profile.sh, gpu_alternate.sh) after they cd
+# Sourced by the device-machine scripts (gpu.sh, gpu_llm.sh, gpu_profile.sh, ...) after they cd
 # to the repository root: the build folder, the results folder, and `extra`, the cmake arguments
 # that the device image needs.
 BUILD=${BUILD:-build/gpu}
@@ -23,3 +23,10 @@ fi
 if ! pkg-config --exists cpp-httplib 2>/dev/null; then
   extra+=(-DYIRAGE_SERVER=OFF)
 fi
+
+# Configures $BUILD as the GPU jobs build it (release, warnings as errors, the image's `extra`);
+# on failure prints the log's tail and exits.
+configure_gpu_build() {
+  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DYIRAGE_WERROR=ON "${extra[@]}" \
+    > "$RESULTS/configure.log" 2>&1 || { tail -30 "$RESULTS/configure.log"; exit 1; }
+}

@@ -13,8 +13,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 source bench/gpu_env.sh
 export PYTHONUNBUFFERED=1
-cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DYIRAGE_WERROR=ON "${extra[@]}" \
-  > "$RESULTS/configure.log" 2>&1 || { tail -30 "$RESULTS/configure.log"; exit 1; }
+configure_gpu_build
 cmake --build "$BUILD" -j16 --target yirage yirage_cuda_tests 2>&1 | tail -3
 grep -E "HTTPLIB|SERVER" "$BUILD/CMakeCache.txt" | head -3
 steps=",${STEPS:-tests,tiny,bench},"
