@@ -154,6 +154,26 @@ __device__ __forceinline__ float yr_warp_max(float v) {
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
+// A double sum over the warp, then the block (norms sum their squares in double, as ggml and the
+// reference executor do: see norm() in codegen_ops.cpp). `scratch` holds 32 doubles.
+__device__ __forceinline__ double yr_warp_sum_d(double v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ double yr_block_sum_d(double v, double* scratch) {
+  v = yr_warp_sum_d(v);
+  __syncthreads();
+  if ((threadIdx.x & 31) == 0) scratch[threadIdx.x >> 5] = v;
+  __syncthreads();
+  const int warps = blockDim.x >> 5;
+  double r = threadIdx.x < warps ? scratch[threadIdx.x] : 0.0;
+  if (threadIdx.x < 32) {
+    r = yr_warp_sum_d(r);
+    if (threadIdx.x == 0) scratch[0] = r;
+  }
+  __syncthreads();
+  return scratch[0];
+}
 // Sum or max over the block (blockDim.x a multiple of 32, at most 1024); every thread gets the
 // result. `scratch` holds 32 floats; the leading barrier lets callers reuse it back to back.
 __device__ __forceinline__ float yr_block_reduce(float v, float* scratch, bool is_max) {

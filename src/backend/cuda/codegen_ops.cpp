@@ -201,6 +201,15 @@ __device__ __forceinline__ float yr_cluster_reduce(float v, float* scratch, floa
   }
   return r;
 }
+__device__ __forceinline__ double yr_cluster_sum_d(double v, double* scratch, double* slot,
+                                                   unsigned blocks) {
+  const double mine = yr_block_sum_d(v, scratch);
+  if (threadIdx.x == 0) *slot = mine;
+  yr_cluster_sync();
+  double r = 0.0;
+  for (unsigned q = 0; q < blocks; ++q) r += yr_peer_load_d(slot, q);
+  return r;
+}
 // The kernel's last cluster barrier: a block leaves only once its peers have read its slots. The
 // arrive is relaxed, ordering no memory, so that it does not wait for the block's output stores
 // to land first, as a release arrive does (stall_membar in ncu).
@@ -264,7 +273,9 @@ KernelLaunch row_op(const ir::KernelGraph& graph, const ir::Node& node, const st
     values += "#define OUT(j, x) yr_store(out0 + AT(R(j)), (x))\n";
   }
   std::string place = "  const long long row = blockIdx.x;\n";
-  std::string reduce = "#define ROW_REDUCE(v, is_max) yr_block_reduce(v, scratch, is_max)\n";
+  std::string reduce =
+      "#define ROW_REDUCE(v, is_max) yr_block_reduce(v, scratch, is_max)\n"
+      "#define ROW_SUM_D(v) yr_block_sum_d(v, scratch_d)\n";
   std::string leave;
   if (clustered) {
     place = fmt::format(
@@ -272,21 +283,25 @@ KernelLaunch row_op(const ir::KernelGraph& graph, const ir::Node& node, const st
         "  const int lo = int(blockIdx.x % {0}) * {1}, hi = min(lo + {1}, {2});\n",
         l.cluster, l.chunk, s.extent);
     reduce = fmt::format(
-        "  __shared__ float slots[{}];\n"
+        "  __shared__ float slots[{0}];\n"
+        "  __shared__ double slots_d[{0}];\n"
         "  int reductions = 0;\n"
         "#define ROW_REDUCE(v, is_max) yr_cluster_reduce(v, scratch, &slots[reductions++], is_max, "
-        "{})\n",
+        "{1})\n"
+        "#define ROW_SUM_D(v) yr_cluster_sum_d(v, scratch_d, &slots_d[reductions++], {1})\n",
         kMaxRowReductions, l.cluster);
     leave = "  yr_cluster_leave();\n";
   }
   finish(e,
          fmt::format(R"(  __shared__ float scratch[32];
+  __shared__ double scratch_d[32];
 {place}  const long long base = (row / {inner}ll) * {extent}ll * {inner}ll + row % {inner}ll;
 #define AT(r) (base + (long long)(r) * {inner}ll)
 #define R(j) {element}
 #define VALID(j) (R(j) < {hi})
 #define PER {per}
 {reduce}{values}{body}{stores}{leave}#undef ROW_REDUCE
+#undef ROW_SUM_D
 #undef OUT
 #undef V
 #undef PER
@@ -314,18 +329,23 @@ KernelLaunch norm(const ir::KernelGraph& graph, const ir::Node& node, const Dims
   s.outer = ir::num_elements(dims) / s.extent;
   const RowLayout l = row_layout(graph, node, s, options);
   const std::string n = fmt::format("{}", s.extent);
+  // ggml's arithmetic, which the cpu backend and the LLM's hand-written kernels share: the
+  // values (or their deviations) in float, their sum in double, the mean and the scale in float.
+  // A float sum in another order moved the scale by an ulp, and where the input is itself
+  // dequantized (a model's embeddings) that ulp flipped exact ties in the next quant_matmul's int8
+  // rounding: 2e-3 relative error in layer 0 of a Llama, grown to 6e-2 in the logits (the H100
+  // run of tests/cuda/cuda_llm_layers_test.cpp).
   std::string body = "  float mean = 0.0f;\n";
   if (layer)
     body += fmt::format(
-        "  {{ float a = 0.0f;\n#pragma unroll\n  for (int j = 0; j < PER; ++j) a += VALID(j) ? "
+        "  {{ double a = 0.0;\n#pragma unroll\n  for (int j = 0; j < PER; ++j) a += VALID(j) ? "
         "V(j) : 0.0f;\n"
-        "    mean = ROW_REDUCE(a, false) / {0}.0f; }}\n",
+        "    mean = float(ROW_SUM_D(a) / {0}.0); }}\n",
         n);
   body += fmt::format(
-      "  float a = 0.0f;\n#pragma unroll\n  for (int j = 0; j < PER; ++j) {{ const float d = "
-      "VALID(j) ? V(j) - mean : 0.0f; a += d * d; }}\n"
-      "  const float scale = 1.0f / sqrtf(ROW_REDUCE(a, false) / {0}.0f + "
-      "{1:.9e}f);\n"
+      "  double a = 0.0;\n#pragma unroll\n  for (int j = 0; j < PER; ++j) {{ const float d = "
+      "VALID(j) ? V(j) - mean : 0.0f; const float d2 = __fmul_rn(d, d); a += d2; }}\n"
+      "  const float scale = 1.0f / sqrtf(float(ROW_SUM_D(a) / {0}.0) + {1:.9e}f);\n"
       "#pragma unroll\n"
       "  for (int j = 0; j < PER; ++j) {{\n"
       "    if (!VALID(j)) continue;\n"
