@@ -1,11 +1,22 @@
 // On a GPU (skipped without one, unless YIRAGE_REQUIRE_CUDA=1; and without the SmolLM2 file,
 // unless YIRAGE_REQUIRE_MODEL=1): the engine on the cuda backend against the same engine on the
 // cpu backend, on the five prompts tests/python/test_llm_llamacpp.py compares with llama.cpp.
-// The quantized products sum their blocks in another order on the GPU, and the search may fuse
-// other kernels, so the logits are held to a tolerance (relative L2 over the vocabulary, 1e-3)
-// and the greedy tokens must be equal. A batched step of several sequences must give each row
-// exactly what the sequence gives alone.
+//
+// The two cannot be held to equal tokens. The quantized products sum their blocks in another order
+// on the GPU (an ulp apart), and each quant_matmul rounds its activations to int8: an ulp moves an
+// element across a rounding boundary now and then, and SmolLM2's outlier activations (|x| up to
+// 2e4) carry such a step through the layers. The cpu engine is no steadier against itself: a
+// 1-ulp nudge of every seventh embedding value moved its own hidden states by 1.5e-2 (relative L2)
+// after 28 layers of a 90-token prompt, what the cuda backend's order moves them by (the H100/H200
+// runs of cuda_llm_layers_test.cpp, which holds each block, fed the same inputs, to 1e-3). So the
+// test takes vLLM's criterion for comparing two implementations' greedy outputs: the tokens agree
+// up to the first difference, and there each side's token is among the other's five most likely
+// (each side's logits after the same common prefix). The logits after the prompt must stay within
+// 0.1 (relative L2): a wrong kernel moves them by order 1. A batched step of several sequences must
+// give each row exactly what the sequence gives alone.
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
@@ -55,7 +66,23 @@ double relative_l2(const std::vector<float>& a, const std::vector<float>& b) {
   return std::sqrt(diff / norm);
 }
 
-TEST(CudaLlmEngine, GreedyTokensEqualTheCpuEnginesOnTheReadmePrompts) {
+// The `k` most likely tokens after `prefix`, from an empty cache.
+std::vector<TokenId> top_tokens(LlamaModel& model, const std::vector<TokenId>& prefix, size_t k) {
+  model.truncate(0);
+  const std::span<const float> logits = model.forward(prefix);
+  std::vector<TokenId> ids(logits.size());
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = TokenId(i);
+  std::partial_sort(ids.begin(), ids.begin() + ptrdiff_t(k), ids.end(),
+                    [&](TokenId a, TokenId b) { return logits[size_t(a)] > logits[size_t(b)]; });
+  ids.resize(k);
+  return ids;
+}
+
+bool contains(const std::vector<TokenId>& ids, TokenId id) {
+  return std::find(ids.begin(), ids.end(), id) != ids.end();
+}
+
+TEST(CudaLlmEngine, GreedyTokensAgreeWithTheCpuEnginesUpToANearTie) {
   Engines e = engines_or_skip();
   if (!e.cuda) GTEST_SKIP() << "no CUDA device or no SmolLM2 file";
   EXPECT_EQ(e.cuda->model().hot_path(),
@@ -66,8 +93,24 @@ TEST(CudaLlmEngine, GreedyTokensEqualTheCpuEnginesOnTheReadmePrompts) {
   for (const std::string& prompt : kPrompts) {
     const GenerateResult on_gpu = e.cuda->generate_detailed(prompt, greedy);
     const GenerateResult on_cpu = e.cpu->generate_detailed(prompt, greedy);
-    EXPECT_EQ(on_gpu.ids, on_cpu.ids) << prompt;
-    EXPECT_LE(relative_l2(on_gpu.first_logits, on_cpu.first_logits), 1e-3) << prompt;
+    const double departure = relative_l2(on_gpu.first_logits, on_cpu.first_logits);
+    EXPECT_LE(departure, 0.1) << prompt;
+    size_t same = 0;
+    while (same < on_cpu.ids.size() && same < on_gpu.ids.size() &&
+           on_gpu.ids[same] == on_cpu.ids[same])
+      ++same;
+    std::printf("%-50.50s first logits %.3g apart; tokens equal for %zu of %zu\n", prompt.c_str(),
+                departure, same, on_cpu.ids.size());
+    if (same == on_cpu.ids.size()) continue;
+    ASSERT_LT(same, on_gpu.ids.size()) << prompt << ": the cuda engine stopped early";
+    std::vector<TokenId> prefix = on_cpu.prompt_ids;
+    prefix.insert(prefix.end(), on_cpu.ids.begin(), on_cpu.ids.begin() + ptrdiff_t(same));
+    EXPECT_TRUE(contains(top_tokens(e.cpu->model(), prefix, 5), on_gpu.ids[same]))
+        << prompt << ": the cuda engine's token " << on_gpu.ids[same] << " at " << same
+        << " is not among the cpu engine's five most likely";
+    EXPECT_TRUE(contains(top_tokens(e.cuda->model(), prefix, 5), on_cpu.ids[same]))
+        << prompt << ": the cpu engine's token " << on_cpu.ids[same] << " at " << same
+        << " is not among the cuda engine's five most likely";
   }
 }
 
