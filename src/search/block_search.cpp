@@ -224,7 +224,10 @@ std::optional<uint32_t> broadcast_walked(const std::vector<const TileInfo*>& in,
 // Z3 oracle's is not cheap.
 class ExprMemo {
  public:
-  ExprMemo(ExprContext& exprs, Z3Oracle* z3) : exprs_(exprs), z3_(z3) {}
+  ExprMemo(ExprContext& exprs, Budget& budget) : exprs_(exprs), z3_(budget.z3), budget_(budget) {}
+  ~ExprMemo() { budget_.release(held_); }
+  ExprMemo(const ExprMemo&) = delete;
+  ExprMemo& operator=(const ExprMemo&) = delete;
 
   int32_t id(const Poly& p) {
     auto [it, inserted] = ids_.try_emplace(p, int32_t(polys_.size()));
@@ -232,6 +235,10 @@ class ExprMemo {
       polys_.push_back(p);
       part_.push_back(-1);
       strict_part_.push_back(-1);
+      // Twice: the map's key and the vector's copy.
+      uint64_t bytes = kNodeBytes;
+      for (const Monomial& m : p) bytes += 2 * (sizeof(Monomial) + m.factors.size() * 4);
+      hold(bytes);
     }
     return it->second;
   }
@@ -255,6 +262,7 @@ class ExprMemo {
       r = id(exprs_.of_block_op(op, args, invariant));
     } catch (const Error&) {
     }
+    hold(kNodeBytes + key.size() * sizeof(int32_t));
     results_.emplace(std::move(key), r);
     return r;
   }
@@ -264,8 +272,17 @@ class ExprMemo {
     return z3_ ? z3_->may_be_part(exprs_, p, sums_left) : exprs_.may_be_part(p, sums_left);
   }
 
+  // A map node's own bytes beside its key and value (three pointers and a colour, rounded up).
+  static constexpr uint64_t kNodeBytes = 48;
+  void hold(uint64_t bytes) {
+    held_ += bytes;
+    budget_.hold(bytes);
+  }
+
   ExprContext& exprs_;
   Z3Oracle* z3_;
+  Budget& budget_;
+  uint64_t held_ = 0;
   std::map<Poly, int32_t> ids_;
   std::vector<Poly> polys_;
   std::vector<int8_t> part_, strict_part_;  // -1: not asked yet
@@ -281,7 +298,7 @@ class Enumerator {
         space_(space),
         budget_(budget),
         vocab_(make_vocab(group.target, config.range > 1)),
-        memo_(exprs_, budget.z3) {
+        memo_(exprs_, budget) {
     const std::vector<Poly> targets = exprs_.of_graph(group.target);
     exprs_.set_targets(targets);
     for (const Poly& t : targets) targets_.push_back(memo_.id(t));
@@ -735,6 +752,9 @@ class Enumerator {
     for (const BlockCandidate& f : found_)
       if (f.key == c.key) return;
     c.body = std::make_shared<const ir::BlockGraph>(std::move(g2));
+    // Held until the search ends (its caller keeps every group's candidates): the key, and the
+    // body's structs at about as much again.
+    budget_.hold(2 * c.key.size());
     found_.push_back(std::move(c));
   }
 

@@ -78,6 +78,21 @@ struct Budget {
   std::atomic<bool> stopped{false};
   std::atomic<bool> cancelled{false};  // by should_stop; also sets `stopped`
   std::atomic<uint64_t> cut_items{0};  // work items stopped at their own state limit
+  // SearchOptions::max_memory_bytes: what the work items hold, as they count it (hold/release).
+  uint64_t max_bytes = 0;
+  std::atomic<uint64_t> held_bytes{0}, peak_bytes{0};
+  std::atomic<bool> memory_bound_hit{false};
+  void hold(uint64_t bytes) {
+    const uint64_t now = held_bytes.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+    uint64_t peak = peak_bytes.load(std::memory_order_relaxed);
+    while (now > peak && !peak_bytes.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+    }
+    if (max_bytes && now > max_bytes) {
+      memory_bound_hit = true;
+      stopped = true;
+    }
+  }
+  void release(uint64_t bytes) { held_bytes.fetch_sub(bytes, std::memory_order_relaxed); }
   std::mutex hook_mutex;
   bool stop() {
     if (stopped.load(std::memory_order_relaxed)) return true;

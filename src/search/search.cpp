@@ -25,6 +25,7 @@
 #include "search/checkpoint.h"
 #include "search/internal.h"
 #include "support/error.h"
+#include "support/system_memory.h"
 
 namespace yirage::search {
 namespace {
@@ -328,6 +329,9 @@ SearchResult superoptimize(const ir::KernelGraph& graph, const backend::DeviceDe
       start + std::chrono::duration_cast<Clock::duration>(
                   std::chrono::duration<double>(std::max(options.budget_seconds, 0.0)));
   budget.max_states = options.max_states;
+  budget.max_bytes = options.max_memory_bytes
+                         ? options.max_memory_bytes
+                         : available_memory_bytes().value_or(uint64_t{8} << 30) / 4;
   budget.should_stop = &options.should_stop;
   std::unique_ptr<Z3Oracle> z3;  // one per search: its cache serves every work item
   if (options.pruner == Pruner::z3) {
@@ -472,16 +476,25 @@ SearchResult superoptimize(const ir::KernelGraph& graph, const backend::DeviceDe
   for (size_t i = 0; i < items.size(); ++i)
     if (!item_errors[i].empty())
       note(fmt::format("block search of {} failed: {}", items[i].key, item_errors[i]));
-  result.stats.budget_exhausted = budget.stopped && !budget.cancelled;
+  result.stats.memory_bound_hit = budget.memory_bound_hit;
+  result.stats.memory_held_bytes = budget.peak_bytes;
+  result.stats.budget_exhausted = budget.stopped && !budget.cancelled && !budget.memory_bound_hit;
   if (budget.cut_items)
     note(
         fmt::format("{} block-level work item{} reached the per-item state limit and stopped there",
                     budget.cut_items.load(), budget.cut_items == 1 ? "" : "s"));
   if (budget.stopped) {
     const size_t done = size_t(std::count(finished.begin(), finished.end(), true));
-    note(fmt::format(
-        "{} after {} of {} block-level work items; the result is the best found so far",
-        budget.cancelled ? "cancelled by the caller" : "budget exhausted", done, items.size()));
+    const std::string why =
+        budget.cancelled ? "cancelled by the caller"
+        : budget.memory_bound_hit
+            ? fmt::format("memory bound reached ({:.1f} MiB held, max_memory_bytes {:.1f} MiB)",
+                          double(budget.peak_bytes) / (1 << 20),
+                          double(budget.max_bytes) / (1 << 20))
+            : "budget exhausted";
+    note(
+        fmt::format("{} after {} of {} block-level work items; the result is the best found so far",
+                    why, done, items.size()));
   }
 
   const bool cancelled_while_enumerating = budget.cancelled;

@@ -55,8 +55,14 @@ const char* pruner_name(Pruner pruner);
 bool z3_available();
 
 struct SearchOptions {
-  double budget_seconds = 60;   // wall-clock budget for the enumeration
-  uint64_t max_states = 0;      // 0 = unlimited
+  double budget_seconds = 60;  // wall-clock budget for the enumeration
+  uint64_t max_states = 0;     // 0 = unlimited
+  // Bytes the enumeration may hold in the block graphs it found (counted as twice their canonical
+  // JSON, which a body's structs take about as much as) and in each work item's memo of abstract
+  // expressions. Past it the enumeration stops as at the end of its budget, keeping what it found,
+  // and says so in the notes and stats.memory_bound_hit. 0: a quarter of the memory available
+  // when the search starts (support/system_memory.h).
+  uint64_t max_memory_bytes = 0;
   uint64_t seed = 0;            // same seed -> same result; also seeds the float check's inputs
   int threads = 0;              // 0 = hardware concurrency
   std::string checkpoint_path;  // empty = none; resumed from when the file exists
@@ -125,8 +131,10 @@ struct SearchStats {
   int proofs = 0;          // check_equivalent calls, whole µGraphs and single groups
   int reference_runs = 0;  // verify::run_reference calls made by the float checks
   bool budget_exhausted = false;
-  bool cancelled = false;  // should_stop returned true
-  bool resumed = false;    // work items were taken from the checkpoint
+  bool memory_bound_hit = false;   // SearchOptions::max_memory_bytes stopped the enumeration
+  uint64_t memory_held_bytes = 0;  // the most the enumeration held at once, as counted there
+  bool cancelled = false;          // should_stop returned true
+  bool resumed = false;            // work items were taken from the checkpoint
 };
 
 struct SearchResult {

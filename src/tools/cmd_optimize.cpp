@@ -22,6 +22,7 @@ struct OptimizeOptions {
   std::string backend = "auto";
   double budget = 60;
   uint64_t max_states = 0;
+  uint64_t max_memory_mib = 0;
   uint64_t seed = 0;
   int threads = 0;
   search::Pruner pruner = search::SearchOptions{}.pruner;
@@ -134,6 +135,7 @@ void optimize(const OptimizeOptions& o) {
   search::SearchOptions options;
   options.budget_seconds = o.budget;
   options.max_states = o.max_states;
+  options.max_memory_bytes = o.max_memory_mib << 20;
   options.seed = o.seed;
   options.threads = o.threads;
   options.pruner = o.pruner;
@@ -193,6 +195,8 @@ void optimize(const OptimizeOptions& o) {
         {"candidates", r.stats.candidates},
         {"verified_candidates", r.stats.verified},
         {"budget_exhausted", r.stats.budget_exhausted},
+        {"memory_bound_hit", r.stats.memory_bound_hit},
+        {"memory_held_bytes", r.stats.memory_held_bytes},
         {"pruner", search::pruner_name(r.stats.pruner)},
         {"pruned_by_expression", r.stats.expr_pruned},
         {"z3_available", search::z3_available()},
@@ -230,9 +234,10 @@ void optimize(const OptimizeOptions& o) {
                                info.availability.reason));
   fmt::print("explored: {} states, {} pruned, {} candidates, {} verified, {:.2f} s{}\n",
              r.stats.states, r.stats.pruned, r.stats.candidates, r.stats.verified, r.stats.seconds,
-             r.stats.budget_exhausted ? " (budget exhausted)"
-             : r.stats.cancelled      ? " (interrupted)"
-                                      : "");
+             r.stats.budget_exhausted   ? " (budget exhausted)"
+             : r.stats.memory_bound_hit ? " (memory bound reached)"
+             : r.stats.cancelled        ? " (interrupted)"
+                                        : "");
   fmt::print("pruner: {}\n", pruner_line(r.stats));
   for (const std::string& n : r.notes) fmt::print("note: {}\n", n);
   fmt::print("best: {} kernel{}, estimated {:.3g} s\n", best.kernels, best.kernels == 1 ? "" : "s",
@@ -260,6 +265,9 @@ void add_optimize_command(CLI::App& app) {
   command->add_option("--budget", options->budget, "Search budget in seconds")
       ->capture_default_str();
   command->add_option("--max-states", options->max_states, "Stop after N states (0: no limit)");
+  command->add_option("--search-memory", options->max_memory_mib,
+                      "Stop the enumeration once it holds this many MiB (0: a quarter of the "
+                      "memory available)");
   command->add_option("--seed", options->seed, "Seed (same seed, same result)")
       ->capture_default_str();
   command->add_option("--threads", options->threads, "Search threads (0: all cores)");

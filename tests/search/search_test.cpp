@@ -50,6 +50,27 @@ TEST(Search, StateBudgetStopsTheSearchAndKeepsAValidAnswer) {
   EXPECT_TRUE(said);
 }
 
+// The enumeration counts what it holds; a bound it reaches stops it as a budget would, with the
+// answer valid and the reason in the notes.
+TEST(Search, MemoryBoundStopsTheSearchAndKeepsAValidAnswer) {
+  const ir::KernelGraph graph = testing::small_target("rmsnorm_linear");
+  const SearchResult full = superoptimize(graph, testing::cpu_like_device(), quick_options());
+  EXPECT_FALSE(full.stats.memory_bound_hit);
+  ASSERT_GT(full.stats.memory_held_bytes, 4096u);
+  SearchOptions o = quick_options();
+  o.max_memory_bytes = full.stats.memory_held_bytes / 4;
+  const SearchResult r = superoptimize(graph, testing::cpu_like_device(), o);
+  EXPECT_TRUE(r.stats.memory_bound_hit);
+  EXPECT_FALSE(r.stats.budget_exhausted);
+  EXPECT_LT(r.stats.states, full.stats.states);
+  ASSERT_FALSE(r.ranked.empty());
+  EXPECT_TRUE(r.ranked.front().proof.equivalent);
+  EXPECT_TRUE(r.float_check.passed);
+  bool said = false;
+  for (const std::string& n : r.notes) said |= n.find("memory bound reached") != std::string::npos;
+  EXPECT_TRUE(said);
+}
+
 TEST(Search, ZeroSecondsReturnsTheInputGraph) {
   const ir::KernelGraph graph = testing::small_target("gated_mlp");
   SearchOptions o = quick_options();
