@@ -49,7 +49,9 @@ def parse_args(argv):
                     help="directory for the generated model files")
     ap.add_argument("--smollm2", type=pathlib.Path, default=DEFAULT_SMOLLM2)
     ap.add_argument("--smollm2-hf", type=pathlib.Path,
-                    help="SmolLM2-135M as a Hugging Face directory, for the HF peer")
+                    help="SmolLM2-135M as a Hugging Face directory, for the HF peer; `random` "
+                    "writes one of its shape with random bf16 weights into --work (the peer's "
+                    "decode time depends on the shapes alone; its tokens mean nothing)")
     ap.add_argument("--llama-shape", choices=sorted(make_llama_safetensors.SHAPES),
                     default="llama3-8b")
     ap.add_argument("--llama", default="bf16,q4_0",
@@ -103,7 +105,12 @@ def prepare(args):
         models.append(Model(f"{args.llama_shape} Q4_0", gguf, None,
                             gguf.stat().st_size - embedding))
     if args.smollm2.exists():  # tied: the embedding is the LM head, read every step
-        models.insert(0, Model("SmolLM2-135M Q4_1", args.smollm2, args.smollm2_hf,
+        hf_dir = args.smollm2_hf
+        if hf_dir is not None and str(hf_dir) == "random":
+            hf_dir = args.work / "smollm2-135m-shape-bf16"
+            if not (hf_dir / "model.safetensors").exists():
+                make_llama_safetensors.make_model("smollm2-135m", hf_dir, "bf16")
+        models.insert(0, Model("SmolLM2-135M Q4_1", args.smollm2, hf_dir,
                                args.smollm2.stat().st_size))
     return models
 

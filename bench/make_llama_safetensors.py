@@ -27,6 +27,10 @@ SHAPES = {
                       rope_theta=500000.0),
     "tiny": dict(hidden=128, layers=2, heads=4, kv_heads=2, ffn=256, vocab=512,
                  rope_theta=500000.0),
+    # SmolLM2-135M's shape (its config.json), for a peer whose time depends on shapes alone; its
+    # LM head is written untied, so a step reads the same bytes as the tied original.
+    "smollm2-135m": dict(hidden=576, layers=30, heads=9, kv_heads=3, ffn=1536, vocab=49152,
+                         rope_theta=100000.0),
 }
 DTYPES = {"bf16": "BF16", "f16": "F16"}
 

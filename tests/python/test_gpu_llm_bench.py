@@ -39,6 +39,15 @@ def test_the_8b_shape_is_llama_3_8b(source_dir):
     assert len(shapes) == 32 * 9 + 3
 
 
+def test_the_smollm2_shape_is_smollm2_135m(source_dir):
+    sys.path.insert(0, str(source_dir / "bench"))
+    import make_llama_safetensors as m
+    shapes = dict(m.tensor_shapes(m.SHAPES["smollm2-135m"]))
+    params = sum(math.prod(shape) for shape in shapes.values())
+    # SmolLM2-135M's published count, its LM head tied to the embedding (written untied here).
+    assert params - math.prod(shapes["lm_head.weight"]) == 134_515_008
+
+
 def test_the_q4_0_gguf_has_llama_3_8b_shapes_in_q4_0_blocks(source_dir):
     sys.path.insert(0, str(source_dir / "bench"))
     import make_llama_gguf as m
