@@ -45,13 +45,13 @@ BUILD_HINT = "build it with scripts/build-llama-server.sh, which prints its path
 # Topics the prompts cycle through; each prompt starts with its own request number.
 TOPICS = [
     "Write a long story about a dragon who learns to cook. Once upon a time",
-    "Explain to a child how rain forms, step by step, starting with the sun warming the sea.",
-    "List the planets of the solar system and describe each one in a sentence or two:",
-    "Describe a walk through a busy market in the morning, with its smells and sounds.",
-    "Give detailed advice to someone who is learning to play the piano as an adult.",
-    "Tell the history of the bicycle, from its first wooden versions to today's road bikes.",
-    "Write a letter from a lighthouse keeper to a friend who lives in a faraway city.",
-    "Explain why the sky is blue and why sunsets are red, in simple words.",
+    "Explain to a child how rain forms, step by step. First, the sun",
+    "Here are the planets of the solar system, each with a short description: Mercury is",
+    "A walk through a busy market in the morning. The first thing you notice is",
+    "Advice for an adult who is learning to play the piano: the most important thing is",
+    "The history of the bicycle began in the early nineteenth century, when",
+    "Dear friend, life at the lighthouse has been quiet this winter, but yesterday",
+    "Why is the sky blue? The short answer is that sunlight",
 ]
 
 
@@ -173,9 +173,11 @@ async def _round(url, streams, requests, max_tokens, first_prompt, timeout):
                 result.done.append(await stream_completion(session, url, prompt(index),
                                                            max_tokens))
             except (RequestFailed, aiohttp.ClientError, asyncio.TimeoutError) as e:
-                result.errors.append(f"{type(e).__name__}: {e}")
+                result.errors.append(f"prompt {index}: {type(e).__name__}: {e}")
 
-    connector = aiohttp.TCPConnector(limit=streams)
+    # A connection per request: both servers may close a finished stream's connection, and a
+    # pooled one reused after that fails to send the next request.
+    connector = aiohttp.TCPConnector(limit=streams, force_close=True)
     async with aiohttp.ClientSession(connector=connector,
                                      timeout=aiohttp.ClientTimeout(total=timeout)) as session:
         start = time.perf_counter()
