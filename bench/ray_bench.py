@@ -5,9 +5,10 @@ what tuning a model's block graphs over Ray tasks takes against tuning them in o
 1. Overhead: the p50 (and p90) latency of `--requests` sequential one-token greedy completions
    sent straight to `yirage serve`, and through Ray Serve (its HTTP proxy, yirage.ray's ingress,
    one engine replica) to the same server code, both with one thread and the same options.
-2. Scaling: serve_concurrency.py's load (`--streams` concurrent streamed greedy completions of up
-   to `--max-tokens` tokens, `--requests-per-stream` each) on 1 and on 2 replicas of one thread,
-   printing output tokens/s of the round's wall time and the mean time to first token.
+2. Scaling: serve_bench.py's load (`--streams` concurrent streamed greedy completions of up to
+   `--max-tokens` tokens, `--requests-per-stream` each, from its asyncio client) on 1 and on 2
+   replicas of one thread, printing output tokens/s of the round's wall time, the mean time to
+   first token and the failed requests.
 3. Tuning: the model's block graphs (yr.LLM.block_graphs) superoptimized one after another in this
    process, then by yirage.ray.tune_graphs over `--workers` Ray tasks at a time, each from an
    empty cache, with the options the engine's own load uses.
@@ -23,6 +24,7 @@ import json
 import os
 import platform
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -30,7 +32,7 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from serve_concurrency import round_of  # noqa: E402  (the serving bench's load)
+from serve_bench import measure_round  # noqa: E402  (the serving bench's load)
 
 PROMPT = "The capital of France is"
 CONTEXT = 512
@@ -107,7 +109,6 @@ def tuning(out):
 
 
 def main():
-    import openai
     import ray
     from ray import serve
 
@@ -143,14 +144,15 @@ def main():
 
     for replicas in (1, 2):
         url = ray_app(replicas, port)
-        client = openai.OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0,
-                               timeout=600)
-        round_of(client, 1, 4, 1)  # warm-up
-        tokens, wall, ttft = round_of(client, args.streams, args.max_tokens,
-                                      args.requests_per_stream)
+        measure_round(url, 1, 1, 4, first_prompt=10**6)  # warm-up
+        r = measure_round(url, args.streams, args.streams * args.requests_per_stream,
+                          args.max_tokens)
+        ttft = statistics.mean(x.ttft for x in r.done) if r.done else float("nan")
         out(f"{replicas} replica(s), {args.streams} streams x {args.requests_per_stream} "
-            f"requests of up to {args.max_tokens} tokens: {tokens / wall:.1f} tokens/s, "
-            f"mean time to first token {ttft * 1e3:.0f} ms")
+            f"requests of up to {args.max_tokens} tokens: {r.tokens / r.wall:.1f} tokens/s, "
+            f"mean time to first token {ttft * 1e3:.0f} ms, {len(r.errors)} failed")
+        for error in r.errors[:5]:
+            out(f"  {error}")
     serve.shutdown()
 
     tuning(out)

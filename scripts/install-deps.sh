@@ -29,10 +29,11 @@ fi
 # triton backend's compiler, and its interpreter, which runs the generated kernels in CI without a
 # GPU; it needs no torch (tests/triton/interpret.py). A 286 MB wheel: 15 s to fetch and install
 # on the 2-core machine when idle, 34 s into a fresh venv with --no-cache-dir under load.
-if ! python3 -c "import numpy, pytest, openai, triton" 2>/dev/null; then
+# aiohttp: the asyncio client of bench/serve_bench.py, which tests/python/test_serve_bench.py runs.
+if ! python3 -c "import numpy, pytest, openai, triton, aiohttp" 2>/dev/null; then
   # Debian's own python3 refuses plain pip installs (PEP 668); a pyenv or venv python does not.
-  python3 -m pip install -q numpy pytest openai triton 2>/dev/null ||
-    python3 -m pip install -q --break-system-packages numpy pytest openai triton
+  python3 -m pip install -q numpy pytest openai triton aiohttp 2>/dev/null ||
+    python3 -m pip install -q --break-system-packages numpy pytest openai triton aiohttp
 fi
 
 # llama.cpp through its Python binding: the LLM tests compare tokens and logits with it, and the
