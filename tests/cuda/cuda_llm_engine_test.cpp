@@ -31,6 +31,8 @@
 namespace yirage::llm {
 namespace {
 
+using backend::cuda_testing::relative_l2;
+
 const std::vector<std::string> kPrompts = {
     "The capital of France is", "def fibonacci(n):\n",
     "Once upon a time, in a small village by the sea,", "List three primary colors:",
@@ -55,15 +57,6 @@ Engines engines_or_skip() {
                                   .context_length = 512,
                                   .backend = backend::create_backend("cpu", {.threads = 2})}));
   return e;
-}
-
-double relative_l2(const std::vector<float>& a, const std::vector<float>& b) {
-  double diff = 0, norm = 0;
-  for (size_t i = 0; i < b.size(); ++i) {
-    diff += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    norm += double(b[i]) * b[i];
-  }
-  return std::sqrt(diff / norm);
 }
 
 // The `k` most likely tokens after `prefix`, from an empty cache.

@@ -24,15 +24,7 @@
 namespace yirage::llm {
 namespace {
 
-double relative_l2(const std::vector<float>& a, const std::vector<float>& b) {
-  double diff = 0, norm = 0;
-  for (size_t i = 0; i < b.size(); ++i) {
-    const double d = double(a[i]) - b[i];
-    diff += std::isfinite(d) ? d * d : 1e30;
-    norm += double(b[i]) * b[i];
-  }
-  return std::sqrt(diff / norm);
-}
+using backend::cuda_testing::relative_l2;
 
 double max_abs(const std::vector<float>& a) {
   double m = 0;

@@ -48,6 +48,18 @@ inline double rel_l2_error(const ir::HostTensor& actual, const ir::HostTensor& e
   return std::sqrt(diff / std::max(norm, 1e-30));
 }
 
+// The same for two float arrays (an engine's logits or hidden states); a non-finite difference
+// counts as huge, so a NaN on either side shows.
+inline double relative_l2(const std::vector<float>& actual, const std::vector<float>& expected) {
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const double d = double(actual[i]) - expected[i];
+    diff += std::isfinite(d) ? d * d : 1e30;
+    norm += double(expected[i]) * expected[i];
+  }
+  return std::sqrt(diff / std::max(norm, 1e-30));
+}
+
 // N rows of K/32 blocks of `format`: random quants, scales uniform in [0.001, 0.02] (a trained
 // model's range) rounded to f16, q4_1's minimum in [-0.1, 0.1].
 inline ir::HostTensor quant_weight(ir::QuantFormat format, int64_t n, int64_t k,
