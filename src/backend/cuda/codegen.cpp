@@ -146,7 +146,8 @@ __device__ __forceinline__ void yr_wait_prior_grids() {
   asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
 }
-__device__ __forceinline__ float yr_warp_sum(float v) {
+template <typename T>
+__device__ __forceinline__ T yr_warp_sum(T v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
 }
@@ -154,21 +155,17 @@ __device__ __forceinline__ float yr_warp_max(float v) {
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
-// A double sum over the warp, then the block (norms sum their squares in double, as ggml and the
-// reference executor do: see norm() in codegen_ops.cpp). `scratch` holds 32 doubles.
-__device__ __forceinline__ double yr_warp_sum_d(double v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
+// A double sum over the block (norms sum their squares in double, as ggml and the reference
+// executor do: see norm() in codegen_ops.cpp). `scratch` holds 32 doubles.
 __device__ __forceinline__ double yr_block_sum_d(double v, double* scratch) {
-  v = yr_warp_sum_d(v);
+  v = yr_warp_sum(v);
   __syncthreads();
   if ((threadIdx.x & 31) == 0) scratch[threadIdx.x >> 5] = v;
   __syncthreads();
   const int warps = blockDim.x >> 5;
   double r = threadIdx.x < warps ? scratch[threadIdx.x] : 0.0;
   if (threadIdx.x < 32) {
-    r = yr_warp_sum_d(r);
+    r = yr_warp_sum(r);
     if (threadIdx.x == 0) scratch[0] = r;
   }
   __syncthreads();

@@ -24,21 +24,23 @@ __device__ __forceinline__ void yr_cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\n"
                "barrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
-// `p` in a peer block's shared memory: the same offset in block `rank` of the cluster.
-__device__ __forceinline__ float yr_peer_load(const float* p, unsigned rank) {
+// Where `p` is in a peer block's shared memory: the same offset in block `rank` of the cluster.
+__device__ __forceinline__ unsigned yr_peer_address(const void* p, unsigned rank) {
   const unsigned local = (unsigned)__cvta_generic_to_shared(p);
   unsigned remote;
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(rank));
+  return remote;
+}
+__device__ __forceinline__ float yr_peer_load(const float* p, unsigned rank) {
   float v;
-  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote) : "memory");
+  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(yr_peer_address(p, rank))
+               : "memory");
   return v;
 }
-__device__ __forceinline__ double yr_peer_load_d(const double* p, unsigned rank) {
-  const unsigned local = (unsigned)__cvta_generic_to_shared(p);
-  unsigned remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(rank));
+__device__ __forceinline__ double yr_peer_load(const double* p, unsigned rank) {
   double v;
-  asm volatile("ld.shared::cluster.f64 %0, [%1];" : "=d"(v) : "r"(remote) : "memory");
+  asm volatile("ld.shared::cluster.f64 %0, [%1];" : "=d"(v) : "r"(yr_peer_address(p, rank))
+               : "memory");
   return v;
 }
 )";

@@ -207,7 +207,7 @@ __device__ __forceinline__ double yr_cluster_sum_d(double v, double* scratch, do
   if (threadIdx.x == 0) *slot = mine;
   yr_cluster_sync();
   double r = 0.0;
-  for (unsigned q = 0; q < blocks; ++q) r += yr_peer_load_d(slot, q);
+  for (unsigned q = 0; q < blocks; ++q) r += yr_peer_load(slot, q);
   return r;
 }
 // The kernel's last cluster barrier: a block leaves only once its peers have read its slots. The
