@@ -175,6 +175,9 @@ class LlamaModel {
   const std::vector<float>& all_logits_rows() const { return all_logits_; }
   // Forgets positions from `position` on (0 empties the cache).
   void truncate(int position);
+  // The tokens' rows of the embedding, dequantized into x[tokens.size()][n_embd]: the first
+  // layer's input, as forward() computes it.
+  void embed(std::span<const TokenId> tokens, float* x) const;
 
   // One step over several sequences whose keys and values live in `cache`: every entry's tokens
   // go through the matmuls together, as rows of one activation matrix, so the weights are read
@@ -200,7 +203,6 @@ class LlamaModel {
   std::vector<SequenceRows> batch_sequences_;
   std::vector<float> batch_last_x_, batch_logits_;
   void check_batch(std::span<const BatchEntry> entries, const PagedKvCache& cache) const;
-  void embed(std::span<const TokenId> tokens, float* x) const;
 };
 
 }  // namespace yirage::llm

@@ -18,7 +18,6 @@
 #include "llm/fused_blocks.h"
 #include "llm/llm.h"
 #include "llm/llm_model_path.h"
-#include "llm/quant.h"
 #include "llm/thread_pool.h"
 
 namespace yirage::llm {
@@ -30,16 +29,6 @@ double max_abs(const std::vector<float>& a) {
   double m = 0;
   for (float v : a) m = std::max(m, double(std::fabs(v)));
   return m;
-}
-
-std::vector<float> embed(const LlamaWeights& w, const std::vector<TokenId>& ids, int n_embd) {
-  std::vector<float> x(ids.size() * size_t(n_embd));
-  for (size_t t = 0; t < ids.size(); ++t)
-    dequantize(
-        w.token_embd.type,
-        {w.token_embd.data + size_t(ids[t]) * w.token_embd.row_bytes, w.token_embd.row_bytes},
-        std::span(x).subspan(t * size_t(n_embd), size_t(n_embd)), "token_embd");
-  return x;
 }
 
 struct Candidate {
@@ -98,7 +87,8 @@ TEST(CudaLlmLayers, EachFusedBlockOnRealHiddenStatesMatchesTheHandWrittenBlock) 
     ids.resize(std::min<size_t>(ids.size(), 90));
     const int n = int(ids.size());
     const size_t dq = size_t(c.n_head) * c.head_dim, dkv = size_t(c.n_head_kv) * c.head_dim;
-    std::vector<float> x = embed(w, ids, c.n_embd);
+    std::vector<float> x(ids.size() * size_t(c.n_embd));
+    model.embed(ids, x.data());
     const std::vector<float> embedded = x;
     std::vector<std::vector<float>> states;
     KvCache cache(c, 512);
