@@ -23,7 +23,6 @@ import argparse
 import json
 import os
 import platform
-import socket
 import statistics
 import subprocess
 import sys
@@ -32,16 +31,10 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from serve_bench import measure_round  # noqa: E402  (the serving bench's load)
+from serve_bench import free_port, measure_round  # noqa: E402  (the serving bench's load)
 
 PROMPT = "The capital of France is"
 CONTEXT = 512
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def one_token(url):
