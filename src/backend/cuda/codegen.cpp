@@ -151,35 +151,23 @@ __device__ __forceinline__ T yr_warp_sum(T v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
 }
-__device__ __forceinline__ float yr_warp_max(float v) {
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+template <typename T>
+__device__ __forceinline__ T yr_warp_max(T v) {
+  for (int o = 16; o > 0; o >>= 1) v = max(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
-// A double sum over the block (norms sum their squares in double, as ggml and the reference
-// executor do: see norm() in codegen_ops.cpp). `scratch` holds 32 doubles.
-__device__ __forceinline__ double yr_block_sum_d(double v, double* scratch) {
-  v = yr_warp_sum(v);
-  __syncthreads();
-  if ((threadIdx.x & 31) == 0) scratch[threadIdx.x >> 5] = v;
-  __syncthreads();
-  const int warps = blockDim.x >> 5;
-  double r = threadIdx.x < warps ? scratch[threadIdx.x] : 0.0;
-  if (threadIdx.x < 32) {
-    r = yr_warp_sum(r);
-    if (threadIdx.x == 0) scratch[0] = r;
-  }
-  __syncthreads();
-  return scratch[0];
-}
 // Sum or max over the block (blockDim.x a multiple of 32, at most 1024); every thread gets the
-// result. `scratch` holds 32 floats; the leading barrier lets callers reuse it back to back.
-__device__ __forceinline__ float yr_block_reduce(float v, float* scratch, bool is_max) {
+// result. `scratch` holds 32 values of T; the leading barrier lets callers reuse it back to back.
+// Norms sum their squares in double, as ggml and the reference executor do (norm() in
+// codegen_ops.cpp); everything else reduces in float.
+template <typename T>
+__device__ __forceinline__ T yr_block_reduce(T v, T* scratch, bool is_max) {
   v = is_max ? yr_warp_max(v) : yr_warp_sum(v);
   __syncthreads();
   if ((threadIdx.x & 31) == 0) scratch[threadIdx.x >> 5] = v;
   __syncthreads();
   const int warps = blockDim.x >> 5;
-  float r = threadIdx.x < warps ? scratch[threadIdx.x] : (is_max ? -INFINITY : 0.0f);
+  T r = threadIdx.x < warps ? scratch[threadIdx.x] : (is_max ? T(-INFINITY) : T(0));
   if (threadIdx.x < 32) {
     r = is_max ? yr_warp_max(r) : yr_warp_sum(r);
     if (threadIdx.x == 0) scratch[0] = r;

@@ -189,25 +189,17 @@ RowLayout row_layout(const ir::KernelGraph& graph, const ir::Node& node, const S
 // reduction so that no block overwrites a value a peer may still read, then every block reads
 // all of them in rank order, so that every block gets the same bits.
 const char* const kClusterReduce = R"(
-__device__ __forceinline__ float yr_cluster_reduce(float v, float* scratch, float* slot, bool is_max,
-                                                   unsigned blocks) {
-  const float mine = yr_block_reduce(v, scratch, is_max);
+template <typename T>
+__device__ __forceinline__ T yr_cluster_reduce(T v, T* scratch, T* slot, bool is_max,
+                                               unsigned blocks) {
+  const T mine = yr_block_reduce(v, scratch, is_max);
   if (threadIdx.x == 0) *slot = mine;
   yr_cluster_sync();
-  float r = is_max ? -INFINITY : 0.0f;
+  T r = is_max ? T(-INFINITY) : T(0);
   for (unsigned q = 0; q < blocks; ++q) {
-    const float p = yr_peer_load(slot, q);
-    r = is_max ? fmaxf(r, p) : r + p;
+    const T p = yr_peer_load(slot, q);
+    r = is_max ? max(r, p) : r + p;
   }
-  return r;
-}
-__device__ __forceinline__ double yr_cluster_sum_d(double v, double* scratch, double* slot,
-                                                   unsigned blocks) {
-  const double mine = yr_block_sum_d(v, scratch);
-  if (threadIdx.x == 0) *slot = mine;
-  yr_cluster_sync();
-  double r = 0.0;
-  for (unsigned q = 0; q < blocks; ++q) r += yr_peer_load(slot, q);
   return r;
 }
 // The kernel's last cluster barrier: a block leaves only once its peers have read its slots. The
@@ -275,7 +267,7 @@ KernelLaunch row_op(const ir::KernelGraph& graph, const ir::Node& node, const st
   std::string place = "  const long long row = blockIdx.x;\n";
   std::string reduce =
       "#define ROW_REDUCE(v, is_max) yr_block_reduce(v, scratch, is_max)\n"
-      "#define ROW_SUM_D(v) yr_block_sum_d(v, scratch_d)\n";
+      "#define ROW_SUM_D(v) yr_block_reduce(v, scratch_d, false)\n";
   std::string leave;
   if (clustered) {
     place = fmt::format(
@@ -288,7 +280,8 @@ KernelLaunch row_op(const ir::KernelGraph& graph, const ir::Node& node, const st
         "  int reductions = 0;\n"
         "#define ROW_REDUCE(v, is_max) yr_cluster_reduce(v, scratch, &slots[reductions++], is_max, "
         "{1})\n"
-        "#define ROW_SUM_D(v) yr_cluster_sum_d(v, scratch_d, &slots_d[reductions++], {1})\n",
+        "#define ROW_SUM_D(v) yr_cluster_reduce(v, scratch_d, &slots_d[reductions++], false, "
+        "{1})\n",
         kMaxRowReductions, l.cluster);
     leave = "  yr_cluster_leave();\n";
   }
