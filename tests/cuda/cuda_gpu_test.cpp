@@ -324,7 +324,7 @@ TEST(CudaGpu, KernelLevelProductsSharingAMatchReference) {
     const std::vector<ir::HostTensor> expected = verify::run_reference(g, inputs);
     for (size_t o = 0; o < results.size(); ++o) {
       out[set][o]->read(results[o].bytes);
-      EXPECT_LE(cuda_testing::rel_l2_error(results[o], expected[o]), 2e-3)
+      EXPECT_LE(cuda_testing::relative_l2(results[o], expected[o]), 2e-3)
           << "buffer set " << set << ", output " << o;
     }
   }
@@ -363,7 +363,7 @@ TEST(CudaGpu, TimingRotatesSetsEachWithItsOwnGraph) {
     for (size_t o = 0; o < expected.size(); ++o) {
       ir::HostTensor result(expected[o].type);
       out[set][o]->read(result.bytes);
-      EXPECT_LE(cuda_testing::rel_l2_error(result, expected[o]), 2e-3)
+      EXPECT_LE(cuda_testing::relative_l2(result, expected[o]), 2e-3)
           << when << ": set " << set << ", output " << o;
     }
   };
@@ -454,7 +454,7 @@ TEST(CudaGpu, ProgrammaticLaunchesMatchPlainOrder) {
       EXPECT_EQ(result.bytes, reference.bytes) << workload << " round " << round;
       if (round < 2) continue;
       // Both orders equal and wrong alike would pass the check above.
-      EXPECT_LE(cuda_testing::rel_l2_error(result, verify::run_reference(g, inputs)[0]), 2e-3)
+      EXPECT_LE(cuda_testing::relative_l2(result, verify::run_reference(g, inputs)[0]), 2e-3)
           << workload;
     }
   }

@@ -22,7 +22,7 @@ namespace {
 using cuda_testing::cuda_or_skip;
 using cuda_testing::fresh_seed;
 using cuda_testing::quant_weight;
-using cuda_testing::rel_l2_error;
+using cuda_testing::relative_l2;
 
 ir::QuantFormat format_of(llm::GgmlType type) {
   return type == llm::GgmlType::Q4_0   ? ir::QuantFormat::q4_0
@@ -73,7 +73,7 @@ TEST(CudaLlmBlocks, EachBlockGraphAsBuiltAndAsTunedMatchesTheReference) {
         const std::vector<ir::HostTensor> actual = run_on(*cuda, *graph, inputs);
         ASSERT_EQ(actual.size(), expected.size());
         for (size_t o = 0; o < expected.size(); ++o) {
-          const double error = rel_l2_error(actual[o], expected[o]);
+          const double error = relative_l2(actual[o], expected[o]);
           int64_t bad_actual = 0, bad_expected = 0;
           for (int64_t i = 0; i < expected[o].size(); ++i) {
             bad_actual += !std::isfinite(actual[o].get(i));

@@ -21,7 +21,7 @@ namespace {
 using cuda_testing::cuda_or_skip;
 using cuda_testing::fresh_seed;
 using cuda_testing::quant_weight;
-using cuda_testing::rel_l2_error;
+using cuda_testing::relative_l2;
 
 void expect_close(const std::vector<ir::HostTensor>& actual,
                   const std::vector<ir::HostTensor>& expected, double tolerance,
@@ -31,7 +31,7 @@ void expect_close(const std::vector<ir::HostTensor>& actual,
     int64_t bad = 0;
     for (int64_t i = 0; i < expected[o].size(); ++i) bad += !std::isfinite(actual[o].get(i));
     EXPECT_EQ(bad, 0) << what << " output " << o << ": elements not finite (unwritten?)";
-    EXPECT_LE(rel_l2_error(actual[o], expected[o]), tolerance) << what << " output " << o;
+    EXPECT_LE(relative_l2(actual[o], expected[o]), tolerance) << what << " output " << o;
   }
 }
 

@@ -10,6 +10,7 @@
 #include <map>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -37,27 +38,32 @@ inline uint64_t fresh_seed() {
   return std::random_device{}();
 }
 
-// ‖actual − expected‖ / ‖expected‖ over every element; NaN where actual holds one.
-inline double rel_l2_error(const ir::HostTensor& actual, const ir::HostTensor& expected) {
+// ‖actual − expected‖ / ‖expected‖ over `size` element pairs that `at(i)` returns; a non-finite
+// difference counts as huge, so a NaN or an infinity on either side shows.
+template <typename At>
+double relative_l2_over(size_t size, At&& at) {
   double diff = 0, norm = 0;
-  for (int64_t i = 0; i < expected.size(); ++i) {
-    const double a = actual.get(i), e = expected.get(i);
-    diff += (a - e) * (a - e);
-    norm += e * e;
+  for (size_t i = 0; i < size; ++i) {
+    const auto [a, e] = at(i);
+    const double d = double(a) - double(e);
+    diff += std::isfinite(d) ? d * d : 1e30;
+    norm += double(e) * double(e);
   }
   return std::sqrt(diff / std::max(norm, 1e-30));
 }
 
-// The same for two float arrays (an engine's logits or hidden states); a non-finite difference
-// counts as huge, so a NaN on either side shows.
+// Of two tensors (a kernel's output and the reference's).
+inline double relative_l2(const ir::HostTensor& actual, const ir::HostTensor& expected) {
+  return relative_l2_over(size_t(expected.size()), [&](size_t i) {
+    return std::pair{actual.get(int64_t(i)), expected.get(int64_t(i))};
+  });
+}
+
+// Of two float arrays (an engine's logits or hidden states).
 inline double relative_l2(const std::vector<float>& actual, const std::vector<float>& expected) {
-  double diff = 0, norm = 0;
-  for (size_t i = 0; i < expected.size(); ++i) {
-    const double d = double(actual[i]) - expected[i];
-    diff += std::isfinite(d) ? d * d : 1e30;
-    norm += double(expected[i]) * expected[i];
-  }
-  return std::sqrt(diff / std::max(norm, 1e-30));
+  return relative_l2_over(expected.size(), [&](size_t i) {
+    return std::pair{actual[i], expected[i]};
+  });
 }
 
 // N rows of K/32 blocks of `format`: random quants, scales uniform in [0.001, 0.02] (a trained
@@ -105,7 +111,7 @@ inline void expect_matches(const ir::KernelGraph& graph, Backend& cuda, uint64_t
     for (int64_t i = 0; i < expected[o].size(); ++i)
       if (!std::isfinite(actual[o].get(i))) ++bad;
     EXPECT_EQ(bad, 0) << what << " output " << o << ": elements not finite (unwritten?)";
-    EXPECT_LE(rel_l2_error(actual[o], expected[o]), tol)
+    EXPECT_LE(relative_l2(actual[o], expected[o]), tol)
         << what << " output " << o << " (" << ir::dtype_name(t) << "), seed " << seed;
   }
 }
