@@ -15,6 +15,8 @@ export YIRAGE_MODEL_PATH YIRAGE_REQUIRE_MODEL=1
 export YIRAGE_REQUIRE_LLAMACPP=1
 # The opencl tests must run on PoCL, which install-deps.sh installs, not skip.
 export YIRAGE_REQUIRE_OPENCL=1
+# So must the torch.compile tests (tests/python_pkg): install-deps.sh installs torch.
+export YIRAGE_REQUIRE_TORCH=1
 export YIRAGE_WERROR=ON
 jobs=$(nproc)
 # CI's limit is on the whole script, so each stage reports its time.

@@ -10,7 +10,9 @@ import textwrap
 
 import pytest
 
-torch = pytest.importorskip("torch")
+from conftest import require_torch
+
+torch = require_torch()
 
 import yirage as yr  # noqa: E402
 import yirage.torch as yt  # noqa: E402
@@ -89,7 +91,7 @@ def test_uncovered_ops_and_graph_breaks_stay_in_pytorch_and_are_reported(capsys)
     printed = capsys.readouterr().out
     assert len(explanation.reports) >= 2  # the data-dependent branch breaks the graph
     left = {op["op"]: op["reason"] for op in explanation.left_in_pytorch}
-    assert left["aten.sort"] == "not in YiRage's IR" or left.get("aten.argsort") == "not in YiRage's IR"
+    assert "not in YiRage's IR" in (left.get("aten.sort"), left.get("aten.argsort"))
     assert "aten.gather" in left
     assert "left in PyTorch: aten.gather" in printed
     assert explanation.max_abs_difference < 1e-4

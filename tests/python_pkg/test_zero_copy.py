@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import yirage as yr
+from conftest import require_torch
 from dlpack_producer import Float32Buffer
 
 
@@ -96,7 +97,7 @@ def test_device_memory_is_refused_with_a_clear_error():
 
 
 def test_torch_tensors_in_and_out_without_a_copy():
-    torch = pytest.importorskip("torch")
+    torch = require_torch()
     opt = exp_times()
     x = torch.rand(2, 3, dtype=torch.float32)
     y = torch.rand(2, 3, dtype=torch.float32)
