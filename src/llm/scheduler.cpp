@@ -107,9 +107,10 @@ Scheduler::Scheduler(LlamaModel& model, const Tokenizer& tokenizer, const Schedu
       options_(options),
       cache_(model.config(), options.kv_memory_bytes, options.block_rows) {
   if (options.max_batch < 1) fail("max batch {} must be at least 1", options.max_batch);
-  if (options.prefill_chunk < 1 || options.step_prompt_tokens < 1)
-    fail("prefill chunk {} and step prompt tokens {} must be at least 1", options.prefill_chunk,
-         options.step_prompt_tokens);
+  if (options.prefill_chunk < 1 || options.step_prompt_tokens < 1 ||
+      options.step_prompt_tokens_decoding < 1)
+    fail("prefill chunk {} and step prompt tokens {} (while decoding {}) must be at least 1",
+         options.prefill_chunk, options.step_prompt_tokens, options.step_prompt_tokens_decoding);
   running_.reserve(static_cast<size_t>(options.max_batch));
   entries_.reserve(static_cast<size_t>(options.max_batch) * 2);
   update_counters();
@@ -276,12 +277,15 @@ bool Scheduler::step(const std::function<void(const SequenceEvent&)>& on_event) 
       entry_owner_.push_back(seq.get());
     }
   // Then prompt chunks, cut at multiples of prefill_chunk, while the budget lasts.
+  const int budget = entries_.empty() ? options_.step_prompt_tokens
+                                      : std::min(options_.step_prompt_tokens,
+                                                 options_.step_prompt_tokens_decoding);
   int prompt_tokens = 0;
   for (auto& seq : running_) {
     if (!seq->prefilling()) continue;
     const int length = std::min(options_.prefill_chunk - seq->cached % options_.prefill_chunk,
                                 seq->prompt_size() - seq->cached);
-    if (prompt_tokens > 0 && prompt_tokens + length > options_.step_prompt_tokens) break;
+    if (prompt_tokens > 0 && prompt_tokens + length > budget) break;
     const bool last = seq->cached + length == seq->prompt_size();
     entries_.push_back({std::span(seq->request.prompt)
                             .subspan(static_cast<size_t>(seq->cached), static_cast<size_t>(length)),

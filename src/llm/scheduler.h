@@ -2,15 +2,15 @@
 // ones join at step boundaries, and their keys and values live in a PagedKvCache.
 //
 // Each step runs one decode row for every sequence that is generating, then prompt chunks of the
-// sequences still prefilling, up to a per-step budget of prompt tokens, so that a long prompt
-// never stalls the running streams for more than a chunk. A prompt is always cut at multiples of
-// `prefill_chunk` from its start and a decode step is always one row, whatever else is in the
-// step, and a row's result does not depend on its neighbours: so a request's tokens, seeded
-// sampling included, are the same in any batch. A request is admitted only when the pool has the
-// blocks for its prompt and all its new tokens; until then it waits (there is no preemption), so
-// a running sequence never runs out of cache. A prompt whose leading blocks are in the pool's
-// prefix cache starts after them and computes only the rest, with the same bits. submit() and
-// cancel() may be called from any thread; step() from one.
+// sequences still prefilling, up to a per-step budget of prompt tokens (a smaller one while any
+// sequence decodes), so that new prompts never stall the running streams for more than a chunk. A
+// prompt is always cut at multiples of `prefill_chunk` from its start and a decode step is always
+// one row, whatever else is in the step, and a row's result does not depend on its neighbours: so a
+// request's tokens, seeded sampling included, are the same in any batch. A request is admitted only
+// when the pool has the blocks for its prompt and all its new tokens; until then it waits (there is
+// no preemption), so a running sequence never runs out of cache. A prompt whose leading blocks are
+// in the pool's prefix cache starts after them and computes only the rest, with the same bits.
+// submit() and cancel() may be called from any thread; step() from one.
 #pragma once
 
 #include <atomic>
@@ -69,7 +69,11 @@ struct SchedulerOptions {
   int max_batch = 16;            // sequences running at once
   int prefill_chunk = 256;       // a prompt is fed in chunks of this many tokens
   int step_prompt_tokens = 256;  // prompt tokens per step (at least one chunk always runs)
-  bool prefix_caching = true;    // reuse the cached blocks of a prompt prefix (paged_kv.h)
+  // The same while any sequence is decoding, whose next token waits for the whole step: a step
+  // of decode rows plus this many prompt rows takes about two decode-only steps on a CPU, where a
+  // full budget of new prompts would stall every stream for several (its ITL p99).
+  int step_prompt_tokens_decoding = 32;
+  bool prefix_caching = true;  // reuse the cached blocks of a prompt prefix (paged_kv.h)
 };
 
 // The scheduler's counters, readable from any thread.

@@ -255,6 +255,39 @@ TEST_F(TinyServe, AFullPoolMakesRequestsWaitAndEveryOneFinishes) {
   EXPECT_THAT(error_of([&] { s.submit(request(kPrompts[0], 80)); }), HasSubstr("KV blocks"));
 }
 
+TEST_F(TinyServe, WhileSequencesDecodeAStepTakesFewerPromptTokens) {
+  // Prompts of one chunk each: with nothing decoding, a step takes as many as its budget holds;
+  // once sequences decode, what the decoding budget holds, and at least one chunk (here, with a
+  // budget of 1, exactly one prompt a step).
+  SchedulerOptions o = options(8);
+  o.prefill_chunk = 32;
+  o.step_prompt_tokens = 64;
+  o.step_prompt_tokens_decoding = 1;
+  Scheduler s(llm_->model(), llm_->tokenizer(), o);
+  const auto prompt_tokens_of_one_step = [&] {
+    const uint64_t before = s.counters().prompt_tokens.load();
+    EXPECT_TRUE(s.step(nullptr));
+    return s.counters().prompt_tokens.load() - before;
+  };
+  const SequenceRequest first = request("hello hello", 20), second = request("the cat sat on", 20);
+  ASSERT_LE(first.prompt.size() + second.prompt.size(), 64u);
+  s.submit(first);
+  s.submit(second);
+  EXPECT_EQ(prompt_tokens_of_one_step(), first.prompt.size() + second.prompt.size());
+  std::vector<SequenceRequest> waiting;
+  for (const char* p : {"zz top", "a b c", "the cat"}) {
+    waiting.push_back(request(p, 4));
+    ASSERT_LE(waiting.back().prompt.size(), 32u);
+    s.submit(waiting.back());
+  }
+  for (const SequenceRequest& r : waiting) EXPECT_EQ(prompt_tokens_of_one_step(), r.prompt.size());
+  // Every request still finishes, and the pool empties.
+  while (s.step(nullptr)) {
+  }
+  EXPECT_EQ(s.cache().used_blocks(), 0);
+  EXPECT_EQ(s.counters().generated_tokens.load(), 20u + 20u + 3 * 4u);
+}
+
 TEST_F(TinyServe, APromptPrefixIsTakenFromTheCacheWithTheSameTokens) {
   // 40 and more tokens: two full blocks of 16 to share, prefilled in chunks of 8.
   const std::string system = "a b c d e f g h i j k l m n o p q r s t ";
