@@ -20,9 +20,12 @@
 namespace yirage::llm {
 namespace {
 
-// Rows per launch. A block of n rows runs as the largest buckets that fit, so a 128-token prompt
-// is two launches of 64 and a decode step one launch of 1; every bucket is one optimized graph.
-constexpr std::array<int, 3> kRowBuckets = {64, 16, 1};
+// Rows per launch. A block of n rows runs as the largest buckets that fit: a 128-token prompt is
+// two launches of 64, a decode step one launch of 1, and a batched step of 15 rows three of 4 and
+// three of 1. Every launch reads all of the block's weights, so the bucket of 4 keeps a partial
+// batch from running row by row (15 launches of 1 there before). Every bucket is one optimized
+// graph.
+constexpr std::array<int, 4> kRowBuckets = {64, 16, 4, 1};
 
 std::optional<ir::QuantFormat> format_of(GgmlType type) {
   if (type == GgmlType::Q4_1) return ir::QuantFormat::q4_1;

@@ -142,8 +142,8 @@ TEST_F(DeviceBackend, WeightsAreWrittenOnceEachStepCopiesOnlyActivationsAndTheLo
                          .search_seconds = 0.2,
                          .progress = [&](const std::string& line) { progress.push_back(line); }});
   EXPECT_EQ(model.hot_path(), "fused kernel graphs on the copying backend, attention on the host");
-  // Seven graphs optimized, then the copy of the weights, reported as it goes.
-  ASSERT_EQ(progress.size(), 7u + 2u);
+  // Nine graphs optimized, then the copy of the weights, reported as it goes.
+  ASSERT_EQ(progress.size(), 9u + 2u);
   EXPECT_THAT(progress.back(), HasSubstr("weights to the copying backend: 2/2 layers"));
 
   // Loading optimized the graphs (whose checks write inputs too) and then placed the weights: the

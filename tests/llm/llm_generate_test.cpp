@@ -255,11 +255,11 @@ TEST_F(TinyFile, CliShowsOptimizationProgressOnce) {
   };
   CliRun first = run_with(" --verbose");
   EXPECT_EQ(first.status, 0) << first.output;
-  EXPECT_THAT(first.output, HasSubstr("optimizing [1/7] rmsnorm+qkv, 64 rows:"));
+  EXPECT_THAT(first.output, HasSubstr("optimizing [1/9] rmsnorm+qkv, 64 rows:"));
   EXPECT_THAT(first.output, HasSubstr("optimized in"));
   EXPECT_THAT(first.output, HasSubstr("compiled"));  // a tuning line, shown by --verbose
   CliRun second = run_with("");
-  EXPECT_THAT(second.output, HasSubstr("optimizing [7/7] final norm + lm head:"));
+  EXPECT_THAT(second.output, HasSubstr("optimizing [9/9] final norm + lm head:"));
   EXPECT_THAT(second.output, HasSubstr("cached"));
   EXPECT_THAT(second.output, Not(HasSubstr("optimized in")));
   CliRun hand = run_with(" --hand-written");

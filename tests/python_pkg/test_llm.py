@@ -75,7 +75,7 @@ def test_fused_blocks_report_progress_and_can_be_turned_off(model_path):
     fused = yr.LLM(model_path, threads=2, progress=lines.append)
     assert fused.hot_path == "fused kernel graphs on the cpu backend"
     # One line per block graph: optimized the first time in this session's cache, then cached.
-    assert len(lines) == 7 and lines[0].startswith("[1/7] rmsnorm+qkv, 64 rows:")
+    assert len(lines) == 9 and lines[0].startswith("[1/9] rmsnorm+qkv, 64 rows:")
     assert "Paris" in fused.generate("The capital of France is", max_tokens=8)
     hand = yr.LLM(model_path, threads=2, fused_blocks=False)
     assert hand.hot_path == "hand-written kernels (fused blocks turned off)"
@@ -87,7 +87,7 @@ def test_a_progress_callback_that_raises_stops_the_load(model_path):
     def boom(line):
         raise RuntimeError("stop: " + line)
 
-    with pytest.raises(RuntimeError, match=r"stop: \[1/7\]"):
+    with pytest.raises(RuntimeError, match=r"stop: \[1/9\]"):
         yr.LLM(model_path, threads=2, progress=boom)
 
 

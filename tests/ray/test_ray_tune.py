@@ -102,7 +102,7 @@ def test_a_config_cache_is_refused(local_ray):
 
 
 @pytest.mark.skipif(os.environ.get("YIRAGE_RAY_SLOW") != "1",
-                    reason="tunes the model's 7 block graphs (about a minute on two cores); "
+                    reason="tunes the model's 9 block graphs (about a minute on two cores); "
                            "YIRAGE_RAY_SLOW=1 runs it")
 def test_the_models_block_graphs_tuned_on_ray_are_cache_hits_of_its_next_load(
         local_ray, model_path, tmp_path, monkeypatch):
