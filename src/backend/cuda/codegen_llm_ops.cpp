@@ -25,7 +25,18 @@ namespace yirage::backend::cuda::detail {
 namespace {
 
 constexpr int kWarps = 8;
-constexpr int kRowsPerWarp = 4;  // weight rows (outputs) a warp streams one after another
+constexpr int kMaxRowsPerWarp = 4;  // weight rows (outputs) a warp streams one after another
+
+// Rows a warp streams: as many as keep two thread blocks a multiprocessor. Why: at 4 a warp,
+// SmolLM2's 576-row projections ran as 18 thread blocks on the H100's 132 multiprocessors, each
+// warp's rows one after another, 10-24 µs a kernel (ncu), where the weights take 1 µs to stream.
+// Several rows a warp pay off only where the grid has blocks to spare (an 8B model's 4096+ rows).
+int rows_per_warp(int64_t n, const CodegenOptions& options) {
+  const int64_t enough = 2 * std::max<int64_t>(options.multiprocessors, 1);
+  int per = kMaxRowsPerWarp;
+  while (per > 1 && (n + kWarps * per - 1) / (kWarps * per) < enough) per /= 2;
+  return per;
+}
 constexpr int64_t kMaxRows = 8;  // rows of x one thread block quantizes and multiplies
 
 // Scalar helpers by inline PTX, as the prelude's are: NVRTC then needs no CUDA header.
@@ -82,10 +93,14 @@ BlockFormat block_format(ir::QuantFormat format) {
               "dw * xd[r * KB + b] * float(sumi)"};
     case ir::QuantFormat::q4_1:
       return {20,
-              "const float dw = yr_f16_bits_to_f(blk[0]), mw = yr_f16_bits_to_f(blk[1]);\n"
+              // 20-byte blocks in rows of whole blocks from a 256-byte aligned slot: 4-byte
+              // words, five loads where 2-byte ones took ten.
+              "const unsigned* b32 = (const unsigned*)blk;\n"
+              "      const unsigned scales = b32[0];\n"
+              "      const float dw = yr_f16_bits_to_f((unsigned short)(scales & 0xffffu)), mw = "
+              "yr_f16_bits_to_f((unsigned short)(scales >> 16));\n"
               "      unsigned w[4];\n"
-              "      for (int i = 0; i < 4; ++i) w[i] = blk[2 + 2 * i] | ((unsigned)blk[3 + 2 * i] "
-              "<< 16);\n",
+              "      for (int i = 0; i < 4; ++i) w[i] = b32[1 + i];\n",
               "for (int i = 0; i < 4; ++i) {\n"
               "            sumi = yr_dp4a(int(w[i] & 0x0f0f0f0fu), xr[i], sumi);\n"
               "            sumi = yr_dp4a(int((w[i] >> 4) & 0x0f0f0f0fu), xr[4 + i], sumi);\n"
@@ -156,7 +171,8 @@ KernelLaunch quant_matmul_kernel(const ir::KernelGraph& graph, const ir::Node& n
   kl.args = {in[0], in[1], out[0]};
   kl.threads = kWarps * 32;
   kl.shared_bytes = shared_for(rows);
-  const int64_t rows_per_block = kWarps * kRowsPerWarp;
+  const int per_warp = rows_per_warp(n, options);
+  const int64_t rows_per_block = kWarps * per_warp;
   kl.grid = {unsigned((n + rows_per_block - 1) / rows_per_block), unsigned((m + rows - 1) / rows),
              1};
   if ((n + rows_per_block - 1) / rows_per_block > 0x7fffffff || (m + rows - 1) / rows > 65535)
@@ -210,7 +226,7 @@ KernelLaunch quant_matmul_kernel(const ir::KernelGraph& graph, const ir::Node& n
 )",
       fmt::arg("m", m), fmt::arg("n", n), fmt::arg("k", k), fmt::arg("row_bytes", row_bytes),
       fmt::arg("blocks", blocks), fmt::arg("rows", rows), fmt::arg("warps", kWarps),
-      fmt::arg("per_warp", kRowsPerWarp), fmt::arg("block_sum", block_sum_expr(op.format)),
+      fmt::arg("per_warp", per_warp), fmt::arg("block_sum", block_sum_expr(op.format)),
       fmt::arg("block_bytes", f.bytes), fmt::arg("unpack", f.unpack), fmt::arg("dot", f.dot),
       fmt::arg("term", f.term));
   kl.source = prelude() + kQuantHelpers +
