@@ -218,8 +218,16 @@ def hf_decode(args, hf_dir, compiled):
         return {}, f"transformers is not installed ({e})"
     model = AutoModelForCausalLM.from_pretrained(hf_dir, torch_dtype=torch.bfloat16).cuda().eval()
     if compiled:
+        # generate() compiles the forward itself when its cache is static (compile_config; mode
+        # "reduce-overhead" captures CUDA graphs). A forward wrapped by hand instead failed on an
+        # H100 (transformers 5): its CUDA graphs overwrote outputs that generate() still read.
+        try:
+            from transformers import CompileConfig
+        except ImportError as e:
+            return {}, f"this transformers has no CompileConfig ({e})"
         model.generation_config.cache_implementation = "static"
-        model.forward = torch.compile(model.forward, mode="reduce-overhead", fullgraph=True)
+        model.generation_config.compile_config = CompileConfig(fullgraph=True,
+                                                               mode="reduce-overhead")
     prompt = torch.randint(0, 256, (1, 32), device="cuda")
 
     def generate(ids, n):
