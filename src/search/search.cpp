@@ -320,6 +320,7 @@ SearchResult superoptimize(const ir::KernelGraph& graph, const backend::DeviceDe
     space.rates.parallel_units = space.parallel_units;  // the waves the grid runs in
   }
   SearchResult result;
+  result.rates = space.rates;
   Budget budget;
   budget.deadline =
       start + std::chrono::duration_cast<Clock::duration>(

@@ -155,6 +155,7 @@ struct SearchResult {
   // groups with no verified block graph, an exhausted budget, a cancellation. Empty when nothing to
   // report.
   std::vector<std::string> notes;
+  cost::Device rates;  // what the candidates were ranked by (capabilities or a calibration)
 };
 
 // Throws yirage::Error when the device description has no usable capabilities["search"] or the

@@ -29,6 +29,7 @@ struct OptimizeOptions {
   std::string checkpoint;
   std::string out;
   bool json = false;
+  bool verbose = false;
   bool no_tune = false;  // search only, even on a backend that can run (cmd_cache.cpp tunes)
   bool force = false;
   std::string cache;
@@ -160,7 +161,8 @@ void optimize(const OptimizeOptions& o) {
                     .search = options,
                     .profile_seed = o.seed,
                     .force = o.force,
-                    .json = o.json});
+                    .json = o.json,
+                    .verbose = o.verbose});
     return;
   }
   struct sigaction action = {}, previous = {};
@@ -179,16 +181,13 @@ void optimize(const OptimizeOptions& o) {
     if (!out) fail("optimize: cannot write {}", o.out);
   }
   if (o.json) {
-    nlohmann::json ranked = nlohmann::json::array();
-    for (const search::Candidate& c : r.ranked)
-      ranked.push_back({{"kernels", c.kernels},
-                        {"estimated_seconds", c.estimated_seconds},
-                        {"mugraph", ir::to_json(c.mugraph)}});
     nlohmann::json j = {
         {"verified", verified},
         {"kernels", best.kernels},
         {"input_kernels", search::count_kernels(graph)},
         {"estimated_seconds", best.estimated_seconds},
+        {"predicted", cost::to_json(best.predicted)},
+        {"cost_rates", cost::to_json(r.rates)},
         {"search_seconds", r.stats.seconds},
         {"states", r.stats.states},
         {"pruned", r.stats.pruned},
@@ -208,7 +207,7 @@ void optimize(const OptimizeOptions& o) {
         {"backend_available", info.availability.available},
         {"device", info.device.name},
         {"notes", r.notes},
-        {"ranked", ranked},
+        {"ranked", ranked_json(r, true)},
         {"mugraph", ir::to_json(best.mugraph)},
     };
     if (r.stats.pruner == search::Pruner::z3) {
@@ -242,6 +241,7 @@ void optimize(const OptimizeOptions& o) {
   for (const std::string& n : r.notes) fmt::print("note: {}\n", n);
   fmt::print("best: {} kernel{}, estimated {:.3g} s\n", best.kernels, best.kernels == 1 ? "" : "s",
              best.estimated_seconds);
+  if (o.verbose) print_predictions(r);
   fmt::print("proof: {}\n", best.proof.summary());
   fmt::print("false-accept bound: {:.3g}\n", best.proof.false_accept_bound);
   fmt::print("{}\n", r.float_check.summary);
@@ -251,6 +251,33 @@ void optimize(const OptimizeOptions& o) {
 }
 
 }  // namespace
+
+nlohmann::json ranked_json(const search::SearchResult& result, bool with_mugraphs) {
+  nlohmann::json ranked = nlohmann::json::array();
+  for (size_t i = 0; i < result.ranked.size(); ++i) {
+    const search::Candidate& c = result.ranked[i];
+    nlohmann::json j = {{"rank", i},
+                        {"kernels", c.kernels},
+                        {"estimated_seconds", c.estimated_seconds},
+                        {"predicted", cost::to_json(c.predicted)}};
+    if (with_mugraphs) j["mugraph"] = ir::to_json(c.mugraph);
+    ranked.push_back(std::move(j));
+  }
+  return ranked;
+}
+
+void print_predictions(const search::SearchResult& result) {
+  fmt::print("predicted phases (cost model, {} rates), seconds:\n", result.rates.source);
+  fmt::print("  {:>4} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}\n", "rank", "kernels",
+             "launch", "ramp_up", "steady", "ramp_down", "collective", "overlap", "total");
+  for (size_t i = 0; i < result.ranked.size(); ++i) {
+    const cost::Phases& p = result.ranked[i].predicted;
+    fmt::print(
+        "  {:>4} {:>7} {:>10.3g} {:>10.3g} {:>10.3g} {:>10.3g} {:>10.3g} {:>10.3g} {:>10.3g}\n", i,
+        result.ranked[i].kernels, p.launch, p.ramp_up, p.steady, p.ramp_down, p.collective,
+        p.overlap, p.total());
+  }
+}
 
 void add_optimize_command(CLI::App& app) {
   CLI::App* command =
@@ -283,7 +310,12 @@ void add_optimize_command(CLI::App& app) {
   command->add_option("--checkpoint", options->checkpoint,
                       "Checkpoint file; resumes from it when it exists");
   command->add_option("--out", options->out, "Write the best µGraph as a kernel graph JSON file");
-  command->add_flag("--json", options->json, "Print one JSON object instead of text");
+  command->add_flag("--json", options->json,
+                    "Print one JSON object instead of text (with each search candidate's "
+                    "predicted phases)");
+  command->add_flag("--verbose", options->verbose,
+                    "Print each search candidate's predicted phases (launch, ramp-up, steady "
+                    "state, ramp-down, collective)");
   command->add_flag("--no-tune", options->no_tune,
                     "Search only: do not compile, profile or cache on a backend that can run");
   command->add_flag("--force", options->force, "Search and profile again despite a cache hit");

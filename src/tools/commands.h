@@ -30,8 +30,16 @@ struct TunedOptimizeOptions {
   uint64_t profile_seed = 0;     // the profiler's and the float check's inputs
   bool force = false;            // search and profile even on a cache hit
   bool json = false;
+  bool verbose = false;  // print each search candidate's predicted phases
 };
 void tuned_optimize(const TunedOptimizeOptions& options);
+
+// The search's ranked candidates with their predicted phases (cost/cost_model.h), for --json:
+// [{"rank", "kernels", "estimated_seconds", "predicted": {"launch", "ramp_up", "steady",
+// "ramp_down", "collective", "overlap", "kernels", "total"}}, ...] (cmd_optimize.cpp).
+nlohmann::json ranked_json(const search::SearchResult& result, bool with_mugraphs);
+// For --verbose: the rates the model ranked by, then one line per candidate with its phases.
+void print_predictions(const search::SearchResult& result);
 
 // The winner the tuning cache holds for `graph` on `backend`'s device, if any; none for a backend
 // not worth tuning (DeviceDescription::tunable), whose cache is never opened (cmd_cache.cpp).

@@ -75,6 +75,19 @@ TEST_F(OptimizeCli, JsonReportAndOutFileThatRuns) {
   EXPECT_EQ(j["kernels"].get<int>(), 1);
   EXPECT_LE(j["false_accept_bound"].get<double>(), 1e-9);
   EXPECT_GT(j["states"].get<uint64_t>(), 0u);
+  // Every ranked candidate carries the cost model's phases, which add up to its estimate.
+  ASSERT_FALSE(j["ranked"].empty());
+  for (const nlohmann::json& c : j["ranked"]) {
+    const nlohmann::json& p = c.at("predicted");
+    for (const char* phase : {"launch", "ramp_up", "steady", "ramp_down", "collective"})
+      EXPECT_GE(p.at(phase).get<double>(), 0) << phase;
+    EXPECT_DOUBLE_EQ(p["total"].get<double>(), c["estimated_seconds"].get<double>());
+    EXPECT_NEAR(p["launch"].get<double>() + p["ramp_up"].get<double>() + p["steady"].get<double>() +
+                    p["ramp_down"].get<double>() + p["collective"].get<double>() -
+                    p["overlap"].get<double>(),
+                p["total"].get<double>(), 1e-12);
+  }
+  EXPECT_EQ(j["cost_rates"]["source"], "capabilities");
   // The written µGraph is a kernel graph `yirage run` accepts.
   const CliResult run = yirage(fmt::format("run '{}' --backend reference --seed 2", out));
   EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
@@ -88,6 +101,16 @@ TEST_F(OptimizeCli, TextReportSaysWhatItExplored) {
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   for (const char* text : {"explored:", "pruned", "verified", "false-accept bound:", "float check",
                            "µGraph:", "fused"})
+    EXPECT_NE(r.out.find(text), std::string::npos) << text << "\n" << r.out;
+}
+
+TEST_F(OptimizeCli, VerboseReportShowsPredictedPhases) {
+  const std::string graph = write_graph("rmsnorm_linear");
+  const CliResult r =
+      yirage(fmt::format("optimize '{}' --no-tune --backend cpu --budget 60 --verbose", graph));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  for (const char* text : {"predicted phases (cost model, capabilities rates)", "ramp_up", "steady",
+                           "ramp_down", "collective"})
     EXPECT_NE(r.out.find(text), std::string::npos) << text << "\n" << r.out;
 }
 
