@@ -13,6 +13,7 @@
 #include "search/search.h"
 #include "support/error.h"
 #include "tools/commands.h"
+#include "tune/tune.h"
 
 namespace yirage::tools {
 namespace {
@@ -164,6 +165,14 @@ void optimize(const OptimizeOptions& o) {
                     .json = o.json,
                     .verbose = o.verbose});
     return;
+  }
+  // The device's calibration, where the cache holds one, else the capabilities' rough rates.
+  if (info.device.tunable) {
+    try {
+      options.rates = tune::calibrated_rates(backend::find_backend(info.name), o.cache);
+    } catch (const std::exception&) {
+      // An unreadable cache ranks by the rough rates.
+    }
   }
   struct sigaction action = {}, previous = {};
   action.sa_handler = on_interrupt;

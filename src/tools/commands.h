@@ -16,11 +16,16 @@ void add_graph_command(CLI::App& app);
 void add_run_command(CLI::App& app);
 void add_suite_command(CLI::App& app);
 void add_optimize_command(CLI::App& app);
-void add_generate_command(CLI::App& app);  // the LLM engine (cmd_generate.cpp)
-void add_chat_command(CLI::App& app);      // cmd_chat.cpp
-void add_serve_command(CLI::App& app);     // the OpenAI-compatible server (cmd_serve.cpp)
-void add_cache_command(CLI::App& app);     // the tuning cache (cmd_cache.cpp)
-void add_verify_command(CLI::App& app);    // a user's µGraph against a graph (cmd_verify.cpp)
+void add_generate_command(CLI::App& app);   // the LLM engine (cmd_generate.cpp)
+void add_chat_command(CLI::App& app);       // cmd_chat.cpp
+void add_serve_command(CLI::App& app);      // the OpenAI-compatible server (cmd_serve.cpp)
+void add_cache_command(CLI::App& app);      // the tuning cache (cmd_cache.cpp)
+void add_verify_command(CLI::App& app);     // a user's µGraph against a graph (cmd_verify.cpp)
+void add_calibrate_command(CLI::App& app);  // the cost model's rates per device (cmd_calibrate.cpp)
+
+// Whether the tuning cache at its default path holds a calibration of `backend`'s device, and
+// when it was made; never creates the cache (cmd_backends.cpp).
+std::optional<std::string> calibrated_on(const backend::Backend& backend);
 
 // The profiled `yirage optimize` (cmd_cache.cpp): tune::optimize on a backend that can run,
 // which searches, compiles, profiles and caches, or answers from the cache.

@@ -332,7 +332,16 @@ OptimizeResult optimize(const ir::KernelGraph& graph, backend::Backend& backend,
   if (options.candidates) {
     candidates = options.candidates(graph, device);
   } else {
-    result.search = search::superoptimize(graph, device, options.search);
+    search::SearchOptions search_options = options.search;
+    if (!search_options.rates) {
+      if (std::optional<Calibration> c =
+              cache.lookup_calibration(backend.name(), device.fingerprint)) {
+        search_options.rates = c->rates;
+        log(fmt::format("ranking by the calibration of {} made {}", device.fingerprint,
+                        c->created));
+      }
+    }
+    result.search = search::superoptimize(graph, device, search_options);
     candidates = candidates_of(*result.search);
     // Where a slow tuning spends its time, so that the next one knows what to bound.
     const search::SearchStats& st = result.search->stats;

@@ -216,3 +216,59 @@ TEST(Collectives, TensorParallelMatmul) {
 
 }  // namespace
 }  // namespace yirage::cost
+
+namespace yirage::cost {
+namespace {
+
+// The row sums of exp(x), x f32[64, 1024], two ways. Memory-heavy: two kernel-level ops across
+// the whole device, the 256 KiB of exp(x) written out and read back. Compute-starved: one fused
+// kernel of a single block (one parallel unit) that loops over the columns, reading x once.
+struct TwoWays {
+  ir::KernelGraph unfused, fused;
+};
+TwoWays exp_row_sums() {
+  TwoWays w;
+  const ir::TensorRef x = w.unfused.input("x", {64, 1024}, ir::DType::f32);
+  w.unfused.mark_output(w.unfused.reduce(ir::ReduceFn::sum, w.unfused.exp(x), 1), "out");
+  ir::BlockGraph b({{1, 1, 1}}, 8, {{ir::DType::f32, {64, 1024}}});
+  const int32_t it = b.iterator(0, {kReplicate, kReplicate, kReplicate}, 1);
+  const int32_t e = b.add(ir::UnaryOp{ir::UnaryFn::exp}, {it});
+  const int32_t s = b.add(ir::ReduceOp{ir::ReduceFn::sum, 1, true}, {e});
+  b.save(b.accumulate(AccumFn::sum, s), {kReplicate, kReplicate, kReplicate});
+  w.fused = ir::testing::single_fused_graph(std::move(b), "fused");
+  return w;
+}
+
+// What `yirage calibrate` stores, as the search reads it back (device_from_json).
+Device calibrated(double bytes_per_second) {
+  return device_from_json({{"parallel_units", 16},
+                           {"dram_bytes_per_second", bytes_per_second},
+                           {"levels", nlohmann::json::array()},
+                           {"flops_per_second", 16e9},
+                           {"flops_per_second_by_dtype", nlohmann::json::object()},
+                           {"launch_seconds", 1e-6},
+                           {"source", "calibration"}});
+}
+
+TEST(CostModel, CalibratedBandwidthMovesTheRankingTheExpectedWay) {
+  const TwoWays w = exp_row_sums();
+  // At 100 GB/s the unfused graph's 768 KiB cost ~8 µs, and its 2·64 Ki flops spread over 16
+  // units ~8 µs more; the fused kernel's 128 Ki flops on one unit (1 GFLOP/s) take ~131 µs.
+  const Device fast = calibrated(1e11);
+  EXPECT_EQ(fast.source, "calibration");
+  EXPECT_LT(mugraph_phases(w.unfused, fast).total(), mugraph_phases(w.fused, fast).total());
+  // At 1 GB/s the memory-heavy one pays ~786 µs for its bytes; the fused kernel reads 256 KiB
+  // once (~262 µs) and overlaps its compute with the loads: it now ranks first.
+  const Device slow = calibrated(1e9);
+  EXPECT_GT(mugraph_phases(w.unfused, slow).total(), mugraph_phases(w.fused, slow).total());
+  // Both got slower, the memory-heavy one by more.
+  const double unfused_ratio =
+      mugraph_phases(w.unfused, slow).total() / mugraph_phases(w.unfused, fast).total();
+  const double fused_ratio =
+      mugraph_phases(w.fused, slow).total() / mugraph_phases(w.fused, fast).total();
+  EXPECT_GT(unfused_ratio, fused_ratio);
+  EXPECT_GT(fused_ratio, 1);
+}
+
+}  // namespace
+}  // namespace yirage::cost

@@ -163,6 +163,40 @@ TEST_F(OptimizeCli, RunOnTheReferenceBackendLeavesTheTuningCacheAlone) {
   EXPECT_EQ(r.out.find("cached"), std::string::npos) << r.out;
 }
 
+// `yirage calibrate` stores the device's rates in the tuning cache; `yirage backends` then says
+// the device is calibrated, and the search ranks by those rates.
+TEST_F(OptimizeCli, CalibrateIsStoredReportedAndRankedBy) {
+  const std::string env = fmt::format("YIRAGE_CACHE_DIR='{}'", dir_.string());
+  const std::string graph = write_graph("rmsnorm_linear");
+  const CliResult before =
+      yirage(fmt::format("optimize '{}' --no-tune --backend cpu --json", graph), env);
+  ASSERT_EQ(before.exit_code, 0) << before.err;
+  EXPECT_EQ(nlohmann::json::parse(before.out)["cost_rates"]["source"], "capabilities");
+  EXPECT_FALSE(fs::exists(dir_ / "tuning.sqlite"));  // asking did not create the cache
+
+  const CliResult c = yirage("calibrate --backend cpu --quick --json", env);
+  ASSERT_EQ(c.exit_code, 0) << c.out << c.err;
+  const nlohmann::json j = nlohmann::json::parse(c.out);
+  EXPECT_EQ(j["rates"]["source"], "calibration");
+  EXPECT_GT(j["rates"]["dram_bytes_per_second"].get<double>(), 0);
+  EXPECT_NE(c.err.find("launch overhead"), std::string::npos) << c.err;  // progress
+  EXPECT_NE(c.err.find("bandwidth dram"), std::string::npos) << c.err;
+
+  const CliResult backends = yirage("backends --json", env);
+  ASSERT_EQ(backends.exit_code, 0) << backends.err;
+  for (const nlohmann::json& b : nlohmann::json::parse(backends.out))
+    EXPECT_EQ(b["calibrated"].is_null(), b["name"] != "cpu") << b["name"];
+  const CliResult table = yirage("backends", env);
+  EXPECT_NE(table.out.find("calibrated: yes"), std::string::npos) << table.out;
+
+  const CliResult after =
+      yirage(fmt::format("optimize '{}' --no-tune --backend cpu --json", graph), env);
+  ASSERT_EQ(after.exit_code, 0) << after.err;
+  EXPECT_EQ(nlohmann::json::parse(after.out)["cost_rates"]["source"], "calibration");
+  const CliResult cleared = yirage("calibrate --backend cpu --clear", env);
+  EXPECT_NE(cleared.out.find("removed"), std::string::npos) << cleared.out;
+}
+
 TEST_F(OptimizeCli, UnknownBackendIsAOneLineError) {
   const std::string graph = write_graph("lora");
   const CliResult r = yirage(fmt::format("optimize '{}' --backend nosuch", graph));
