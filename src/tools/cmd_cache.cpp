@@ -102,6 +102,8 @@ void tuned_optimize(const TunedOptimizeOptions& o) {
   options.read_cache = !o.force;
   options.search = o.search;
   options.profile.seed = o.profile_seed;
+  if (o.top_k) options.max_candidates = *o.top_k;
+  options.profile_all = o.profile_all;
   std::vector<std::string> lines;
   options.log = [&](const std::string& line) {
     if (o.json)

@@ -31,6 +31,8 @@ struct OptimizeOptions {
   std::string out;
   bool json = false;
   bool verbose = false;
+  int top_k = tune::OptimizeOptions{}.max_candidates;
+  bool profile_all = false;
   bool no_tune = false;  // search only, even on a backend that can run (cmd_cache.cpp tunes)
   bool force = false;
   std::string cache;
@@ -163,7 +165,9 @@ void optimize(const OptimizeOptions& o) {
                     .profile_seed = o.seed,
                     .force = o.force,
                     .json = o.json,
-                    .verbose = o.verbose});
+                    .verbose = o.verbose,
+                    .top_k = o.top_k,
+                    .profile_all = o.profile_all});
     return;
   }
   // The device's calibration, where the cache holds one, else the capabilities' rough rates.
@@ -328,6 +332,14 @@ void add_optimize_command(CLI::App& app) {
   command->add_flag("--no-tune", options->no_tune,
                     "Search only: do not compile, profile or cache on a backend that can run");
   command->add_flag("--force", options->force, "Search and profile again despite a cache hit");
+  command
+      ->add_option("--top-k", options->top_k,
+                   "Compile and profile the cost model's best K search candidates (with the "
+                   "unfused graph and library variants)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  command->add_flag("--profile-all", options->profile_all,
+                    "Compile and profile every search candidate, not only the top K");
   command->add_option("--cache", options->cache,
                       "Tuning database (default $YIRAGE_CACHE_DIR/tuning.sqlite, else the XDG "
                       "cache dir)");

@@ -35,7 +35,9 @@ struct TunedOptimizeOptions {
   uint64_t profile_seed = 0;     // the profiler's and the float check's inputs
   bool force = false;            // search and profile even on a cache hit
   bool json = false;
-  bool verbose = false;  // print each search candidate's predicted phases
+  bool verbose = false;      // print each search candidate's predicted phases
+  std::optional<int> top_k;  // search candidates profiled; unset: tune::OptimizeOptions's default
+  bool profile_all = false;  // profile every search candidate
 };
 void tuned_optimize(const TunedOptimizeOptions& options);
 

@@ -98,6 +98,7 @@ struct CandidateRecord {
   std::string label;  // "unfused", "search #2 (1 kernel)", ...
   // "ok", "unproved" (not proved equivalent to the graph: never compiled), "compile_error",
   // "mismatch", "non_finite" (inf or NaN where the unfused graph is finite), "run_error",
+  // "not_profiled" (ranked below the top-k by the cost model: OptimizeOptions::max_candidates),
   // "crashed" (its worker died of a signal: the message names it), "timed_out" (its worker ran
   // past the limit and was killed), "slower_than_budget"
   std::string status;
@@ -236,8 +237,12 @@ struct OptimizeOptions {
     s.budget_seconds = 30;
     return s;
   }();
-  // The best-ranked ones are compiled and profiled, each with its library variant, if any.
-  int max_candidates = 6;
+  // Top-k tuning: the cost model's best-ranked `max_candidates` search candidates are compiled and
+  // profiled, with the unfused graph (always) and each one's library variant, if any; the rest
+  // of the ranking is recorded as "not_profiled". The search ranks at most 5 (the input graph
+  // among them), so profile_all = true, or a large max_candidates, measures every one.
+  int max_candidates = 2;
+  bool profile_all = false;
   // Whether each candidate also runs with its matmuls as library calls where the backend offers
   // them; false measures generated kernels only.
   bool library_variants = true;

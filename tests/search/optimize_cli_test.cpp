@@ -197,6 +197,20 @@ TEST_F(OptimizeCli, CalibrateIsStoredReportedAndRankedBy) {
   EXPECT_NE(cleared.out.find("removed"), std::string::npos) << cleared.out;
 }
 
+// Top-k tuning is the default; --profile-all compiles and profiles every search candidate.
+TEST_F(OptimizeCli, ProfileAllLeavesNoCandidateUnprofiled) {
+  const std::string graph = write_graph("gated_mlp");
+  const CliResult r = yirage(
+      fmt::format("optimize '{}' --backend cpu --budget 20 --profile-all --json --cache '{}'",
+                  graph, path("tuning.sqlite")));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  for (const nlohmann::json& c : j["candidates"]) EXPECT_NE(c["status"], "not_profiled") << c;
+  EXPECT_FALSE(j["ranked"].empty());
+  const CliResult bad = yirage(fmt::format("optimize '{}' --backend cpu --top-k 0", graph));
+  EXPECT_NE(bad.exit_code, 0);
+}
+
 TEST_F(OptimizeCli, UnknownBackendIsAOneLineError) {
   const std::string graph = write_graph("lora");
   const CliResult r = yirage(fmt::format("optimize '{}' --backend nosuch", graph));
