@@ -158,7 +158,7 @@ void tuned_optimize(const TunedOptimizeOptions& o) {
         {"false_accept_bound", r.proof.false_accept_bound},
         {"search_seconds", r.search_seconds},
         {"notes", r.search ? r.search->notes : std::vector<std::string>{}},
-        {"ranked", r.search ? ranked_json(*r.search, false) : nlohmann::json::array()},
+        {"ranked", r.search ? ranked_json(*r.search, graph, false) : nlohmann::json::array()},
         {"mugraph", ir::to_json(r.chosen)}};
     if (o.backend == "auto") j["backends"] = backends;
     fmt::print("{}\n", j.dump());

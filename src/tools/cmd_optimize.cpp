@@ -220,7 +220,7 @@ void optimize(const OptimizeOptions& o) {
         {"backend_available", info.availability.available},
         {"device", info.device.name},
         {"notes", r.notes},
-        {"ranked", ranked_json(r, true)},
+        {"ranked", ranked_json(r, graph, true)},
         {"mugraph", ir::to_json(best.mugraph)},
     };
     if (r.stats.pruner == search::Pruner::z3) {
@@ -265,12 +265,16 @@ void optimize(const OptimizeOptions& o) {
 
 }  // namespace
 
-nlohmann::json ranked_json(const search::SearchResult& result, bool with_mugraphs) {
+nlohmann::json ranked_json(const search::SearchResult& result, const ir::KernelGraph& graph,
+                           bool with_mugraphs) {
+  const uint64_t input_hash = ir::structural_hash(graph);
   nlohmann::json ranked = nlohmann::json::array();
   for (size_t i = 0; i < result.ranked.size(); ++i) {
     const search::Candidate& c = result.ranked[i];
     nlohmann::json j = {{"rank", i},
                         {"kernels", c.kernels},
+                        {"input_graph", ir::structural_hash(c.mugraph) == input_hash &&
+                                            c.mugraph.nodes().size() == graph.nodes().size()},
                         {"estimated_seconds", c.estimated_seconds},
                         {"predicted", cost::to_json(c.predicted)}};
     if (with_mugraphs) j["mugraph"] = ir::to_json(c.mugraph);
