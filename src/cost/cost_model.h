@@ -86,7 +86,7 @@ struct Device {
 
 // From a device description's capabilities["search"] (bytes_per_second, flops_per_second,
 // launch_seconds, parallel_units) and its optional cache sizes (l2_bytes, l3_bytes: levels at
-// twice and four times the DRAM rate, a rough guess until calibrated). Throws yirage::Error
+// four and two times the DRAM rate, a rough guess until calibrated). Throws yirage::Error
 // naming a missing or non-positive key.
 Device device_from_capabilities(const nlohmann::json& capabilities, const std::string& name);
 nlohmann::json to_json(const Device& device);
