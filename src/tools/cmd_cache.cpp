@@ -164,7 +164,7 @@ void tuned_optimize(const TunedOptimizeOptions& o) {
     fmt::print("{}\n", j.dump());
     return;
   }
-  if (o.verbose && r.search) print_predictions(*r.search);
+  if (o.verbose && r.search) print_predictions(*r.search, graph);
   fmt::print("{}: {} ({})\n", r.cache_hit ? "cached winner" : "winner", chosen.label,
              format_seconds(r.entry.chosen_seconds));
   fmt::print("proof: {}\n", r.proof.summary());

@@ -254,7 +254,7 @@ void optimize(const OptimizeOptions& o) {
   for (const std::string& n : r.notes) fmt::print("note: {}\n", n);
   fmt::print("best: {} kernel{}, estimated {:.3g} s\n", best.kernels, best.kernels == 1 ? "" : "s",
              best.estimated_seconds);
-  if (o.verbose) print_predictions(r);
+  if (o.verbose) print_predictions(r, graph);
   fmt::print("proof: {}\n", best.proof.summary());
   fmt::print("false-accept bound: {:.3g}\n", best.proof.false_accept_bound);
   fmt::print("{}\n", r.float_check.summary);
@@ -283,16 +283,17 @@ nlohmann::json ranked_json(const search::SearchResult& result, const ir::KernelG
   return ranked;
 }
 
-void print_predictions(const search::SearchResult& result) {
+void print_predictions(const search::SearchResult& result, const ir::KernelGraph& graph) {
+  const nlohmann::json ranked = ranked_json(result, graph, false);
   fmt::print("predicted phases (cost model, {} rates), seconds:\n", result.rates.source);
   fmt::print("  {:>4} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}\n", "rank", "kernels",
              "launch", "ramp_up", "steady", "ramp_down", "collective", "overlap", "total");
   for (size_t i = 0; i < result.ranked.size(); ++i) {
     const cost::Phases& p = result.ranked[i].predicted;
     fmt::print(
-        "  {:>4} {:>7} {:>10.3g} {:>10.3g} {:>10.3g} {:>10.3g} {:>10.3g} {:>10.3g} {:>10.3g}\n", i,
-        result.ranked[i].kernels, p.launch, p.ramp_up, p.steady, p.ramp_down, p.collective,
-        p.overlap, p.total());
+        "  {:>4} {:>7} {:>10.3g} {:>10.3g} {:>10.3g} {:>10.3g} {:>10.3g} {:>10.3g} {:>10.3g}{}\n",
+        i, result.ranked[i].kernels, p.launch, p.ramp_up, p.steady, p.ramp_down, p.collective,
+        p.overlap, p.total(), ranked[i]["input_graph"].get<bool>() ? "  (the unfused graph)" : "");
   }
 }
 

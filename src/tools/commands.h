@@ -47,8 +47,9 @@ void tuned_optimize(const TunedOptimizeOptions& options);
 // the unfused graph itself, which the tuner labels "unfused" (cmd_optimize.cpp).
 nlohmann::json ranked_json(const search::SearchResult& result, const ir::KernelGraph& graph,
                            bool with_mugraphs);
-// For --verbose: the rates the model ranked by, then one line per candidate with its phases.
-void print_predictions(const search::SearchResult& result);
+// For --verbose: the rates the model ranked by, then one line per candidate with its phases, the
+// unfused graph itself marked as such.
+void print_predictions(const search::SearchResult& result, const ir::KernelGraph& graph);
 
 // The winner the tuning cache holds for `graph` on `backend`'s device, if any; none for a backend
 // not worth tuning (DeviceDescription::tunable), whose cache is never opened (cmd_cache.cpp).
