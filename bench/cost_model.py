@@ -17,6 +17,17 @@ GPU bench leave it) or a GPU suite JSON (bench/results/h100_suite.json).
 
     python3 bench/cost_model.py bench/results/h100_suite.json
     python3 bench/cost_model.py ~/.cache/yirage/tuning.sqlite
+
+--run-cpu tunes the suite's graphs (examples/*.json) on the cpu backend itself, twice each in fresh
+tuning caches: with --profile-all, which measures every candidate the search ranked (the unfused
+graph included, whose prediction `yirage optimize --json` reports under "ranked"), and with the
+default top-k. It reports the same figures over the model's predictions (cost/cost_model.h:
+"predicted" phases, library variants left out: the model does not rank them), plus each graph's
+tuning wall time under top-k against profile-all and the time each chose, and writes a PNG of
+predicted against measured (matplotlib when installed, else a plain log-log scatter).
+
+    python3 bench/cost_model.py --run-cpu --yirage build/release/yirage --budget 20 \
+        --out bench/results/cost_model_cpu
 """
 import argparse
 import json
@@ -24,6 +35,8 @@ import re
 import sqlite3
 import statistics
 import sys
+
+import cost_model_cpu  # bench/cost_model_cpu.py: the --run-cpu mode
 
 ESTIMATE = re.compile(r"estimated ([0-9.eE+-]+) s")
 
@@ -59,8 +72,14 @@ def kendall_tau(xs, ys):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("source", help="a tuning cache (.sqlite) or a GPU suite JSON")
+    p.add_argument("source", nargs="?", help="a tuning cache (.sqlite) or a GPU suite JSON")
+    cost_model_cpu.add_arguments(p)
     a = p.parse_args()
+    if a.run_cpu:
+        cost_model_cpu.run(a, kendall_tau)
+        return
+    if not a.source:
+        p.error("a source, or --run-cpu")
     graphs = (graphs_from_suite_json(a.source) if a.source.endswith(".json")
               else graphs_from_cache(a.source))
     errors, errors_long, taus, hits, judged = [], [], [], 0, 0

@@ -77,12 +77,14 @@ void apply_config(tune::OptimizeOptions& settings, nb::handle config) {
       settings.read_cache = nb::cast<bool>(value);
     } else if (key == "max_candidates") {
       settings.max_candidates = nb::cast<int>(value);
+    } else if (key == "profile_all") {
+      settings.profile_all = nb::cast<bool>(value);
     } else if (key == "profile_seconds") {
       settings.profile.min_seconds = nb::cast<double>(value);
     } else {
       fail(
           "superoptimize: unknown config key '{}' (known: threads, seed, max_states, checkpoint, "
-          "target_bound, cache, read_cache, max_candidates, profile_seconds)",
+          "target_bound, cache, read_cache, max_candidates, profile_all, profile_seconds)",
           key);
     }
   }
@@ -393,7 +395,9 @@ void bind_optimize(nb::module_& m, nb::class_<Graph>& graph_class) {
       "config: None or a dict: threads, seed, max_states, checkpoint (a file the search\n"
       "  resumes from), target_bound (false-accept bound of the proofs), cache (the tuning\n"
       "  cache file; default $YIRAGE_CACHE_DIR/tuning.sqlite or ~/.cache/yirage), read_cache\n"
-      "  (False: search and measure again), max_candidates, profile_seconds.\n"
+      "  (False: search and measure again), max_candidates (the cost model's top-k search\n"
+      "  candidates compiled and profiled besides the unfused graph; default 2), profile_all\n"
+      "  (True: profile every candidate), profile_seconds.\n"
       "budget: seconds the search may take (default: the search's own, 60).\n"
       "verbose: print progress to stderr.\n"
       "The GIL is released while searching and compiling. Ctrl-C stops the search and\n"

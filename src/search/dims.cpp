@@ -23,7 +23,7 @@
 // To keep the block-level enumeration within budget, each loop choice keeps the configurations
 // that a load model ranks best: (bytes loaded by all blocks and iterations) / (bandwidth times
 // the fraction of parallel units busy), plus a per-iteration overhead; the final ranking uses
-// the full cost estimate of cost.cpp. A grid of fewer blocks than parallel units loads at the
+// the full cost model of cost/cost_model.h. A grid of fewer blocks than parallel units loads at the
 // fraction of the bandwidth it keeps busy, so on the H200's 132 multiprocessors 96 blocks rank
 // below 128 or 192 (which is what the H200 measured at 8 iterations: n48_k512 beat n64_k512).
 #include <algorithm>
@@ -414,9 +414,9 @@ std::vector<BlockConfig> block_configs(const ir::KernelGraph& target, const Sear
             double(std::min(c.grid.blocks(), space.parallel_units)) / double(space.parallel_units);
         const double waves =
             double((c.grid.blocks() + space.parallel_units - 1) / space.parallel_units);
-        const double score =
-            double(in_loop) * double(c.grid.blocks() * range) / (space.bytes_per_second * busy) +
-            waves * double(range) * kIterationSeconds;
+        const double score = double(in_loop) * double(c.grid.blocks() * range) /
+                                 (space.rates.dram_bytes_per_second * busy) +
+                             waves * double(range) * kIterationSeconds;
         scored.push_back({score, c.describe(), std::move(c)});
       }
       size_t i = 0;

@@ -153,10 +153,10 @@ ir::KernelGraph split_kernel_graph(const ir::KernelGraph& target, const SplitBod
 // parallel units, costed as both kernels.
 std::vector<BlockCandidate> split_candidates(const BlockCandidate& c, const SearchSpace& space);
 
-// Cost estimates (cost.cpp), in seconds.
-double block_graph_cost(const ir::BlockGraph& body, const SearchSpace& space);
-double kernel_op_cost(const ir::KernelGraph& graph, const ir::Node& node, const SearchSpace& space);
-double mugraph_cost(const ir::KernelGraph& graph, const SearchSpace& space);
+// The cost model's predicted seconds of one fused kernel's body (cost/cost_model.h).
+inline double block_graph_cost(const ir::BlockGraph& body, const SearchSpace& space) {
+  return cost::kernel_phases(body, space.rates).total();
+}
 
 // Kernel-level partitions (partition.cpp): every partition of the op nodes into connected,
 // convex groups, each once; a unary elementwise op that follows a fusable op (an epilogue) sits

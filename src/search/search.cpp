@@ -53,12 +53,6 @@ int64_t positive_int(const nlohmann::json& s, const char* key, const std::string
   return s[key].get<int64_t>();
 }
 
-double positive_number(const nlohmann::json& s, const char* key, const std::string& device) {
-  if (!s.contains(key) || !s[key].is_number() || !(s[key].get<double>() > 0))
-    fail("device '{}': capabilities.search.{} must be a positive number", device, key);
-  return s[key].get<double>();
-}
-
 struct Variant {
   Group group;
   std::vector<BlockConfig> configs;
@@ -304,9 +298,7 @@ SearchSpace search_space(const backend::DeviceDescription& device) {
   space.max_tile_bytes_total = positive_int(s, "max_tile_bytes_total", device.name);
   space.max_grid_blocks = positive_int(s, "max_grid_blocks", device.name);
   space.parallel_units = positive_int(s, "parallel_units", device.name);
-  space.bytes_per_second = positive_number(s, "bytes_per_second", device.name);
-  space.flops_per_second = positive_number(s, "flops_per_second", device.name);
-  space.launch_seconds = positive_number(s, "launch_seconds", device.name);
+  space.rates = cost::device_from_capabilities(device.capabilities, device.name);
   return space;
 }
 
@@ -322,8 +314,13 @@ int count_kernels(const ir::KernelGraph& graph) {
 SearchResult superoptimize(const ir::KernelGraph& graph, const backend::DeviceDescription& device,
                            const SearchOptions& options) {
   const Clock::time_point start = Clock::now();
-  const SearchSpace space = search_space(device);
+  SearchSpace space = search_space(device);
+  if (options.rates) {
+    space.rates = *options.rates;
+    space.rates.parallel_units = space.parallel_units;  // the waves the grid runs in
+  }
   SearchResult result;
+  result.rates = space.rates;
   Budget budget;
   budget.deadline =
       start + std::chrono::duration_cast<Clock::duration>(
@@ -532,7 +529,7 @@ SearchResult superoptimize(const ir::KernelGraph& graph, const backend::DeviceDe
   auto group_cost = [&](uint64_t mask) -> double {
     if (__builtin_popcountll(mask) == 1) {
       const int id = __builtin_ctzll(mask);
-      return kernel_op_cost(searched, searched.node(id), space);
+      return cost::node_phases(searched, searched.node(id), space.rates).total();
     }
     auto it = choices.find(mask);
     if (it == choices.end() || it->second.exhausted()) return INFINITY;
@@ -715,7 +712,8 @@ SearchResult superoptimize(const ir::KernelGraph& graph, const backend::DeviceDe
     Candidate cand;
     cand.proof = std::move(c.proof);
     cand.kernels = count_kernels(c.mugraph);
-    cand.estimated_seconds = mugraph_cost(c.mugraph, space);
+    cand.predicted = cost::mugraph_phases(c.mugraph, space.rates);
+    cand.estimated_seconds = cand.predicted.total();
     cand.mugraph = std::move(c.mugraph);
     result.ranked.push_back(std::move(cand));
   }
@@ -723,7 +721,8 @@ SearchResult superoptimize(const ir::KernelGraph& graph, const backend::DeviceDe
     Candidate input;
     input.mugraph = graph;
     input.kernels = count_kernels(graph);
-    input.estimated_seconds = mugraph_cost(graph, space);
+    input.predicted = cost::mugraph_phases(graph, space.rates);
+    input.estimated_seconds = input.predicted.total();
     input.proof.equivalent = true;
     input.proof.bound_met = true;
     input.proof.per_trial_bound = 0;

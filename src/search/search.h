@@ -12,12 +12,13 @@
 // (abstract_expr.h documents the axioms). Exp-normalize is built in its safe form only: a softmax
 // (or exp(x) / Σexp(x) written out, read as one; exp_normalize.cpp) has its row max subtracted
 // before the exp, and in a loop over its dim becomes an online softmax, a running max with
-// rescaled accumulators (block_search.cpp). Complete candidates are ranked by a
-// documented cost estimate (cost.cpp); the cheapest µGraphs are proved equivalent to the input
-// graph by finite-field fingerprints (verify::check_equivalent), each once, and each is checked in
-// floating point against the reference executor on the input distributions of verify/numerics.h,
-// which drops one that overflows where the input graph does not. The unfused input graph is
-// always a valid candidate, so the result is never empty.
+// rescaled accumulators (block_search.cpp). Complete candidates are ranked by the
+// phase cost model (cost/cost_model.h), at the device's rough rates or calibrated ones; the
+// cheapest µGraphs are proved equivalent to the input graph by finite-field fingerprints
+// (verify::check_equivalent), each once, and each is checked in floating point against the
+// reference executor on the input distributions of verify/numerics.h, which drops one that
+// overflows where the input graph does not. The unfused input graph is always a valid candidate, so
+// the result is never empty.
 //
 // Determinism: the enumeration order is fixed and work items are merged in item order, so a
 // search that finishes within its budgets returns the same ranking for the same seed whatever
@@ -27,10 +28,12 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "backend/backend.h"
+#include "cost/cost_model.h"
 #include "ir/ir.h"
 #include "verify/numerics.h"
 #include "verify/verify.h"
@@ -77,6 +80,9 @@ struct SearchOptions {
   // result holds what was proved before (the unfused input graph at least), each still
   // float-checked, and stats.cancelled is set. Empty = never cancelled.
   std::function<bool()> should_stop;
+  // The rates candidates are ranked by (cost/cost_model.h): a calibration's (tune::Calibration,
+  // `yirage calibrate`) where the caller has one; empty: the device description's rough rates.
+  std::optional<cost::Device> rates;
 };
 
 // The float check of one candidate: it and the input graph run on fresh inputs from each of
@@ -100,9 +106,10 @@ FloatCheck float_check(const ir::KernelGraph& graph, const ir::KernelGraph& cand
                        uint64_t seed, bool parallel);
 
 struct Candidate {
-  ir::KernelGraph mugraph;  // the input graph's inputs and outputs, with fused nodes
-  int kernels = 0;          // count_kernels(mugraph)
-  double estimated_seconds = 0;
+  ir::KernelGraph mugraph;          // the input graph's inputs and outputs, with fused nodes
+  int kernels = 0;                  // count_kernels(mugraph)
+  double estimated_seconds = 0;     // predicted.total()
+  cost::Phases predicted;           // the cost model's phases (cost/cost_model.h)
   verify::EquivalenceResult proof;  // against the input graph
   FloatCheck float_check;           // passed: a candidate that fails it is not returned
 };
@@ -148,6 +155,7 @@ struct SearchResult {
   // groups with no verified block graph, an exhausted budget, a cancellation. Empty when nothing to
   // report.
   std::vector<std::string> notes;
+  cost::Device rates;  // what the candidates were ranked by (capabilities or a calibration)
 };
 
 // Throws yirage::Error when the device description has no usable capabilities["search"] or the
@@ -166,9 +174,7 @@ struct SearchSpace {
   int64_t max_tile_bytes_total = 0;
   int64_t max_grid_blocks = 0;
   int64_t parallel_units = 1;  // SMs or cores: the cost model's waves, and a grid extent's fit
-  double bytes_per_second = 0;
-  double flops_per_second = 0;
-  double launch_seconds = 0;
+  cost::Device rates;          // from the capabilities, or SearchOptions::rates when set
 };
 SearchSpace search_space(const backend::DeviceDescription& device);
 

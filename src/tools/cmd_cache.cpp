@@ -102,6 +102,8 @@ void tuned_optimize(const TunedOptimizeOptions& o) {
   options.read_cache = !o.force;
   options.search = o.search;
   options.profile.seed = o.profile_seed;
+  if (o.top_k) options.max_candidates = *o.top_k;
+  options.profile_all = o.profile_all;
   std::vector<std::string> lines;
   options.log = [&](const std::string& line) {
     if (o.json)
@@ -142,24 +144,27 @@ void tuned_optimize(const TunedOptimizeOptions& o) {
                             {"status", c.status},
                             {"seconds", c.seconds},
                             {"message", c.message}});
-    nlohmann::json j = {{"cache_hit", r.cache_hit},
-                        {"entry", r.entry.key.id()},
-                        {"backend", r.entry.key.backend},
-                        {"fingerprint", r.entry.key.fingerprint},
-                        {"chosen", chosen.label},
-                        {"chosen_seconds", r.entry.chosen_seconds},
-                        {"candidates", candidates},
-                        {"log", lines},
-                        {"verified", proved},
-                        {"proof", r.proof.summary()},
-                        {"false_accept_bound", r.proof.false_accept_bound},
-                        {"search_seconds", r.search_seconds},
-                        {"notes", r.search ? r.search->notes : std::vector<std::string>{}},
-                        {"mugraph", ir::to_json(r.chosen)}};
+    nlohmann::json j = {
+        {"cache_hit", r.cache_hit},
+        {"entry", r.entry.key.id()},
+        {"backend", r.entry.key.backend},
+        {"fingerprint", r.entry.key.fingerprint},
+        {"chosen", chosen.label},
+        {"chosen_seconds", r.entry.chosen_seconds},
+        {"candidates", candidates},
+        {"log", lines},
+        {"verified", proved},
+        {"proof", r.proof.summary()},
+        {"false_accept_bound", r.proof.false_accept_bound},
+        {"search_seconds", r.search_seconds},
+        {"notes", r.search ? r.search->notes : std::vector<std::string>{}},
+        {"ranked", r.search ? ranked_json(*r.search, graph, false) : nlohmann::json::array()},
+        {"mugraph", ir::to_json(r.chosen)}};
     if (o.backend == "auto") j["backends"] = backends;
     fmt::print("{}\n", j.dump());
     return;
   }
+  if (o.verbose && r.search) print_predictions(*r.search, graph);
   fmt::print("{}: {} ({})\n", r.cache_hit ? "cached winner" : "winner", chosen.label,
              format_seconds(r.entry.chosen_seconds));
   fmt::print("proof: {}\n", r.proof.summary());

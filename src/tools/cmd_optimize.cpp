@@ -13,6 +13,7 @@
 #include "search/search.h"
 #include "support/error.h"
 #include "tools/commands.h"
+#include "tune/tune.h"
 
 namespace yirage::tools {
 namespace {
@@ -29,6 +30,9 @@ struct OptimizeOptions {
   std::string checkpoint;
   std::string out;
   bool json = false;
+  bool verbose = false;
+  int top_k = tune::OptimizeOptions{}.max_candidates;
+  bool profile_all = false;
   bool no_tune = false;  // search only, even on a backend that can run (cmd_cache.cpp tunes)
   bool force = false;
   std::string cache;
@@ -160,8 +164,19 @@ void optimize(const OptimizeOptions& o) {
                     .search = options,
                     .profile_seed = o.seed,
                     .force = o.force,
-                    .json = o.json});
+                    .json = o.json,
+                    .verbose = o.verbose,
+                    .top_k = o.top_k,
+                    .profile_all = o.profile_all});
     return;
+  }
+  // The device's calibration, where the cache holds one, else the capabilities' rough rates.
+  if (info.device.tunable) {
+    try {
+      options.rates = tune::calibrated_rates(backend::find_backend(info.name), o.cache);
+    } catch (const std::exception&) {
+      // An unreadable cache ranks by the rough rates.
+    }
   }
   struct sigaction action = {}, previous = {};
   action.sa_handler = on_interrupt;
@@ -179,16 +194,13 @@ void optimize(const OptimizeOptions& o) {
     if (!out) fail("optimize: cannot write {}", o.out);
   }
   if (o.json) {
-    nlohmann::json ranked = nlohmann::json::array();
-    for (const search::Candidate& c : r.ranked)
-      ranked.push_back({{"kernels", c.kernels},
-                        {"estimated_seconds", c.estimated_seconds},
-                        {"mugraph", ir::to_json(c.mugraph)}});
     nlohmann::json j = {
         {"verified", verified},
         {"kernels", best.kernels},
         {"input_kernels", search::count_kernels(graph)},
         {"estimated_seconds", best.estimated_seconds},
+        {"predicted", cost::to_json(best.predicted)},
+        {"cost_rates", cost::to_json(r.rates)},
         {"search_seconds", r.stats.seconds},
         {"states", r.stats.states},
         {"pruned", r.stats.pruned},
@@ -208,7 +220,7 @@ void optimize(const OptimizeOptions& o) {
         {"backend_available", info.availability.available},
         {"device", info.device.name},
         {"notes", r.notes},
-        {"ranked", ranked},
+        {"ranked", ranked_json(r, graph, true)},
         {"mugraph", ir::to_json(best.mugraph)},
     };
     if (r.stats.pruner == search::Pruner::z3) {
@@ -242,6 +254,7 @@ void optimize(const OptimizeOptions& o) {
   for (const std::string& n : r.notes) fmt::print("note: {}\n", n);
   fmt::print("best: {} kernel{}, estimated {:.3g} s\n", best.kernels, best.kernels == 1 ? "" : "s",
              best.estimated_seconds);
+  if (o.verbose) print_predictions(r, graph);
   fmt::print("proof: {}\n", best.proof.summary());
   fmt::print("false-accept bound: {:.3g}\n", best.proof.false_accept_bound);
   fmt::print("{}\n", r.float_check.summary);
@@ -251,6 +264,38 @@ void optimize(const OptimizeOptions& o) {
 }
 
 }  // namespace
+
+nlohmann::json ranked_json(const search::SearchResult& result, const ir::KernelGraph& graph,
+                           bool with_mugraphs) {
+  const uint64_t input_hash = ir::structural_hash(graph);
+  nlohmann::json ranked = nlohmann::json::array();
+  for (size_t i = 0; i < result.ranked.size(); ++i) {
+    const search::Candidate& c = result.ranked[i];
+    nlohmann::json j = {{"rank", i},
+                        {"kernels", c.kernels},
+                        {"input_graph", ir::structural_hash(c.mugraph) == input_hash &&
+                                            c.mugraph.nodes().size() == graph.nodes().size()},
+                        {"estimated_seconds", c.estimated_seconds},
+                        {"predicted", cost::to_json(c.predicted)}};
+    if (with_mugraphs) j["mugraph"] = ir::to_json(c.mugraph);
+    ranked.push_back(std::move(j));
+  }
+  return ranked;
+}
+
+void print_predictions(const search::SearchResult& result, const ir::KernelGraph& graph) {
+  const nlohmann::json ranked = ranked_json(result, graph, false);
+  fmt::print("predicted phases (cost model, {} rates), seconds:\n", result.rates.source);
+  fmt::print("  {:>4} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}\n", "rank", "kernels",
+             "launch", "ramp_up", "steady", "ramp_down", "collective", "overlap", "total");
+  for (size_t i = 0; i < result.ranked.size(); ++i) {
+    const cost::Phases& p = result.ranked[i].predicted;
+    fmt::print(
+        "  {:>4} {:>7} {:>10.3g} {:>10.3g} {:>10.3g} {:>10.3g} {:>10.3g} {:>10.3g} {:>10.3g}{}\n",
+        i, result.ranked[i].kernels, p.launch, p.ramp_up, p.steady, p.ramp_down, p.collective,
+        p.overlap, p.total(), ranked[i]["input_graph"].get<bool>() ? "  (the unfused graph)" : "");
+  }
+}
 
 void add_optimize_command(CLI::App& app) {
   CLI::App* command =
@@ -283,10 +328,23 @@ void add_optimize_command(CLI::App& app) {
   command->add_option("--checkpoint", options->checkpoint,
                       "Checkpoint file; resumes from it when it exists");
   command->add_option("--out", options->out, "Write the best µGraph as a kernel graph JSON file");
-  command->add_flag("--json", options->json, "Print one JSON object instead of text");
+  command->add_flag("--json", options->json,
+                    "Print one JSON object instead of text (with each search candidate's "
+                    "predicted phases)");
+  command->add_flag("--verbose", options->verbose,
+                    "Print each search candidate's predicted phases (launch, ramp-up, steady "
+                    "state, ramp-down, collective)");
   command->add_flag("--no-tune", options->no_tune,
                     "Search only: do not compile, profile or cache on a backend that can run");
   command->add_flag("--force", options->force, "Search and profile again despite a cache hit");
+  command
+      ->add_option("--top-k", options->top_k,
+                   "Compile and profile the cost model's best K search candidates (with the "
+                   "unfused graph and library variants)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  command->add_flag("--profile-all", options->profile_all,
+                    "Compile and profile every search candidate, not only the top K");
   command->add_option("--cache", options->cache,
                       "Tuning database (default $YIRAGE_CACHE_DIR/tuning.sqlite, else the XDG "
                       "cache dir)");

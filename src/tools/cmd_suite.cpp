@@ -35,6 +35,7 @@ struct SuiteOptions {
   bool no_tune = false;
   bool force = false;
   bool verbose = false;
+  bool profile_all = false;  // every search candidate, not the cost model's top-k
 };
 
 double seconds_since(Clock::time_point start) {
@@ -135,6 +136,7 @@ TunedWorkload tune_workload(backend::Backend& backend, const ir::KernelGraph& gr
   options.read_cache = !o.force;
   options.search.budget_seconds = o.search_seconds;
   options.profile.seed = o.seed;
+  options.profile_all = o.profile_all;
   options.progress = [&](tune::TuneStage stage, int candidates) {
     progress.add(stage == tune::TuneStage::search
                      ? fmt::format(" searching (up to {:g} s)...", o.search_seconds)
@@ -285,6 +287,9 @@ void add_suite_command(CLI::App& app) {
                         "Print one JSON object per workload instead of the table");
   run_command->add_flag("--force", options->force, "Search and profile again despite a cache hit");
   run_command->add_flag("--verbose", options->verbose, "Print the tuner's log on stderr");
+  run_command->add_flag("--profile-all", options->profile_all,
+                        "Compile and profile every search candidate, not only the cost model's "
+                        "top-k");
   run_command->add_flag("--no-tune", options->no_tune,
                         "Run each unfused graph once and print its outputs' summaries");
   run_command->callback([options] { run_suite(*options); });

@@ -38,6 +38,7 @@ int main(int argc, char** argv) {
   yirage::tools::add_serve_command(app);
   yirage::tools::add_cache_command(app);
   yirage::tools::add_verify_command(app);
+  yirage::tools::add_calibrate_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

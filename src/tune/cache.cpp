@@ -58,6 +58,14 @@ CREATE TABLE IF NOT EXISTS candidates(
   message TEXT NOT NULL,
   graph_json TEXT NOT NULL,
   PRIMARY KEY(entry_id, idx));
+CREATE TABLE IF NOT EXISTS calibrations(
+  backend TEXT NOT NULL,
+  fingerprint TEXT NOT NULL,
+  device_name TEXT NOT NULL,
+  rates_json TEXT NOT NULL,
+  measurements_json TEXT NOT NULL,
+  created TEXT NOT NULL,
+  PRIMARY KEY(backend, fingerprint));
 )sql";
 
 uint64_t fnv1a(std::string_view text, uint64_t h) {
@@ -498,6 +506,55 @@ int TuningCache::clear(std::optional<std::string> id) {
       sqlite3_exec(db_->handle, "ROLLBACK;", nullptr, nullptr, nullptr);
       throw;
     }
+  });
+}
+
+void TuningCache::store_calibration(const Calibration& c) {
+  guarded([&] {
+    Statement s(
+        *db_,
+        "INSERT OR REPLACE INTO calibrations(backend, fingerprint, device_name, rates_json, "
+        "measurements_json, created) VALUES(?, ?, ?, ?, ?, ?)");
+    s.bind(1, c.backend)
+        .bind(2, c.fingerprint)
+        .bind(3, c.device_name)
+        .bind(4, cost::to_json(c.rates).dump())
+        .bind(5, c.measurements.dump())
+        .bind(6, c.created.empty() ? now_utc() : c.created)
+        .step();
+  });
+}
+
+std::optional<Calibration> TuningCache::lookup_calibration(std::string_view backend,
+                                                           std::string_view fingerprint) {
+  return guarded([&]() -> std::optional<Calibration> {
+    Statement s(*db_,
+                "SELECT device_name, rates_json, measurements_json, created FROM calibrations "
+                "WHERE backend = ? AND fingerprint = ?");
+    s.bind(1, std::string(backend)).bind(2, std::string(fingerprint));
+    if (!s.step()) return std::nullopt;
+    Calibration c;
+    c.backend = backend;
+    c.fingerprint = fingerprint;
+    c.device_name = s.text(0);
+    c.created = s.text(3);
+    try {
+      c.rates = cost::device_from_json(nlohmann::json::parse(s.text(1)));
+      c.measurements = nlohmann::json::parse(s.text(2));
+    } catch (const std::exception& e) {
+      warn(fmt::format("tuning cache {}: the calibration of {} {} is unreadable ({}); ignored",
+                       path_.string(), backend, fingerprint, e.what()));
+      return std::nullopt;
+    }
+    return c;
+  });
+}
+
+bool TuningCache::clear_calibration(std::string_view backend, std::string_view fingerprint) {
+  return guarded([&] {
+    Statement s(*db_, "DELETE FROM calibrations WHERE backend = ? AND fingerprint = ?");
+    s.bind(1, std::string(backend)).bind(2, std::string(fingerprint)).step();
+    return s.changes() > 0;
   });
 }
 

@@ -332,7 +332,16 @@ OptimizeResult optimize(const ir::KernelGraph& graph, backend::Backend& backend,
   if (options.candidates) {
     candidates = options.candidates(graph, device);
   } else {
-    result.search = search::superoptimize(graph, device, options.search);
+    search::SearchOptions search_options = options.search;
+    if (!search_options.rates) {
+      if (std::optional<Calibration> c =
+              cache.lookup_calibration(backend.name(), device.fingerprint)) {
+        search_options.rates = c->rates;
+        log(fmt::format("ranking by the calibration of {} made {}", device.fingerprint,
+                        c->created));
+      }
+    }
+    result.search = search::superoptimize(graph, device, search_options);
     candidates = candidates_of(*result.search);
     // Where a slow tuning spends its time, so that the next one knows what to bound.
     const search::SearchStats& st = result.search->stats;
@@ -352,12 +361,22 @@ OptimizeResult optimize(const ir::KernelGraph& graph, backend::Backend& backend,
                         result.search->ranked[i].float_check.summary));
   }
   result.search_seconds = seconds_since(start);
+  // Top-k: the unfused graph, then the model's best max_candidates (all with profile_all); the
+  // others are recorded, not compiled.
   std::vector<Candidate> ordered{{"unfused", graph, proof_by_identity()}};
+  std::vector<Candidate> skipped;
   for (Candidate& c : candidates) {
-    if (int(ordered.size()) > options.max_candidates) break;
     if (is_the_graph_itself(c.graph, graph)) continue;  // the unfused graph again
-    ordered.push_back(std::move(c));
+    if (!options.profile_all && int(ordered.size()) > options.max_candidates)
+      skipped.push_back(std::move(c));
+    else
+      ordered.push_back(std::move(c));
   }
+  if (!skipped.empty())
+    log(
+        fmt::format("profiling the cost model's top {} of {} search candidates ({} not profiled; "
+                    "--profile-all profiles every one)",
+                    ordered.size() - 1, ordered.size() - 1 + skipped.size(), skipped.size()));
   // Every candidate is proved before it may win: the search's come with their proofs, others
   // (another candidate source) are proved here, and an unproved one is recorded, not compiled.
   for (Candidate& c : ordered)
@@ -435,6 +454,10 @@ OptimizeResult optimize(const ir::KernelGraph& graph, backend::Backend& backend,
   entry.chosen = best;
   entry.chosen_seconds = records[size_t(best)].seconds;
   entry.candidates = std::move(records);
+  for (const Candidate& c : skipped)
+    entry.candidates.push_back({c.label, "not_profiled", -1,
+                                "ranked below the top-k by the cost model (max_candidates)",
+                                ir::to_json(c.graph).dump()});
   cache.store(entry);
   log(fmt::format("chose {} ({:.3f} ms); stored as entry {} in {}",
                   entry.candidates[size_t(best)].label, entry.chosen_seconds * 1e3,

@@ -98,6 +98,7 @@ struct CandidateRecord {
   std::string label;  // "unfused", "search #2 (1 kernel)", ...
   // "ok", "unproved" (not proved equivalent to the graph: never compiled), "compile_error",
   // "mismatch", "non_finite" (inf or NaN where the unfused graph is finite), "run_error",
+  // "not_profiled" (ranked below the top-k by the cost model: OptimizeOptions::max_candidates),
   // "crashed" (its worker died of a signal: the message names it), "timed_out" (its worker ran
   // past the limit and was killed), "slower_than_budget"
   std::string status;
@@ -123,6 +124,15 @@ struct CacheEntry {
   const CandidateRecord& winner() const;
 };
 
+// The cost model's rates measured on one device (calibrate()), stored in the tuning cache under
+// (backend, device fingerprint). A search ranks by them where they exist (OptimizeOptions).
+struct Calibration {
+  std::string backend, fingerprint, device_name;
+  std::string created;          // UTC, ISO 8601
+  cost::Device rates;           // source "calibration"
+  nlohmann::json measurements;  // what was timed: working sets, sizes, seconds
+};
+
 class TuningCache {
  public:
   // Opens or creates the database (and its folder). A damaged file, or one that is not a
@@ -146,8 +156,15 @@ class TuningCache {
   std::vector<CacheEntry> list();
   // The entry whose id starts with `prefix`; throws when several match.
   std::optional<CacheEntry> find(std::string_view prefix);
-  // Removes every entry (or the one with this id); returns how many went.
+  // Removes every entry (or the one with this id); returns how many went. Calibrations stay.
   int clear(std::optional<std::string> id = std::nullopt);
+
+  // Replaces the calibration of (c.backend, c.fingerprint); sets c.created when empty.
+  void store_calibration(const Calibration& c);
+  std::optional<Calibration> lookup_calibration(std::string_view backend,
+                                                std::string_view fingerprint);
+  // Removes the calibration of this device; returns whether there was one.
+  bool clear_calibration(std::string_view backend, std::string_view fingerprint);
 
   struct Db;  // the SQLite connection, opaque outside cache.cpp
 
@@ -163,6 +180,31 @@ class TuningCache {
   std::filesystem::path path_;
   Db* db_ = nullptr;
 };
+
+// ==== calibration ================================================================================
+
+struct CalibrateOptions {
+  // One line per measurement, as it is made ("bandwidth l2 (1.0 MiB working set): 80.1 GB/s").
+  std::function<void(const std::string&)> progress;
+  double seconds_per_measurement = 0.1;  // the profiler's min_seconds for each graph
+  int64_t max_dram_bytes = int64_t(1) << 30;
+  int64_t max_matmul_dim = 2048;      // the largest square matmul timed per dtype
+  double long_enough_seconds = 5e-3;  // a matmul this slow ends its dtype's doubling
+};
+
+// Measures the cost model's rates on `backend`'s device through the Backend interface: launch
+// overhead (a 16-element kernel), bandwidth per memory level (a stream y = -x whose input and
+// output take half of each cache level the capabilities state, l1d_bytes, l2_bytes, l3_bytes, and
+// for DRAM four times the largest, at least 64 MiB), peak FLOP rate per dtype (generated square
+// matmuls in f32, f16 and bf16, where the backend compiles them). Bandwidths and FLOP rates are
+// net of the measured launch. Parallel units come from the capabilities. Does not store: see
+// TuningCache::store_calibration.
+Calibration calibrate(backend::Backend& backend, const CalibrateOptions& options = {});
+
+// The calibrated rates of `backend`'s device in the cache (default path when empty), if any;
+// nullopt, without creating it, where the cache file does not exist.
+std::optional<cost::Device> calibrated_rates(const backend::Backend& backend,
+                                             const std::filesystem::path& cache_path = {});
 
 // ==== the pipeline ===============================================================================
 
@@ -187,14 +229,20 @@ struct OptimizeOptions {
   bool read_cache = true;            // false: search and profile even when an entry exists
   CandidateSource candidates;        // empty: the search, with `search`
   // The search's options when it is the source; its fingerprint options also prove the winners
-  // that come without a proof (cache hits, other sources).
+  // that come without a proof (cache hits, other sources). Where search.rates is empty, the
+  // search ranks by the device's calibration in the cache when there is one
+  // (TuningCache::lookup_calibration), else by the capabilities' rough rates.
   search::SearchOptions search = [] {
     search::SearchOptions s;
     s.budget_seconds = 30;
     return s;
   }();
-  // The best-ranked ones are compiled and profiled, each with its library variant, if any.
-  int max_candidates = 6;
+  // Top-k tuning: the cost model's best-ranked `max_candidates` search candidates are compiled and
+  // profiled, with the unfused graph (always) and each one's library variant, if any; the rest
+  // of the ranking is recorded as "not_profiled". The search ranks at most 5 (the input graph
+  // among them), so profile_all = true, or a large max_candidates, measures every one.
+  int max_candidates = 2;
+  bool profile_all = false;
   // Whether each candidate also runs with its matmuls as library calls where the backend offers
   // them; false measures generated kernels only.
   bool library_variants = true;

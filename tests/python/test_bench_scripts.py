@@ -56,3 +56,19 @@ def test_cost_model_report_agrees_with_the_committed_gpu_run(source_dir):
     assert f"MAPE over {estimated} candidates" in out
     committed = (source_dir / "bench/results/cost_model_h100.txt").read_text()
     assert out in committed
+
+
+def test_cost_model_runs_on_the_cpu_backend(source_dir, yirage_bin, tmp_path):
+    """--run-cpu tunes a graph with --profile-all and with top-k, pairs every measured candidate
+    with the model's prediction (the unfused graph's included) and writes its text, JSON and PNG."""
+    out = tmp_path / "cost_model_cpu"
+    p = subprocess.run([sys.executable, str(source_dir / "bench/cost_model.py"), "--run-cpu",
+                        "--yirage", yirage_bin, "--graphs", "ntrans", "--budget", "2",
+                        "--out", str(out)], check=True, capture_output=True, text=True)
+    assert "MAPE over" in p.stdout and "tuning wall time: profile-all" in p.stdout
+    rows = json.loads((tmp_path / "cost_model_cpu.json").read_text())
+    assert [r["graph"] for r in rows] == ["ntrans"]
+    labels = [label for label, _, _ in rows[0]["pairs"]]
+    assert "unfused" in labels and all(" + " not in label for label in labels)
+    assert all(pred > 0 and meas > 0 for _, pred, meas in rows[0]["pairs"])
+    assert (tmp_path / "cost_model_cpu.png").read_bytes().startswith(b"\x89PNG")

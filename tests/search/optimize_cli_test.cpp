@@ -75,6 +75,19 @@ TEST_F(OptimizeCli, JsonReportAndOutFileThatRuns) {
   EXPECT_EQ(j["kernels"].get<int>(), 1);
   EXPECT_LE(j["false_accept_bound"].get<double>(), 1e-9);
   EXPECT_GT(j["states"].get<uint64_t>(), 0u);
+  // Every ranked candidate carries the cost model's phases, which add up to its estimate.
+  ASSERT_FALSE(j["ranked"].empty());
+  for (const nlohmann::json& c : j["ranked"]) {
+    const nlohmann::json& p = c.at("predicted");
+    for (const char* phase : {"launch", "ramp_up", "steady", "ramp_down", "collective"})
+      EXPECT_GE(p.at(phase).get<double>(), 0) << phase;
+    EXPECT_DOUBLE_EQ(p["total"].get<double>(), c["estimated_seconds"].get<double>());
+    EXPECT_NEAR(p["launch"].get<double>() + p["ramp_up"].get<double>() + p["steady"].get<double>() +
+                    p["ramp_down"].get<double>() + p["collective"].get<double>() -
+                    p["overlap"].get<double>(),
+                p["total"].get<double>(), 1e-12);
+  }
+  EXPECT_EQ(j["cost_rates"]["source"], "capabilities");
   // The written µGraph is a kernel graph `yirage run` accepts.
   const CliResult run = yirage(fmt::format("run '{}' --backend reference --seed 2", out));
   EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
@@ -88,6 +101,16 @@ TEST_F(OptimizeCli, TextReportSaysWhatItExplored) {
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   for (const char* text : {"explored:", "pruned", "verified", "false-accept bound:", "float check",
                            "µGraph:", "fused"})
+    EXPECT_NE(r.out.find(text), std::string::npos) << text << "\n" << r.out;
+}
+
+TEST_F(OptimizeCli, VerboseReportShowsPredictedPhases) {
+  const std::string graph = write_graph("rmsnorm_linear");
+  const CliResult r =
+      yirage(fmt::format("optimize '{}' --no-tune --backend cpu --budget 60 --verbose", graph));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  for (const char* text : {"predicted phases (cost model, capabilities rates)", "ramp_up", "steady",
+                           "ramp_down", "collective"})
     EXPECT_NE(r.out.find(text), std::string::npos) << text << "\n" << r.out;
 }
 
@@ -138,6 +161,54 @@ TEST_F(OptimizeCli, RunOnTheReferenceBackendLeavesTheTuningCacheAlone) {
                              fmt::format("YIRAGE_CACHE_DIR='{}'", dir_.string()));
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_EQ(r.out.find("cached"), std::string::npos) << r.out;
+}
+
+// `yirage calibrate` stores the device's rates in the tuning cache; `yirage backends` then says
+// the device is calibrated, and the search ranks by those rates.
+TEST_F(OptimizeCli, CalibrateIsStoredReportedAndRankedBy) {
+  const std::string env = fmt::format("YIRAGE_CACHE_DIR='{}'", dir_.string());
+  const std::string graph = write_graph("rmsnorm_linear");
+  const CliResult before =
+      yirage(fmt::format("optimize '{}' --no-tune --backend cpu --json", graph), env);
+  ASSERT_EQ(before.exit_code, 0) << before.err;
+  EXPECT_EQ(nlohmann::json::parse(before.out)["cost_rates"]["source"], "capabilities");
+  EXPECT_FALSE(fs::exists(dir_ / "tuning.sqlite"));  // asking did not create the cache
+
+  const CliResult c = yirage("calibrate --backend cpu --quick --json", env);
+  ASSERT_EQ(c.exit_code, 0) << c.out << c.err;
+  const nlohmann::json j = nlohmann::json::parse(c.out);
+  EXPECT_EQ(j["rates"]["source"], "calibration");
+  EXPECT_GT(j["rates"]["dram_bytes_per_second"].get<double>(), 0);
+  EXPECT_NE(c.err.find("launch overhead"), std::string::npos) << c.err;  // progress
+  EXPECT_NE(c.err.find("bandwidth dram"), std::string::npos) << c.err;
+
+  const CliResult backends = yirage("backends --json", env);
+  ASSERT_EQ(backends.exit_code, 0) << backends.err;
+  for (const nlohmann::json& b : nlohmann::json::parse(backends.out))
+    EXPECT_EQ(b["calibrated"].is_null(), b["name"] != "cpu") << b["name"];
+  const CliResult table = yirage("backends", env);
+  EXPECT_NE(table.out.find("calibrated: yes"), std::string::npos) << table.out;
+
+  const CliResult after =
+      yirage(fmt::format("optimize '{}' --no-tune --backend cpu --json", graph), env);
+  ASSERT_EQ(after.exit_code, 0) << after.err;
+  EXPECT_EQ(nlohmann::json::parse(after.out)["cost_rates"]["source"], "calibration");
+  const CliResult cleared = yirage("calibrate --backend cpu --clear", env);
+  EXPECT_NE(cleared.out.find("removed"), std::string::npos) << cleared.out;
+}
+
+// Top-k tuning is the default; --profile-all compiles and profiles every search candidate.
+TEST_F(OptimizeCli, ProfileAllLeavesNoCandidateUnprofiled) {
+  const std::string graph = write_graph("gated_mlp");
+  const CliResult r = yirage(
+      fmt::format("optimize '{}' --backend cpu --budget 20 --profile-all --json --cache '{}'",
+                  graph, path("tuning.sqlite")));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  for (const nlohmann::json& c : j["candidates"]) EXPECT_NE(c["status"], "not_profiled") << c;
+  EXPECT_FALSE(j["ranked"].empty());
+  const CliResult bad = yirage(fmt::format("optimize '{}' --backend cpu --top-k 0", graph));
+  EXPECT_NE(bad.exit_code, 0);
 }
 
 TEST_F(OptimizeCli, UnknownBackendIsAOneLineError) {
