@@ -33,6 +33,12 @@ struct TunedOptimizeOptions {
 };
 void tuned_optimize(const TunedOptimizeOptions& options);
 
+// `yirage optimize --ray ADDRESS` (cmd_optimize_ray.cpp): tunes options.file on the Ray cluster at
+// `address` through the Python package (`python3 -m yirage.ray_cli tune`, a subprocess: the CLI
+// embeds no Python), which merges the winner's entry into options.cache (resolved to the default
+// when empty). tuned_optimize with the same options then finds it as a cache hit.
+void tune_on_ray(const std::string& address, const TunedOptimizeOptions& options);
+
 // The winner the tuning cache holds for `graph` on `backend`'s device, if any; none for a backend
 // not worth tuning (DeviceDescription::tunable), whose cache is never opened (cmd_cache.cpp).
 std::optional<ir::KernelGraph> cached_winner_for(const ir::KernelGraph& graph,
