@@ -136,7 +136,12 @@ void optimize_on_ray(const OptimizeOptions& o, const std::string& backend,
                      const search::SearchOptions& search) {
   if (!o.checkpoint.empty())
     fail("optimize --ray: --checkpoint is a file on this machine; not with --ray");
-  tune_on_ray(o.ray, {.file = o.file, .backend = backend, .cache = o.cache, .search = search});
+  TunedOptimizeOptions request;
+  request.file = o.file;
+  request.backend = backend;
+  request.cache = o.cache;
+  request.search = search;
+  tune_on_ray(o.ray, request);
 }
 
 // --ray where nothing is tuned here: there would be no cache entry to read.
