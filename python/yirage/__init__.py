@@ -116,6 +116,47 @@ def verify(
     return _json.loads(_verify(graph_of(graph), graph_of(mugraph), seed))
 
 
+_native_superoptimize = KernelGraph.superoptimize
+
+
+def superoptimize(
+    graph: KernelGraph,
+    backend: str = "auto",
+    config: Optional[Mapping[str, Any]] = None,
+    budget: Optional[float] = None,
+    verbose: bool = False,
+    cluster: Optional[str] = None,
+) -> OptimizedGraph:
+    """``graph.superoptimize(backend, config, budget, verbose, cluster)``; see there."""
+    if cluster is None:
+        return _native_superoptimize(graph, backend, config, budget, verbose)
+    from .ray_cli import superoptimize_on_cluster
+
+    return superoptimize_on_cluster(graph, cluster, backend, config, budget, verbose)
+
+
+def _superoptimize_method(
+    self: KernelGraph,
+    backend: str = "auto",
+    config: Optional[Mapping[str, Any]] = None,
+    budget: Optional[float] = None,
+    verbose: bool = False,
+    cluster: Optional[str] = None,
+) -> OptimizedGraph:
+    return superoptimize(self, backend, config, budget, verbose, cluster)
+
+
+_superoptimize_method.__name__ = _superoptimize_method.__qualname__ = "superoptimize"
+_superoptimize_method.__doc__ = (_native_superoptimize.__doc__ or "").rstrip() + (
+    "\n\ncluster: None, or a Ray cluster's address (ray start's, e.g. '127.0.0.1:6379'): the\n"
+    "  search and profiling run in a Ray task there (yirage.ray.tune_graphs), the winner's\n"
+    "  cache entry is merged into this machine's tuning cache (config's cache, else the\n"
+    "  default), and the result is loaded from it: the same OptimizedGraph, cache_hit True.\n"
+    "  Connects with ray.init(address=cluster) unless Ray is initialized already. Needs\n"
+    "  pip install \"yirage[ray]\" here and yirage on the cluster's nodes.\n"
+)
+KernelGraph.superoptimize = _superoptimize_method
+
 __all__ = [
     "DTensor",
     "DType",
@@ -136,6 +177,7 @@ __all__ = [
     "int8",
     "load",
     "new_kernel_graph",
+    "superoptimize",
     "uint8",
     "verify",
 ]

@@ -122,6 +122,7 @@ class KernelGraph:
         config: Optional[Mapping[str, Any]] = None,
         budget: Optional[float] = None,
         verbose: bool = False,
+        cluster: Optional[str] = None,
     ) -> OptimizedGraph: ...
 
 class LLM:
@@ -157,6 +158,14 @@ class LLM:
 def new_kernel_graph() -> KernelGraph: ...
 def from_json(doc: Union[str, Mapping[str, Any]]) -> KernelGraph: ...
 def load(path: str) -> KernelGraph: ...
+def superoptimize(
+    graph: KernelGraph,
+    backend: str = "auto",
+    config: Optional[Mapping[str, Any]] = None,
+    budget: Optional[float] = None,
+    verbose: bool = False,
+    cluster: Optional[str] = None,
+) -> OptimizedGraph: ...
 def verify(
     graph: Union[KernelGraph, str, os.PathLike[str]],
     mugraph: Union[KernelGraph, str, os.PathLike[str]],

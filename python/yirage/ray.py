@@ -357,6 +357,7 @@ def _tune_one(graph_json: str, backend: str, config: Dict[str, Any],
         "entry_ids": ids,
         "cache_file": blob,
         "node": ray.util.get_node_ip_address(),
+        "node_id": ray.get_runtime_context().get_node_id(),
         "pid": os.getpid(),
     }
 
@@ -370,8 +371,10 @@ def _plain(value: Any) -> bool:
 
 
 def _default_cache_path() -> str:
+    # tune::TuningCache::default_path's order.
     base = os.environ.get("YIRAGE_CACHE_DIR") or os.path.join(
-        os.path.expanduser("~"), ".cache", "yirage")
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
+        "yirage")
     return os.path.join(base, "tuning.sqlite")
 
 
@@ -422,7 +425,8 @@ def tune_graphs(
     max_retries: how often Ray runs a task again whose worker died.
 
     Ray must be initialized (``ray.init(address)``). Returns one dict per graph, in order: name,
-    report (superoptimize's report), mugraph (the winner's JSON), node and pid (where it ran).
+    report (superoptimize's report), mugraph (the winner's JSON), node, node_id and pid (where it
+    ran: the node's IP address, Ray's id of the node, the worker's process).
     """
     config = dict(config or {})
     if "cache" in config:
@@ -447,6 +451,7 @@ def tune_graphs(
             "report": result["report"],
             "mugraph": result["mugraph"],
             "node": result["node"],
+            "node_id": result["node_id"],
             "pid": result["pid"],
         })
     return out

@@ -36,6 +36,7 @@ struct OptimizeOptions {
   bool no_tune = false;  // search only, even on a backend that can run (cmd_cache.cpp tunes)
   bool force = false;
   std::string cache;
+  std::string ray;  // a Ray cluster's address: tune there (cmd_optimize_ray.cpp)
 };
 
 // The description to search for. Only the description is needed, so a backend that cannot run
@@ -131,6 +132,31 @@ std::string pruner_line(const search::SearchStats& s) {
       z.refuted_but_kept);
 }
 
+// --ray: the cluster searches and profiles, in a fresh cache of its task's own (so --force has
+// nothing to skip there), and merges the winner into o.cache; the local tuned_optimize that
+// follows reads it, without --force. --checkpoint names a file on this machine, which a worker
+// cannot resume.
+void optimize_on_ray(const OptimizeOptions& o, const std::string& backend,
+                     const search::SearchOptions& search) {
+  if (!o.checkpoint.empty())
+    fail("optimize --ray: --checkpoint is a file on this machine; not with --ray");
+  TunedOptimizeOptions request;
+  request.file = o.file;
+  request.backend = backend;
+  request.cache = o.cache;
+  request.search = search;
+  tune_on_ray(o.ray, request);
+}
+
+// --ray where nothing is tuned here: there would be no cache entry to read.
+[[noreturn]] void optimize_on_ray_refused(const OptimizeOptions& o, const std::string& backend) {
+  if (o.no_tune) fail("optimize --ray: --no-tune searches here only; --ray tunes on the cluster");
+  fail(
+      "optimize --ray: backend '{}' cannot be tuned here; --ray needs a backend this machine "
+      "runs and tunes, whose cache entry the cluster fills",
+      backend);
+}
+
 void optimize(const OptimizeOptions& o) {
   const ir::KernelGraph graph = ir::load_kernel_graph(o.file);
   const backend::BackendInfo info = pick_description(o.backend);
@@ -157,19 +183,21 @@ void optimize(const OptimizeOptions& o) {
   const bool tune_auto = o.backend == "auto" && info.device.tunable && info.availability.available;
   if (info.device.tunable && info.availability.available && !o.no_tune) {
     if (tty) options.progress = nullptr;  // the tuner's log lines say where it is
+    if (!o.ray.empty()) optimize_on_ray(o, tune_auto ? "auto" : info.name, options);
     tuned_optimize({.file = o.file,
                     .backend = tune_auto ? "auto" : info.name,
                     .cache = o.cache,
                     .out = o.out,
                     .search = options,
                     .profile_seed = o.seed,
-                    .force = o.force,
+                    .force = o.force && o.ray.empty(),  // --ray: read what the cluster merged
                     .json = o.json,
                     .verbose = o.verbose,
                     .top_k = o.top_k,
                     .profile_all = o.profile_all});
     return;
   }
+  if (!o.ray.empty()) optimize_on_ray_refused(o, info.name);
   // The device's calibration, where the cache holds one, else the capabilities' rough rates.
   if (info.device.tunable) {
     try {
@@ -348,6 +376,10 @@ void add_optimize_command(CLI::App& app) {
   command->add_option("--cache", options->cache,
                       "Tuning database (default $YIRAGE_CACHE_DIR/tuning.sqlite, else the XDG "
                       "cache dir)");
+  command->add_option("--ray", options->ray,
+                      "Tune on the Ray cluster at this address (ray start's, e.g. 127.0.0.1:6379) "
+                      "through the Python package (pip install \"yirage[ray]\"); the winner's "
+                      "entry is merged into the tuning cache and reported as a cache hit");
   command->callback([options] { optimize(*options); });
 }
 

@@ -50,6 +50,11 @@ nlohmann::json ranked_json(const search::SearchResult& result, const ir::KernelG
 // For --verbose: the rates the model ranked by, then one line per candidate with its phases, the
 // unfused graph itself marked as such.
 void print_predictions(const search::SearchResult& result, const ir::KernelGraph& graph);
+// `yirage optimize --ray ADDRESS` (cmd_optimize_ray.cpp): tunes options.file on the Ray cluster at
+// `address` through the Python package (`python3 -m yirage.ray_cli tune`, a subprocess: the CLI
+// embeds no Python), which merges the winner's entry into options.cache (resolved to the default
+// when empty). tuned_optimize with the same options then finds it as a cache hit.
+void tune_on_ray(const std::string& address, const TunedOptimizeOptions& options);
 
 // The winner the tuning cache holds for `graph` on `backend`'s device, if any; none for a backend
 // not worth tuning (DeviceDescription::tunable), whose cache is never opened (cmd_cache.cpp).

@@ -1,6 +1,7 @@
 """The README's "Scale out with Ray" section runs as written: its `serve run` command serves the
 model on two replicas that answer its curl command, and its Python block tunes on Ray and checks
-its own result. Both join the tests' Ray through RAY_ADDRESS."""
+its own result, and its `yirage optimize --ray` command reports the cluster's winner. All join the
+tests' Ray through RAY_ADDRESS."""
 import json
 import os
 import re
@@ -12,7 +13,7 @@ import time
 
 import pytest
 
-from ray_support import free_port
+from ray_support import free_port, require, yirage_command
 
 # Ray Serve's pydantic models warn when imported: Ray's warnings, not this suite's.
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -38,7 +39,7 @@ SERVE = (f"{shlex.quote(sys.executable)} -c "
 def test_the_serve_run_command_answers_the_curl_command(local_ray, model_path, source_dir):
     from ray import serve
 
-    block = re.search(r"```bash\n(.*?)```", section(source_dir), flags=re.S).group(1)
+    block = re.findall(r"```bash\n(.*?)```", section(source_dir), flags=re.S)[0]
     commands = block.replace("\\\n", "").strip().splitlines()
     assert commands[0].startswith("serve run yirage.ray:app ") and commands[1].startswith("curl ")
     # `serve run` deploys into the Serve instance of the cluster it joins; started here, that one
@@ -86,3 +87,20 @@ def test_the_python_block_tunes_on_ray(local_ray, model_path, source_dir, tmp_pa
     lines = [line for line in result.stdout.splitlines() if "tuned on" in line]
     assert [line.split()[0] for line in lines] == ["examples/ntrans.json", "examples/lora.json"]
     assert (tmp_path / "tuning.sqlite").exists()
+
+
+def test_the_optimize_ray_command_reports_the_clusters_winner(local_ray, model_path, source_dir,
+                                                              tmp_path):
+    command = yirage_command()
+    require(command is not None, "no yirage command (YIRAGE_BIN, pip's or the build's)",
+            "YIRAGE_REQUIRE_RAY")
+    (line,) = re.findall(r"```bash\n(.*?)```", section(source_dir), flags=re.S)[1].splitlines()
+    assert line.startswith("yirage optimize ") and "--ray" in line
+    env = ray_env(local_ray, model_path)
+    env["YIRAGE_CACHE_DIR"] = str(tmp_path)
+    env["PATH"] = os.path.dirname(command) + os.pathsep + env["PATH"]
+    result = subprocess.run(["bash", "-c", line], cwd=source_dir, env=env, capture_output=True,
+                            text=True, timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "ray: tuned on node" in result.stderr
+    assert "cached winner" in result.stdout, result.stdout
