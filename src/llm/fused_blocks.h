@@ -40,9 +40,9 @@ struct NamedGraph {
 };
 
 // The block graphs the model's hot blocks run, in the order they are optimized: per bucket of
-// rows (64, 16, 4, 1) RMSNorm + QKV and the attention output with the gated MLP, then the final norm
-// with the LM head. They read only the first layer's weights' types and shapes (every layer's are
-// the same), never their bytes, so the CUDA compile tests build them from shapes alone.
+// rows (64, 16, 4, 1) RMSNorm + QKV and the attention output with the gated MLP, then the final
+// norm with the LM head. They read only the first layer's weights' types and shapes (every layer's
+// are the same), never their bytes, so the CUDA compile tests build them from shapes alone.
 std::vector<NamedGraph> fused_block_graphs(const LlamaConfig& config, const LlamaWeights& weights);
 
 // Why the model's hot blocks cannot run as kernel graphs on `backend` (a weight type quant_matmul
