@@ -8,9 +8,13 @@ CUDA events over CUDA-graph replays. The first round tunes into a tuning cache o
 later rounds are cache hits that time the same winners again in a new process. Nothing of ours is
 picked by hand.
 
+With --backends cuda,triton the triton backend's own tuner choice is timed beside the cuda
+backend's in every round (the same driver, --backend triton), with the backend that "auto" picks:
+the one whose winner the tuner measured fastest (tune::optimize_on_fastest_backend's rule).
+
 Peers, timed in this process with CUDA events around 200 launches (median of 7 batches): torch
 eager, eager replayed in a CUDA graph, and torch.compile(mode="max-autotune-no-cudagraphs")
-replayed in a CUDA graph. Each peer is compiled once and timed again in every round. Ours and
+replayed in a CUDA graph; for gqa also scaled_dot_product_attention, eager and in a CUDA graph. Each peer is compiled once and timed again in every round. Ours and
 the graph peers are both timed as CUDA-graph replays between two events, so neither pays a host
 cost the other does not. The same run measures a device-to-device copy (bytes read + written per
 second) and an fp16 matrix product, the two ceilings the floors are computed from.
@@ -145,9 +149,9 @@ def matmul_rate():
     return 2 * 8192 ** 3 / (us * 1e-6)
 
 
-def run_ours(a, cache, round_index, rows_file=None):
+def run_ours(a, cache, round_index, rows_file=None, backend="cuda"):
     # Later rounds are cache hits of the winners the first round checked: they only time.
-    cmd = [a.ours_bin, "--workloads", a.workloads, "--cache", cache,
+    cmd = [a.ours_bin, "--backend", backend, "--workloads", a.workloads, "--cache", cache,
            "--search-seconds", str(a.search_seconds)] + (["--no-check"] if round_index else [])
     t0 = time.time()
     # Rows are read as the driver prints them (and appended to rows_file), so that a deadline
@@ -164,7 +168,7 @@ def run_ours(a, cache, round_index, rows_file=None):
             with open(rows_file, "a") as f:
                 f.write(json.dumps(row) + "\n")
     proc.wait()
-    print(f"ours round {round_index + 1} done in {time.time() - t0:.0f} s", flush=True)
+    print(f"ours ({backend}) round {round_index + 1} done in {time.time() - t0:.0f} s", flush=True)
     return rows
 
 
@@ -176,6 +180,15 @@ def make_peers(name, bs, no_compile):
     nbytes = sum(x.numel() * x.element_size() for x in args) + out.numel() * out.element_size()
     peers = {"eager": fn, "eager_graph": graphed(fn, args)}
     errors = {}
+    if name == "gqa":
+        # Attention's library kernel, with the keys stored as it wants them ([b, keys, d], as a KV
+        # cache holds them) and the workload's scale of 1; checked against the eager output.
+        Q, K, V = args
+        Kt = K.transpose(-1, -2).contiguous()
+        sdpa = lambda Q, K, V: F.scaled_dot_product_attention(Q, Kt, V, scale=1.0)
+        errors["sdpa_max_abs_err"] = (sdpa(*args).float() - out.float()).abs().max().item()
+        peers["sdpa"] = sdpa
+        peers["sdpa_graph"] = graphed(sdpa, args)
     if not no_compile:
         try:
             cf = torch.compile(fn, mode="max-autotune-no-cudagraphs", dynamic=False)
@@ -200,6 +213,8 @@ def main():
                    "write OUT/tune_rows.jsonl and stop: a later run with the same --cache times")
     p.add_argument("--tune-rows", help="tune_rows.jsonl of an earlier --tune-only run into --cache, "
                    "whose tuning times the results then report")
+    p.add_argument("--backends", default="cuda",
+                   help="the backends whose tuner choice is timed, the first in the main table")
     p.add_argument("--command", default=" ".join(sys.argv))
     a = p.parse_args()
     names = a.workloads.split(",")
@@ -212,16 +227,19 @@ def main():
         rows_file = os.path.join(a.out, "tune_rows.jsonl")
         if os.path.exists(rows_file):
             os.remove(rows_file)
-        ours = run_ours(a, cache, 0, rows_file)
-        for (name, bs), row in ours.items():
-            print(f"{name:16} bs{bs}  correct={row.get('correct')}  "
-                  f"{row.get('median_us', float('nan')):8.1f} us  {row.get('winner', row.get('error'))}")
+        for backend in a.backends.split(","):
+            ours = run_ours(a, cache, 0, rows_file, backend)
+            for (name, bs), row in ours.items():
+                print(f"{backend:7} {name:16} bs{bs}  correct={row.get('correct')}  "
+                      f"{row.get('median_us', float('nan')):8.1f} us  "
+                      f"{row.get('winner', row.get('error'))}")
         return
     tuned_earlier = {}
     if a.tune_rows:
         for line in open(a.tune_rows):
             row = json.loads(line)
-            tuned_earlier[(row["workload"], row["bs"])] = row
+            if row.get("backend", "cuda") == a.backends.split(",")[0]:
+                tuned_earlier[(row["workload"], row["bs"])] = row
 
     copy_bw = copy_bandwidth()
     mm_rate = matmul_rate()
@@ -233,16 +251,18 @@ def main():
         peers[key] = make_peers(*key, a.no_compile)
         print(f"peers of {key[0]} bs{key[1]} ready at {time.time() - t0:.0f} s", flush=True)
 
-    rounds = []
+    backends = a.backends.split(",")
+    rounds, others = [], []  # others: per round, {backend: rows} of the backends after the first
     for r in range(a.rounds):
-        ours = run_ours(a, cache, r)
+        ours = run_ours(a, cache, r, backend=backends[0])
+        others.append({b: run_ours(a, cache, r, backend=b) for b in backends[1:]})
         times = {}
         for key in keys:
             fns, args, _, _, _ = peers[key]
             times[key] = {k: time_fn(f, args) for k, f in fns.items()}
         rounds.append((ours, times))
         save(a, keys, peers, rounds, copy_bw, mm_rate, t0, complete=r + 1 == a.rounds,
-             tuned_earlier=tuned_earlier)
+             tuned_earlier=tuned_earlier, others=others)
     print(open(os.path.join(a.out, "h200_suite.md")).read())
 
 
@@ -276,7 +296,7 @@ def summarise(key, peers, rounds, copy_bw, mm_rate, tuned_earlier):
     r["ours_rel_l2"] = first.get("rel_l2")
     r["cache_hit_first_round"] = first.get("cache_hit")
     r["ours_us_runs"] = [o.get("median_us") for o in ours_rows]
-    for peer in ("eager", "eager_graph", "compile_graph"):
+    for peer in ("eager", "eager_graph", "compile_graph", "sdpa", "sdpa_graph"):
         r[f"{peer}_us_runs"] = [t[key].get(peer) for _, t in rounds]
         r[f"{peer}_us"] = median_or_none(r[f"{peer}_us_runs"])
     best_peer_runs = [min(v for v in t[key].values()) for _, t in rounds]
@@ -290,8 +310,33 @@ def summarise(key, peers, rounds, copy_bw, mm_rate, tuned_earlier):
     return r
 
 
-def save(a, keys, peers, rounds, copy_bw, mm_rate, t0, complete, tuned_earlier):
+def beside(key, backend, main_row, others):
+    """The row of `backend` (not the first of --backends) for `key`: its winner checked in the
+    first round, its median time over the rounds, and which backend "auto" picks by the tuners'
+    own measured times."""
+    runs = [o.get(backend, {}).get(key, {}) for o in others]
+    first = runs[0] if runs else {}
+    r = {"backend": backend, "winner": first.get("winner"), "error": first.get("error"),
+         "correct": bool(first.get("correct")), "rel_l2": first.get("rel_l2"),
+         "kernels": first.get("kernels"), "tuned_winner_us": first.get("tuned_winner_us"),
+         "us_runs": [x.get("median_us") for x in runs]}
+    if r["correct"] and all(r["us_runs"]):
+        r["us"] = statistics.median(r["us_runs"])
+    tuned = {backend: r["tuned_winner_us"] if r["correct"] else None,
+             main_row["backend"]: main_row.get("tuned_winner_us") if main_row["ours_correct"]
+             else None}
+    tuned = {b: t for b, t in tuned.items() if t}
+    r["auto_picks"] = min(tuned, key=tuned.get) if tuned else None
+    return r
+
+
+def save(a, keys, peers, rounds, copy_bw, mm_rate, t0, complete, tuned_earlier, others):
     rows = [summarise(k, peers, rounds, copy_bw, mm_rate, tuned_earlier) for k in keys]
+    backends = a.backends.split(",")
+    for key, row in zip(keys, rows):
+        row["backend"] = backends[0]
+        row["tuned_winner_us"] = rounds[0][0].get(key, {}).get("tuned_winner_us")
+        row["beside"] = [beside(key, b, row, others) for b in backends[1:]]
     per_round = []
     for i in range(len(rounds)):
         s = [r["speedup_runs"][i] for r in rows if r["ours_correct"] and r["speedup_runs"][i]]
@@ -299,7 +344,7 @@ def save(a, keys, peers, rounds, copy_bw, mm_rate, t0, complete, tuned_earlier):
     result = {"command": a.command, "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
               "commit": os.environ.get("GIT_COMMIT", "unknown"),
               "copy_bytes_per_s": copy_bw, "fp16_matmul_flops_per_s": mm_rate,
-              "rounds": len(rounds), "search_seconds": a.search_seconds,
+              "rounds": len(rounds), "search_seconds": a.search_seconds, "backends": backends,
               "tuned_by_earlier_run": bool(tuned_earlier),
               "geomean_speedup_vs_best_peer": geomean([r["speedup"] for r in rows if "speedup" in r])
               if all("speedup" in r for r in rows) else None,
@@ -332,8 +377,10 @@ def write_md(res, path):
         "executor on fresh random inputs with poisoned outputs (rel. L2 ≤ 1e-2, no NaN) in the "
         "first round, and timed "
         "with CUDA events around CUDA-graph replays. *peer* is the best of torch eager, eager in a "
-        "CUDA graph and torch.compile(max-autotune-no-cudagraphs) in a CUDA graph, timed the same "
-        "way (events around 200 launches, median of 7 batches). Every time is the median over "
+        "CUDA graph and torch.compile(max-autotune-no-cudagraphs) in a CUDA graph, and for gqa "
+        "scaled_dot_product_attention eager and in a CUDA graph (its keys stored [b, keys, d]), "
+        "timed the same way (events around 200 launches, median of 7 batches). Every time is the "
+        "median over "
         f"{res['rounds']} rounds of the whole suite in one lease (ours: a new process each round, "
         + ("every round a cache hit of the winners that a `--tune-only` run tuned into the same "
            "cache earlier in the lease, the first round checking them again"
@@ -343,8 +390,8 @@ def write_md(res, path):
         "bandwidth, FLOPs / matmul rate).",
         "",
         "| workload | bs | correct | rel L2 | winner | kernels | ours µs | eager | eager+graph | "
-        "compile+graph | peer | speedup | speedup range | floor | of copy bw |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "compile+graph | sdpa | sdpa+graph | peer | speedup | speedup range | floor | of copy bw |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in res["rows"]:
         sr = [s for s in r["speedup_runs"] if s]
@@ -352,7 +399,8 @@ def write_md(res, path):
             f"| {r['workload']} | {r['bs']} | {'yes' if r['ours_correct'] else 'NO'} | "
             f"{f(r.get('ours_rel_l2'), '{:.1e}')} | {r.get('winner', r.get('error', '—'))[:60]} | {r.get('kernels', '—')} | "
             f"{f(r.get('ours_us'))} | {f(r['eager_us'])} | {f(r['eager_graph_us'])} | "
-            f"{f(r['compile_graph_us'])} | {f(r['best_peer_us'])} | "
+            f"{f(r['compile_graph_us'])} | {f(r['sdpa_us'])} | {f(r['sdpa_graph_us'])} | "
+            f"{f(r['best_peer_us'])} | "
             f"{f(r.get('speedup'), '{:.2f}×')} | "
             f"{(f'{min(sr):.2f}–{max(sr):.2f}×' if sr else '—')} | {f(r['floor_us'])} | "
             f"{f(r.get('ours_fraction_of_copy_bw'), '{:.0%}')} |")
@@ -362,6 +410,7 @@ def write_md(res, path):
               + (f"{min(rng):.2f}× to {max(rng):.2f}×." if rng else "— (no complete round)."), ""]
     if not res["complete"]:
         lines += ["**This run was cut short**: the rounds above are all it measured.", ""]
+    lines += beside_md(res, f)
     lines += ["The tuner's candidates per row, from its cache (µs are the tuner's own profile, by "
               "the backend's clock: CUDA events over CUDA-graph replays, the inputs rotated through "
               "copies that exceed twice the L2, so a little above the table's fixed-input time; "
@@ -373,6 +422,35 @@ def write_md(res, path):
             lines.append(f"| {r['workload']} | {r['bs']} | {c['label']}{mark} | {c['status']} | "
                          f"{f(c.get('tuned_us'))} | {c.get('message', '')[:120]} |")
     open(path, "w").write("\n".join(lines) + "\n")
+
+
+def beside_md(res, f):
+    """The other backends' table: each one's tuner choice beside the first backend's."""
+    lines = []
+    for i, backend in enumerate(res["backends"][1:]):
+        main = res["backends"][0]
+        lines += [f"**{backend} beside {main}.** The {backend} backend's own tuner choice per row "
+                  f"(`yirage_cuda_bench --backend {backend}`, the same search budget and checks), "
+                  f"timed by that backend's clock in every round (the triton backend's: the host's "
+                  f"steady clock around 100 back-to-back driver launches and a synchronize, "
+                  f"no CUDA graph, so its host launch cost is counted); *auto picks* is the backend "
+                  f"whose winner the tuner measured fastest, the rule of `backend=\"auto\"` "
+                  f"(tune::optimize_on_fastest_backend) over these two.", "",
+                  f"| workload | bs | {backend} winner | correct | kernels | {backend} µs | "
+                  f"{main} µs | {backend} / {main} | auto picks |", "|---|---|---|---|---|---|---|---|---|"]
+        ratios = []
+        for r in res["rows"]:
+            b = r["beside"][i]
+            ratio = b["us"] / r["ours_us"] if b.get("us") and r.get("ours_us") else None
+            if ratio:
+                ratios.append(ratio)
+            lines.append(f"| {r['workload']} | {r['bs']} | {(b['winner'] or b['error'] or '—')[:60]} | "
+                         f"{'yes' if b['correct'] else 'NO'} | {b['kernels'] or '—'} | "
+                         f"{f(b.get('us'))} | {f(r.get('ours_us'))} | {f(ratio, '{:.2f}×')} | "
+                         f"{b['auto_picks'] or '—'} |")
+        lines += ["", f"Geo-mean of {backend} / {main} over the {len(ratios)} rows both ran: "
+                  f"{f(geomean(ratios), '{:.2f}×')}.", ""]
+    return lines
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
-// bench/gpu.sh's driver: the public suite at fp16 through YiRage's own pipeline on the cuda
-// backend. For each workload (bs 1 and 8 where it has a batch) it calls tune::optimize, which
+// bench/gpu.sh's driver: the public suite at fp16 through YiRage's own pipeline on a GPU backend
+// (cuda, or with --backend triton the triton backend). For each workload (bs 1 and 8 where it
+// has a batch) it calls tune::optimize, which
 // searches, compiles the search's candidates and the unfused graph (whose kernel-level matmuls
 // are cuBLAS calls where cuBLAS loaded), checks them, profiles them on the GPU and caches the
 // fastest. It then checks the chosen µGraph against the reference executor on fresh random inputs
@@ -12,8 +13,8 @@
 // description and lowers and compiles every candidate the tuner would compile, printing what it
 // compiled, so that the GPU run cannot fail on code that CI never built.
 //
-//   yirage_cuda_bench [--workloads a,b,...] [--bs 1,8] [--cache PATH] [--search-seconds S]
-//                     [--compile-only] [--no-check]
+//   yirage_cuda_bench [--backend cuda|triton] [--workloads a,b,...] [--bs 1,8] [--cache PATH]
+//                     [--search-seconds S] [--compile-only] [--no-check]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -46,6 +47,7 @@ std::vector<std::string> split_list(const std::string& text) {
 }
 
 struct Options {
+  std::string backend = "cuda";  // the registry's name of the backend that tunes and runs
   std::vector<std::string> workloads;
   std::vector<int> batch_sizes{1, 8};
   std::string cache_path;  // empty: the user's tuning cache
@@ -69,7 +71,9 @@ Options parse(int argc, char** argv) {
     }
     if (i + 1 >= argc) fail("yirage_cuda_bench: {} needs a value", flag);
     const std::string value = argv[++i];
-    if (flag == "--workloads") {
+    if (flag == "--backend") {
+      o.backend = value;
+    } else if (flag == "--workloads") {
       o.workloads = split_list(value);
     } else if (flag == "--bs") {
       o.batch_sizes.clear();
@@ -82,6 +86,8 @@ Options parse(int argc, char** argv) {
       fail("yirage_cuda_bench: unknown flag '{}'", flag);
     }
   }
+  if (o.compile_only && o.backend != "cuda")
+    fail("yirage_cuda_bench: --compile-only lowers for the cuda backend only, not '{}'", o.backend);
   return o;
 }
 
@@ -120,9 +126,9 @@ nlohmann::json candidates_of(const tune::CacheEntry& entry) {
   return list;
 }
 
-// The winner against the reference executor on fresh inputs, then timed by CUDA events.
+// The winner against the reference executor on fresh inputs, then timed by the backend's clock.
 // With `check` false (a later round's cache hit, checked in the first) it only times.
-void check_and_time(backend::Backend& cuda, const suite::WorkloadInfo& w,
+void check_and_time(backend::Backend& gpu, const suite::WorkloadInfo& w,
                     const ir::KernelGraph& graph, const ir::KernelGraph& chosen, bool check,
                     nlohmann::json& row) {
   const uint64_t seed = std::random_device{}();
@@ -133,7 +139,7 @@ void check_and_time(backend::Backend& cuda, const suite::WorkloadInfo& w,
   row["checked"] = check;
   if (check) {
     expected = verify::run_reference(graph, inputs);
-    const std::vector<ir::HostTensor> actual = backend::run_on(cuda, chosen, inputs);
+    const std::vector<ir::HostTensor> actual = backend::run_on(gpu, chosen, inputs);
     const Check c = compare(actual.at(0), expected.at(0));
     row["rel_l2"] = c.rel_l2;
     row["max_abs_err"] = c.max_abs;
@@ -145,33 +151,33 @@ void check_and_time(backend::Backend& cuda, const suite::WorkloadInfo& w,
   for (const ir::HostTensor& t : expected) bytes += int64_t(t.bytes.size());
   row["bytes"] = bytes;
 
-  std::unique_ptr<backend::Module> module = cuda.compile(chosen);
+  std::unique_ptr<backend::Module> module = gpu.compile(chosen);
   row["kernels"] = module->kernel_count();
   std::vector<std::unique_ptr<backend::Buffer>> owned;
   std::vector<backend::Buffer*> in, out;
   for (const ir::HostTensor& t : inputs) {
-    owned.push_back(cuda.allocate(t.bytes.size()));
+    owned.push_back(gpu.allocate(t.bytes.size()));
     owned.back()->write(t.bytes);
     in.push_back(owned.back().get());
   }
   for (const ir::HostTensor& t : expected) {
-    owned.push_back(cuda.allocate(t.bytes.size()));
+    owned.push_back(gpu.allocate(t.bytes.size()));
     out.push_back(owned.back().get());
   }
   // One input set: the fixed-input figure the benchmark has always printed; 20 warm-up
   // launches, then 7 samples of 100 CUDA-graph replays each, timed by CUDA events.
   const backend::LaunchBuffers buffers{in, out};
   const backend::TimingPlan plan{.warmup = 20, .repetitions = 7, .launches_per_repetition = 100};
-  std::vector<double> times = cuda.time(*module, {&buffers, 1}, plan).seconds_per_launch;
+  std::vector<double> times = gpu.time(*module, {&buffers, 1}, plan).seconds_per_launch;
   std::sort(times.begin(), times.end());
   row["median_us"] = times[times.size() / 2] * 1e6;
   row["min_us"] = times.front() * 1e6;
 }
 
-nlohmann::json tuned_row(backend::Backend& cuda, const Options& o, const suite::WorkloadInfo& w,
+nlohmann::json tuned_row(backend::Backend& gpu, const Options& o, const suite::WorkloadInfo& w,
                          int bs) {
   const ir::KernelGraph graph = suite::build_workload(w.name, bs, ir::DType::f16);
-  nlohmann::json row = {{"workload", w.name}, {"bs", bs}};
+  nlohmann::json row = {{"workload", w.name}, {"bs", bs}, {"backend", o.backend}};
   tune::OptimizeOptions options;
   options.cache_path = o.cache_path;
   options.search.budget_seconds = o.search_seconds;
@@ -182,13 +188,14 @@ nlohmann::json tuned_row(backend::Backend& cuda, const Options& o, const suite::
     std::fprintf(stderr, "[%s bs%d] %s\n", w.name.c_str(), bs, line.c_str());
   };
   const auto start = std::chrono::steady_clock::now();
-  const tune::OptimizeResult result = tune::optimize(graph, cuda, options);
+  const tune::OptimizeResult result = tune::optimize(graph, gpu, options);
   row["tune_seconds"] =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   row["cache_hit"] = result.cache_hit;
   row["winner"] = result.entry.winner().label;
+  row["tuned_winner_us"] = result.entry.chosen_seconds * 1e6;
   row["candidates"] = candidates_of(result.entry);
-  check_and_time(cuda, w, graph, result.chosen, o.check, row);
+  check_and_time(gpu, w, graph, result.chosen, o.check, row);
   return row;
 }
 
@@ -234,7 +241,7 @@ int compile_only(const Options& o, const suite::WorkloadInfo& w, int bs) {
 
 int run(int argc, char** argv) {
   const Options o = parse(argc, argv);
-  backend::Backend* cuda = o.compile_only ? nullptr : &backend::get_backend("cuda");
+  backend::Backend* gpu = o.compile_only ? nullptr : &backend::get_backend(o.backend);
   int failures = 0;
   for (const suite::WorkloadInfo& w : suite::workloads()) {
     if (std::find(o.workloads.begin(), o.workloads.end(), w.name) == o.workloads.end()) continue;
@@ -246,9 +253,13 @@ int run(int argc, char** argv) {
       }
       nlohmann::json row;
       try {
-        row = tuned_row(*cuda, o, w, bs);
+        row = tuned_row(*gpu, o, w, bs);
       } catch (const std::exception& e) {
-        row = {{"workload", w.name}, {"bs", bs}, {"correct", false}, {"error", e.what()}};
+        row = {{"workload", w.name},
+               {"bs", bs},
+               {"backend", o.backend},
+               {"correct", false},
+               {"error", e.what()}};
         ++failures;
       }
       std::cout << row.dump() << std::endl;
