@@ -33,9 +33,9 @@ import argparse
 import json
 import re
 import sqlite3
-import statistics
 import sys
 
+from cost_accuracy import Accuracy  # bench/cost_accuracy.py: MAPE, Kendall τ, top-1
 import cost_model_cpu  # bench/cost_model_cpu.py: the --run-cpu mode
 
 ESTIMATE = re.compile(r"estimated ([0-9.eE+-]+) s")
@@ -59,59 +59,31 @@ def graphs_from_suite_json(path):
             if c["status"] == "ok" and c.get("tuned_us")]
 
 
-def kendall_tau(xs, ys):
-    pairs = concordant = discordant = 0
-    for i in range(len(xs)):
-        for j in range(i + 1, len(xs)):
-            s = (xs[i] - xs[j]) * (ys[i] - ys[j])
-            pairs += 1
-            concordant += s > 0
-            discordant += s < 0
-    return (concordant - discordant) / pairs if pairs else None
-
-
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("source", nargs="?", help="a tuning cache (.sqlite) or a GPU suite JSON")
     cost_model_cpu.add_arguments(p)
     a = p.parse_args()
     if a.run_cpu:
-        cost_model_cpu.run(a, kendall_tau)
+        cost_model_cpu.run(a)
         return
     if not a.source:
         p.error("a source, or --run-cpu")
     graphs = (graphs_from_suite_json(a.source) if a.source.endswith(".json")
               else graphs_from_cache(a.source))
-    errors, errors_long, taus, hits, judged = [], [], [], 0, 0
+    accuracy = Accuracy()
     print(f"{'graph':40} {'cands':>5} {'tau':>6} {'top-1':>6}  estimated / measured µs")
     for name, candidates in graphs:
-        estimated = [(float(m.group(1)), measured, label) for label, measured in candidates
+        estimated = [(float(m.group(1)), measured) for label, measured in candidates
                      if (m := ESTIMATE.search(label))]
-        for est, meas, _ in estimated:
-            errors.append(abs(est - meas) / meas)
-            if meas > 100e-6:
-                errors_long.append(abs(est - meas) / meas)
-        tau = top1 = None
-        if len(estimated) >= 2:
-            tau = kendall_tau([e for e, _, _ in estimated], [m for _, m, _ in estimated])
-            taus.append(tau)
-            fastest = min(m for _, m, _ in estimated)
-            top1 = min(estimated)[1] <= fastest * 1.05
-            hits += top1
-            judged += 1
-        pairs = ", ".join(f"{e * 1e6:.1f}/{m * 1e6:.1f}" for e, m, _ in estimated)
+        tau, top1 = accuracy.add_graph(estimated)
+        pairs = ", ".join(f"{e * 1e6:.1f}/{m * 1e6:.1f}" for e, m in estimated)
         print(f"{name:40} {len(estimated):5} {'—' if tau is None else f'{tau:6.2f}':>6} "
               f"{'—' if top1 is None else ('yes' if top1 else 'no'):>6}  {pairs}")
-    if not errors:
+    if not accuracy.errors:
         sys.exit("cost_model.py: no candidate with both an estimate and a measured time")
     print()
-    print(f"MAPE over {len(errors)} candidates: {statistics.mean(errors):.0%}"
-          + (f"; over the {len(errors_long)} measured above 100 µs: "
-             f"{statistics.mean(errors_long):.0%}" if errors_long else "; none above 100 µs"))
-    if taus:
-        print(f"Kendall τ over {len(taus)} graphs with two or more estimated candidates: median "
-              f"{statistics.median(taus):.2f} (range {min(taus):.2f} to {max(taus):.2f})")
-        print(f"top-1 hit rate (first choice within 5% of the fastest): {hits}/{judged}")
+    print("\n".join(accuracy.summary("estimated")))
     print("The unfused graph has no estimate and is left out.")
 
 

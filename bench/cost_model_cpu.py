@@ -3,7 +3,6 @@ suite's graphs (examples/*.json), with top-k tuning against profile-all (issue 4
 import json
 import os
 import re
-import statistics
 import struct
 import subprocess
 import sys
@@ -11,6 +10,8 @@ import tempfile
 import time
 import zlib
 from pathlib import Path
+
+from cost_accuracy import Accuracy  # bench/cost_accuracy.py: MAPE, Kendall τ, top-1
 
 SEARCH_LABEL = re.compile(r"^search #(\d+) \(")
 ROOT = Path(__file__).resolve().parent.parent
@@ -109,7 +110,7 @@ def scatter_png(path, points):
     return f"plain scatter, log-log from 1e{lo} to 1e{hi} s on both axes"
 
 
-def run(a, kendall_tau):
+def run(a):
     names = [n for n in a.graphs.split(",") if n] or sorted(
         p.stem for p in (ROOT / "examples").glob("*.json"))
     lines = []
@@ -123,7 +124,7 @@ def run(a, kendall_tau):
         f"backend, search budget {a.budget:g} s, load average {load:.2f} at the start")
     say(f"{'graph':16} {'cands':>5} {'tau':>6} {'top-1':>6} {'all s':>7} {'top-k s':>7} "
         f"{'speedup':>7} {'all µs':>9} {'top-k µs':>9}  predicted/measured µs")
-    errors, errors_long, taus, hits, judged, points, rows = [], [], [], 0, 0, [], []
+    accuracy, points, rows = Accuracy(), [], []
     wall_all = wall_topk = 0
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:
@@ -133,19 +134,8 @@ def run(a, kendall_tau):
             wall_all += t_all
             wall_topk += t_k
             pairs = pairs_of(full)
-            for _, pred, meas in pairs:
-                errors.append(abs(pred - meas) / meas)
-                if meas > 100e-6:
-                    errors_long.append(abs(pred - meas) / meas)
-                points.append((pred, meas))
-            tau = top1 = None
-            if len(pairs) >= 2:
-                tau = kendall_tau([p for _, p, _ in pairs], [m for _, _, m in pairs])
-                taus.append(tau)
-                fastest = min(m for _, _, m in pairs)
-                top1 = min(pairs, key=lambda x: x[1])[2] <= fastest * 1.05
-                hits += top1
-                judged += 1
+            points += [(pred, meas) for _, pred, meas in pairs]
+            tau, top1 = accuracy.add_graph([(pred, meas) for _, pred, meas in pairs])
             rows.append({"graph": name, "pairs": pairs, "tau": tau, "top1": top1,
                          "profile_all_seconds": t_all, "top_k_seconds": t_k,
                          "profile_all_chosen": full["chosen"], "top_k_chosen": topk["chosen"],
@@ -157,14 +147,8 @@ def run(a, kendall_tau):
                 f"{t_k:7.1f} {t_all / t_k:7.2f} {full['chosen_seconds'] * 1e6:9.1f} "
                 f"{topk['chosen_seconds'] * 1e6:9.1f}  {shown}")
     say()
-    if errors:
-        say(f"MAPE over {len(errors)} candidates: {statistics.mean(errors):.0%}"
-            + (f"; over the {len(errors_long)} measured above 100 µs: "
-               f"{statistics.mean(errors_long):.0%}" if errors_long else "; none above 100 µs"))
-    if taus:
-        say(f"Kendall τ over {len(taus)} graphs with two or more predicted candidates: median "
-            f"{statistics.median(taus):.2f} (range {min(taus):.2f} to {max(taus):.2f})")
-        say(f"top-1 hit rate (first choice within 5% of the fastest): {hits}/{judged}")
+    for line in accuracy.summary("predicted"):
+        say(line)
     say(f"tuning wall time: profile-all {wall_all:.1f} s, top-k {wall_topk:.1f} s "
         f"({wall_all / wall_topk:.2f}x); the search is the same in both, each in a fresh cache")
     say("Measured times are the tuner's medians on this machine; the unfused graph is included "

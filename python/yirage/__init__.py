@@ -127,7 +127,6 @@ def superoptimize(
     verbose: bool = False,
     cluster: Optional[str] = None,
 ) -> OptimizedGraph:
-    """``graph.superoptimize(backend, config, budget, verbose, cluster)``; see there."""
     if cluster is None:
         return _native_superoptimize(graph, backend, config, budget, verbose)
     from .ray_cli import superoptimize_on_cluster
@@ -135,19 +134,9 @@ def superoptimize(
     return superoptimize_on_cluster(graph, cluster, backend, config, budget, verbose)
 
 
-def _superoptimize_method(
-    self: KernelGraph,
-    backend: str = "auto",
-    config: Optional[Mapping[str, Any]] = None,
-    budget: Optional[float] = None,
-    verbose: bool = False,
-    cluster: Optional[str] = None,
-) -> OptimizedGraph:
-    return superoptimize(self, backend, config, budget, verbose, cluster)
-
-
-_superoptimize_method.__name__ = _superoptimize_method.__qualname__ = "superoptimize"
-_superoptimize_method.__doc__ = (_native_superoptimize.__doc__ or "").rstrip() + (
+# One function serves as yr.superoptimize(graph, ...) and as graph.superoptimize(...), with the
+# native docstring and the cluster argument, which the Python side adds, described after it.
+superoptimize.__doc__ = (_native_superoptimize.__doc__ or "").rstrip() + (
     "\n\ncluster: None, or a Ray cluster's address (ray start's, e.g. '127.0.0.1:6379'): the\n"
     "  search and profiling run in a Ray task there (yirage.ray.tune_graphs), the winner's\n"
     "  cache entry is merged into this machine's tuning cache (config's cache, else the\n"
@@ -155,7 +144,7 @@ _superoptimize_method.__doc__ = (_native_superoptimize.__doc__ or "").rstrip() +
     "  Connects with ray.init(address=cluster) unless Ray is initialized already. Needs\n"
     "  pip install \"yirage[ray]\" here and yirage on the cluster's nodes.\n"
 )
-KernelGraph.superoptimize = _superoptimize_method
+KernelGraph.superoptimize = superoptimize
 
 __all__ = [
     "DTensor",
