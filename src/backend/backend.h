@@ -44,7 +44,9 @@ struct DeviceDescription {
   // (check_fits_memory); and "library_matmul", which a backend that can run kernel-level matmuls
   // as library calls (ir::MatmulOp::library) fills the same way: {"name": "OpenBLAS 0.3.21",
   // "dtypes": ["f32"], ...} when it can, {"unavailable": why} when its library is missing. The
-  // tuner measures such variants of every candidate against the generated ones.
+  // tuner measures such variants of every candidate against the generated ones. Likewise
+  // "quant_matmul_prefetch": true where the backend honours ir::QuantMatmulOp::prefetch, and the
+  // tuner measures each candidate with quant_matmuls both ways.
   nlohmann::json capabilities;
   // Whether choosing among candidate µGraphs by their measured time on this backend means
   // anything: tune::optimize runs on it, and its winners are cached and looked up. False for the

@@ -71,7 +71,8 @@ std::string op_text(const Op& op) {
             return fmt::format("theta={} style={}", r.theta, rope_style_name(r.style));
           },
           [](const QuantMatmulOp& q) {
-            return fmt::format("format={}", quant_format_name(q.format));
+            return fmt::format("format={}{}", quant_format_name(q.format),
+                               q.prefetch ? "" : " no_prefetch");
           },
           [](const auto&) { return std::string(); },
       },

@@ -116,7 +116,11 @@ void add_attributes(Hasher& h, const Op& op) {
                    h.add_double(r.theta);
                    h.add_string(rope_style_name(r.style));
                  },
-                 [&](const QuantMatmulOp& q) { h.add_string(quant_format_name(q.format)); },
+                 [&](const QuantMatmulOp& q) {
+                   h.add_string(quant_format_name(q.format));
+                   // Only when off, so that the hashes of graphs that never set it stay.
+                   if (!q.prefetch) h.add_string("no_prefetch");
+                 },
                  [](const InputOp&) {},
                  [&](const MatmulOp& m) {
                    // Only when set, so that the hashes of graphs without the flag stay as they

@@ -76,7 +76,10 @@ void write_attributes(ordered_json& j, const Op& op) {
                    j["theta"] = r.theta;
                    j["style"] = rope_style_name(r.style);
                  },
-                 [&](const QuantMatmulOp& q) { j["format"] = quant_format_name(q.format); },
+                 [&](const QuantMatmulOp& q) {
+                   j["format"] = quant_format_name(q.format);
+                   if (!q.prefetch) j["prefetch"] = false;
+                 },
                  [](const InputOp&) {},
                  [&](const MatmulOp& m) {
                    if (m.library) j["library"] = true;  // omitted when false: older files unchanged
@@ -231,7 +234,9 @@ Fields attribute_fields(const Op& op) {
                         [](const RopeOp&) -> Fields {
                           return {"theta", "style"};
                         },
-                        [](const QuantMatmulOp&) -> Fields { return {"format"}; },
+                        [](const QuantMatmulOp&) -> Fields {
+                          return {"format", "prefetch"};
+                        },
                         [](const MatmulOp&) -> Fields { return {"library"}; },
                         [](const FusedOp&) -> Fields { return {"body"}; },
                         [](const auto&) -> Fields { return {}; },
@@ -290,6 +295,7 @@ void read_attributes(Op& op, const Object& node, size_t operands) {
                      fail("{}: unknown quantized format \"{}\"; known: q4_0, q4_1, q8_0",
                           node.path("format"), name);
                    q.format = *format;
+                   q.prefetch = flag("prefetch", true);
                  },
                  [](InputOp&) {},
                  [&](MatmulOp& m) { m.library = flag("library", false); },

@@ -53,7 +53,8 @@ std::string attributes(const ir::Op& op) {
             return fmt::format("theta={}, style={}", r.theta, ir::rope_style_name(r.style));
           },
           [](const ir::QuantMatmulOp& q) {
-            return fmt::format("format={}", ir::quant_format_name(q.format));
+            return fmt::format("format={}{}", ir::quant_format_name(q.format),
+                               q.prefetch ? "" : ", no prefetch");
           },
           [](const auto&) { return std::string(); },
       },

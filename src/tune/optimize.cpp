@@ -183,6 +183,42 @@ void add_library_variants(std::vector<Candidate>& candidates,
           {fmt::format("{} + {}", candidates[i].label, offer->name), *v, candidates[i].proof});
 }
 
+// `g` with every quant_matmul's decode prefetch off; nullopt when it has none that prefetches.
+std::optional<ir::KernelGraph> without_prefetch(const ir::KernelGraph& g) {
+  ir::KernelGraph out;
+  bool changed = false;
+  for (const ir::Node& n : g.nodes()) {
+    if (std::holds_alternative<ir::InputOp>(n.op)) {
+      out.input(n.name, n.outputs[0].dims, n.outputs[0].dtype);
+      continue;
+    }
+    ir::Op op = n.op;
+    if (auto* q = std::get_if<ir::QuantMatmulOp>(&op); q && q->prefetch) {
+      q->prefetch = false;
+      changed = true;
+    }
+    out.add_node(std::move(op), n.inputs, n.name);  // same order, so node ids are unchanged
+  }
+  if (!changed) return std::nullopt;
+  for (const ir::GraphOutput& o : g.outputs()) out.mark_output(o.tensor, o.name);
+  return out;
+}
+
+// Each candidate, then, where the backend honours the choice, a variant of each with its
+// quant_matmuls' decode prefetch off, labelled "<label> + no prefetch": whether asking for the
+// next weight tile early helps depends on the host's core and memory (ops.h), so it is measured.
+void add_prefetch_variants(std::vector<Candidate>& candidates,
+                           const backend::DeviceDescription& device) {
+  const nlohmann::json& caps = device.capabilities;
+  if (!caps.is_object() || caps.value("quant_matmul_prefetch", false) != true) return;
+  const size_t base = candidates.size();
+  for (size_t i = 0; i < base; ++i)
+    if (std::optional<ir::KernelGraph> v = without_prefetch(candidates[i].graph))
+      // The same operations in the same order: the base candidate's proof holds.
+      candidates.push_back(
+          {fmt::format("{} + no prefetch", candidates[i].label), *v, candidates[i].proof});
+}
+
 // The entry's winner bound to `graph`; nullopt, with a warning, when the entry cannot be read
 // (no chosen candidate, JSON that does not parse or does not fit the graph): such an entry is
 // never trusted, and tuning again replaces it.
@@ -382,6 +418,7 @@ OptimizeResult optimize(const ir::KernelGraph& graph, backend::Backend& backend,
   for (Candidate& c : ordered)
     if (!c.proof) c.proof = prove(graph, c.graph, options.search.fingerprint);
   if (options.library_variants) add_library_variants(ordered, device);
+  if (options.prefetch_variants) add_prefetch_variants(ordered, device);
   log(fmt::format("{} candidates in {:.2f} s", ordered.size(), seconds_since(start)));
 
   // 2. Compile them in parallel; each failure is recorded, never fatal.

@@ -246,6 +246,9 @@ struct OptimizeOptions {
   // Whether each candidate also runs with its matmuls as library calls where the backend offers
   // them; false measures generated kernels only.
   bool library_variants = true;
+  // Whether each candidate with quant_matmuls also runs with their decode prefetch off
+  // (ir::QuantMatmulOp::prefetch) where the backend honours it, labelled "<label> + no prefetch".
+  bool prefetch_variants = true;
   ProfileOptions profile;
   // Check and profile each candidate in a worker process (worker_command()), so that one that
   // crashes or hangs costs that candidate only; false, or no worker registered, runs them in this

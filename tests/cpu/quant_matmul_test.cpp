@@ -11,6 +11,7 @@
 
 #include "cpu_test_util.h"
 #include "test_util.h"
+#include "tune/tune.h"
 
 namespace yirage::cpu_test {
 namespace {
@@ -90,6 +91,70 @@ TEST(QuantMatmul, CpuLoweringMatchesTheReferenceAtEveryTileShape) {
     SCOPED_TRACE(std::string(ir::quant_format_name(format)));
     check_against_reference(g, 5, "quant_matmul");
   }
+}
+
+// The decode path without its prefetch of the next weight tile, a schedule choice: the same
+// results, a graph of its own to the cache key, and the flag kept through JSON.
+TEST(QuantMatmul, WithoutPrefetchItIsTheSameProductAndAnotherGraph) {
+  for (QuantFormat format : {QuantFormat::q4_0, QuantFormat::q4_1, QuantFormat::q8_0}) {
+    const int64_t bytes = ir::quant_block_bytes(format);
+    KernelGraph g;
+    TensorRef one = g.input("one", {1, 128}, DType::f32);
+    TensorRef tall = g.input("tall", {70, 4 * bytes}, DType::u8);
+    TensorRef other = g.input("other", {9, 4 * bytes}, DType::u8);
+    g.mark_output(g.quant_matmul(one, tall, format), "decode");
+    g.mark_output(g.quant_matmul(one, other, format), "decode_grouped");
+    KernelGraph off;
+    for (const ir::Node& n : g.nodes()) {
+      if (std::holds_alternative<ir::InputOp>(n.op)) {
+        off.input(n.name, n.outputs[0].dims, n.outputs[0].dtype);
+        continue;
+      }
+      ir::Op op = n.op;
+      std::get<ir::QuantMatmulOp>(op).prefetch = false;
+      off.add_node(std::move(op), n.inputs, n.name);
+    }
+    for (const ir::GraphOutput& o : g.outputs()) off.mark_output(o.tensor, o.name);
+    SCOPED_TRACE(std::string(ir::quant_format_name(format)));
+    check_against_reference(off, 9, "quant_matmul without prefetch");
+    EXPECT_NE(ir::structural_hash(off), ir::structural_hash(g));
+    const KernelGraph parsed = ir::parse_kernel_graph(ir::to_json(off).dump());
+    EXPECT_FALSE(std::get<ir::QuantMatmulOp>(parsed.nodes()[3].op).prefetch);
+    EXPECT_EQ(ir::structural_hash(parsed), ir::structural_hash(off));
+    EXPECT_EQ(ir::to_json(g).dump().find("prefetch"), std::string::npos);
+  }
+}
+
+// Where the backend honours the choice, every candidate with quant_matmuls is also measured with
+// their prefetch off, and the cached winner is whichever was faster here.
+TEST(QuantMatmul, TheTunerMeasuresEachCandidateWithoutPrefetch) {
+  ASSERT_EQ(cpu_backend().device().capabilities.value("quant_matmul_prefetch", false), true);
+  KernelGraph g;
+  TensorRef x = g.input("x", {1, 256}, DType::f32);
+  TensorRef w = g.input("w", {64, 8 * ir::quant_block_bytes(QuantFormat::q4_1)}, DType::u8);
+  g.mark_output(g.quant_matmul(x, w, QuantFormat::q4_1), "y");
+  tune::OptimizeOptions o;
+  o.cache_path = fresh_cache_db("prefetch");
+  o.profile.min_seconds = 0.01;
+  o.profile.min_repetitions = 3;
+  o.candidates = [](const KernelGraph&, const backend::DeviceDescription&) {
+    return std::vector<tune::Candidate>{};
+  };
+  const tune::OptimizeResult r = tune::optimize(g, cpu_backend(), o);
+  ASSERT_EQ(r.entry.candidates.size(), 2u);
+  EXPECT_EQ(r.entry.candidates[0].label, "unfused");
+  const tune::CandidateRecord& variant = r.entry.candidates[1];
+  EXPECT_EQ(variant.label, "unfused + no prefetch");
+  EXPECT_EQ(variant.status, "ok") << variant.message;
+  EXPECT_GT(variant.seconds, 0);
+  EXPECT_NE(variant.graph_json.find("\"prefetch\":false"), std::string::npos) << variant.graph_json;
+  std::optional<KernelGraph> winner = tune::cached_winner(g, cpu_backend(), o.cache_path);
+  ASSERT_TRUE(winner);
+  EXPECT_EQ(ir::structural_hash(*winner), ir::structural_hash(r.chosen));
+
+  o.prefetch_variants = false;
+  o.cache_path = fresh_cache_db("prefetch-off");
+  EXPECT_EQ(tune::optimize(g, cpu_backend(), o).entry.candidates.size(), 1u);
 }
 
 TEST(QuantMatmul, ShapeRulesNameTheProblem) {

@@ -263,13 +263,14 @@ class Lowering {
 
   // quant_matmuls of one format that read the same activations run as one group, emitted at the
   // first member, when every member's weight is ready by then (graph inputs always are).
-  std::vector<int32_t> quant_group(int32_t id, const ir::Node& node, ir::QuantFormat format) const {
+  std::vector<int32_t> quant_group(int32_t id, const ir::Node& node, ir::QuantFormat format,
+                                   bool prefetch) const {
     std::vector<int32_t> group{id};
     const auto& nodes = graph_.nodes();
     for (size_t other = size_t(id) + 1; other < nodes.size(); ++other) {
       const auto* op = std::get_if<ir::QuantMatmulOp>(&nodes[other].op);
-      if (op && op->format == format && nodes[other].inputs[0] == node.inputs[0] &&
-          nodes[other].inputs[1].node < id)
+      if (op && op->format == format && op->prefetch == prefetch &&
+          nodes[other].inputs[0] == node.inputs[0] && nodes[other].inputs[1].node < id)
         group.push_back(int32_t(other));
     }
     return group;
@@ -282,15 +283,15 @@ class Lowering {
     const int64_t k = x.type.dims.back(), rows = ir::num_elements(x.type.dims) / k;
     const int64_t at = scratch(align_up(rows * k) + rows * (k / ir::kQuantBlock) * 8);
     std::vector<std::string> jobs;
-    for (int32_t member : quant_group(id, node, op.format)) {
+    for (int32_t member : quant_group(id, node, op.format, op.prefetch)) {
       grouped_.insert(member);
       const CTensor& w = in(graph_.nodes()[size_t(member)], 1);
       jobs.push_back(fmt::format("{{(const std::byte*){}, {}, {}, {}}}", w.ptr, w.type.dims[1],
                                  w.type.dims[0], out(member).ptr));
     }
     body_.line("{{ const yrq::QuantJob jobs[] = {{{}}};", fmt::join(jobs, ", "));
-    body_.line("  yrq::quant_matmul<yrq::{}>({}, {}, {}, jobs, {}, ws + {}, nt); }}",
-               quant_kind(op.format), x.ptr, rows, k, jobs.size(), at);
+    body_.line("  yrq::quant_matmul<yrq::{}, {}>({}, {}, {}, jobs, {}, ws + {}, nt); }}",
+               quant_kind(op.format), op.prefetch, x.ptr, rows, k, jobs.size(), at);
   }
 
   struct MatmulShape {

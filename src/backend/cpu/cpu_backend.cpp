@@ -10,7 +10,8 @@
 // description's capabilities "library_matmul" is {"name": "OpenBLAS 0.3.21", "threading",
 // "config", "dtypes": ["f32"]} when the library loaded, else {"unavailable": why}; compiling a
 // library matmul without it is an error naming the node, never a silent fallback to generated
-// code. The library's name and threading are part of codegen_settings().
+// code. The library's name and threading are part of codegen_settings(). Capabilities
+// "quant_matmul_prefetch" is true: quant_matmul honours ops.h QuantMatmulOp::prefetch.
 #include <sys/mman.h>
 
 #include <cstdlib>
@@ -186,6 +187,7 @@ class CpuBackend final : public Backend {
   DeviceDescription device() const override {
     DeviceDescription d = device_;
     d.capabilities["threads"] = threads_;
+    d.capabilities["quant_matmul_prefetch"] = true;
     if (const std::optional<uint64_t> memory = physical_memory_bytes())
       d.capabilities["memory_bytes"] = *memory;
     std::string why;
