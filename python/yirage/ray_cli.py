@@ -119,6 +119,10 @@ def _tune(args: argparse.Namespace) -> Dict[str, Any]:
         config["threads"] = args.threads
     if args.max_states:
         config["max_states"] = args.max_states
+    if args.top_k is not None:
+        config["max_candidates"] = args.top_k
+    if args.profile_all:
+        config["profile_all"] = True
     (result,) = yirage_ray.tune_graphs([args.graph], backend=args.backend, config=config,
                                        budget=args.budget, cache=args.cache)
     return {"node": result["node"], "pid": result["pid"],
@@ -135,6 +139,9 @@ def main(argv=None) -> int:
     tune.add_argument("--seed", type=int, default=0)
     tune.add_argument("--threads", type=int, default=0)
     tune.add_argument("--max-states", type=int, default=0)
+    tune.add_argument("--top-k", type=int, default=None,
+                      help="search candidates profiled (superoptimize's config max_candidates)")
+    tune.add_argument("--profile-all", action="store_true", help="profile every search candidate")
     tune.add_argument("--cache", default=None, help="the tuning cache to merge into")
     tune.add_argument("--result", default=None, help="a file for the JSON outcome")
     tune.add_argument("graph")

@@ -145,6 +145,8 @@ void optimize_on_ray(const OptimizeOptions& o, const std::string& backend,
   request.backend = backend;
   request.cache = o.cache;
   request.search = search;
+  request.top_k = o.top_k;
+  request.profile_all = o.profile_all;
   tune_on_ray(o.ray, request);
 }
 

@@ -117,6 +117,8 @@ void tune_on_ray(const std::string& address, const TunedOptimizeOptions& o) {
     argv.insert(argv.end(), {"--threads", std::to_string(o.search.threads)});
   if (o.search.max_states > 0)
     argv.insert(argv.end(), {"--max-states", std::to_string(o.search.max_states)});
+  if (o.top_k) argv.insert(argv.end(), {"--top-k", std::to_string(*o.top_k)});
+  if (o.profile_all) argv.push_back("--profile-all");
   argv.push_back(o.file);
   const int status = run_python(argv, child_environment(here));
   std::ifstream in(result_path);
