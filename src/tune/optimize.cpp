@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <future>
 #include <map>
 #include <set>
@@ -143,48 +144,11 @@ std::optional<LibraryOffer> library_offer(const backend::DeviceDescription& devi
   return offer;
 }
 
-// `g` with each kernel-level matmul whose operands and result have an offered dtype marked as a
-// library call; nullopt when it has none. Fused kernels keep their generated matmuls.
-std::optional<ir::KernelGraph> with_library_matmuls(const ir::KernelGraph& g,
-                                                    const LibraryOffer& offer) {
-  ir::KernelGraph out;
-  bool marked = false;
-  for (const ir::Node& n : g.nodes()) {
-    if (std::holds_alternative<ir::InputOp>(n.op)) {
-      out.input(n.name, n.outputs[0].dims, n.outputs[0].dtype);
-      continue;
-    }
-    ir::Op op = n.op;
-    if (auto* m = std::get_if<ir::MatmulOp>(&op); m && !m->library) {
-      bool offered = offer.dtypes.contains(n.outputs[0].dtype);
-      for (ir::TensorRef t : n.inputs) offered = offered && offer.dtypes.contains(g.type(t).dtype);
-      m->library = offered;
-      marked = marked || offered;
-    }
-    out.add_node(std::move(op), n.inputs, n.name);  // same order, so node ids are unchanged
-  }
-  if (!marked) return std::nullopt;
-  for (const ir::GraphOutput& o : g.outputs()) out.mark_output(o.tensor, o.name);
-  return out;
-}
-
-// Each candidate, then, where the backend offers a library matmul, a variant of each with its
-// matmuls as library calls, labelled "<label> + <library>": the tuner measures library leaves
-// against generated GEMMs instead of guessing which wins at these shapes on this machine.
-void add_library_variants(std::vector<Candidate>& candidates,
-                          const backend::DeviceDescription& device) {
-  const std::optional<LibraryOffer> offer = library_offer(device);
-  if (!offer) return;
-  const size_t base = candidates.size();
-  for (size_t i = 0; i < base; ++i)
-    if (std::optional<ir::KernelGraph> v = with_library_matmuls(candidates[i].graph, *offer))
-      // The same operations, the matmuls run by the library: the base candidate's proof holds.
-      candidates.push_back(
-          {fmt::format("{} + {}", candidates[i].label, offer->name), *v, candidates[i].proof});
-}
-
-// `g` with every quant_matmul's decode prefetch off; nullopt when it has none that prefetches.
-std::optional<ir::KernelGraph> without_prefetch(const ir::KernelGraph& g) {
+// `g` with each node's op (inputs aside) passed through `rewrite`, which returns whether it
+// changed it; node for node in the same order, so node ids are unchanged. nullopt when no op
+// changed.
+std::optional<ir::KernelGraph> with_ops_rewritten(
+    const ir::KernelGraph& g, const std::function<bool(const ir::Node&, ir::Op&)>& rewrite) {
   ir::KernelGraph out;
   bool changed = false;
   for (const ir::Node& n : g.nodes()) {
@@ -193,30 +157,63 @@ std::optional<ir::KernelGraph> without_prefetch(const ir::KernelGraph& g) {
       continue;
     }
     ir::Op op = n.op;
-    if (auto* q = std::get_if<ir::QuantMatmulOp>(&op); q && q->prefetch) {
-      q->prefetch = false;
-      changed = true;
-    }
-    out.add_node(std::move(op), n.inputs, n.name);  // same order, so node ids are unchanged
+    changed = rewrite(n, op) || changed;
+    out.add_node(std::move(op), n.inputs, n.name);
   }
   if (!changed) return std::nullopt;
   for (const ir::GraphOutput& o : g.outputs()) out.mark_output(o.tensor, o.name);
   return out;
 }
 
-// Each candidate, then, where the backend honours the choice, a variant of each with its
-// quant_matmuls' decode prefetch off, labelled "<label> + no prefetch": whether asking for the
-// next weight tile early helps depends on the host's core and memory (ops.h), so it is measured.
+// After the candidates, a variant of each that `variant_of` gives (nullopt: none), labelled
+// "<label> + <suffix>". A variant runs the same operations in the same order, so the base
+// candidate's proof holds for it.
+void add_variants(
+    std::vector<Candidate>& candidates, std::string_view suffix,
+    const std::function<std::optional<ir::KernelGraph>(const ir::KernelGraph&)>& variant_of) {
+  const size_t base = candidates.size();
+  for (size_t i = 0; i < base; ++i)
+    if (std::optional<ir::KernelGraph> v = variant_of(candidates[i].graph))
+      candidates.push_back(
+          {fmt::format("{} + {}", candidates[i].label, suffix), *v, candidates[i].proof});
+}
+
+// Where the backend offers a library matmul, a variant of each candidate with each kernel-level
+// matmul whose operands and result have an offered dtype as a library call, labelled
+// "<label> + <library>": the tuner measures library leaves against generated GEMMs instead of
+// guessing which wins at these shapes on this machine. Fused kernels keep their generated
+// matmuls.
+void add_library_variants(std::vector<Candidate>& candidates,
+                          const backend::DeviceDescription& device) {
+  const std::optional<LibraryOffer> offer = library_offer(device);
+  if (!offer) return;
+  add_variants(candidates, offer->name, [&](const ir::KernelGraph& g) {
+    return with_ops_rewritten(g, [&](const ir::Node& n, ir::Op& op) {
+      auto* m = std::get_if<ir::MatmulOp>(&op);
+      if (!m || m->library) return false;
+      bool offered = offer->dtypes.contains(n.outputs[0].dtype);
+      for (ir::TensorRef t : n.inputs) offered = offered && offer->dtypes.contains(g.type(t).dtype);
+      m->library = offered;
+      return offered;
+    });
+  });
+}
+
+// Where the backend honours the choice, a variant of each candidate with its quant_matmuls'
+// decode prefetch off, labelled "<label> + no prefetch": whether asking for the next weight tile
+// early helps depends on the host's core and memory (ops.h), so it is measured.
 void add_prefetch_variants(std::vector<Candidate>& candidates,
                            const backend::DeviceDescription& device) {
   const nlohmann::json& caps = device.capabilities;
   if (!caps.is_object() || caps.value("quant_matmul_prefetch", false) != true) return;
-  const size_t base = candidates.size();
-  for (size_t i = 0; i < base; ++i)
-    if (std::optional<ir::KernelGraph> v = without_prefetch(candidates[i].graph))
-      // The same operations in the same order: the base candidate's proof holds.
-      candidates.push_back(
-          {fmt::format("{} + no prefetch", candidates[i].label), *v, candidates[i].proof});
+  add_variants(candidates, "no prefetch", [](const ir::KernelGraph& g) {
+    return with_ops_rewritten(g, [](const ir::Node&, ir::Op& op) {
+      auto* q = std::get_if<ir::QuantMatmulOp>(&op);
+      if (!q || !q->prefetch) return false;
+      q->prefetch = false;
+      return true;
+    });
+  });
 }
 
 // The entry's winner bound to `graph`; nullopt, with a warning, when the entry cannot be read

@@ -74,47 +74,17 @@ TEST(QuantMatmul, ReferenceIsTheDequantizedProductUpToActivationRounding) {
 TEST(QuantMatmul, CpuLoweringMatchesTheReferenceAtEveryTileShape) {
   for (QuantFormat format : {QuantFormat::q4_0, QuantFormat::q4_1, QuantFormat::q8_0}) {
     const int64_t bytes = ir::quant_block_bytes(format);
-    KernelGraph g;
-    TensorRef one = g.input("one", {1, 128}, DType::f32);
-    TensorRef six = g.input("six", {6, 64}, DType::f32);
-    TensorRef batched = g.input("batched", {3, 5, 64}, DType::f32);
-    TensorRef tall = g.input("tall", {70, 4 * bytes}, DType::u8);
-    TensorRef small = g.input("small", {13, 2 * bytes}, DType::u8);
-    TensorRef other = g.input("other", {9, 4 * bytes}, DType::u8);
-    TensorRef six_other = g.input("six_other", {5, 2 * bytes}, DType::u8);
-    g.mark_output(g.quant_matmul(one, tall, format), "decode");
-    g.mark_output(g.quant_matmul(six, small, format), "six_rows");
-    g.mark_output(g.quant_matmul(batched, small, format), "batched");
-    // Products of the same activations run as one group, tiles split across their weights.
-    g.mark_output(g.quant_matmul(one, other, format), "decode_grouped");
-    g.mark_output(g.quant_matmul(six, six_other, format), "six_rows_grouped");
-    SCOPED_TRACE(std::string(ir::quant_format_name(format)));
-    check_against_reference(g, 5, "quant_matmul");
-  }
-}
-
-// The decode path without its prefetch of the next weight tile, a schedule choice: the same
-// results, a graph of its own to the cache key, and the flag kept through JSON.
-TEST(QuantMatmul, WithoutPrefetchItIsTheSameProductAndAnotherGraph) {
-  for (QuantFormat format : {QuantFormat::q4_0, QuantFormat::q4_1, QuantFormat::q8_0}) {
-    const int64_t bytes = ir::quant_block_bytes(format);
-    KernelGraph g;
-    TensorRef one = g.input("one", {1, 128}, DType::f32);
-    TensorRef tall = g.input("tall", {70, 4 * bytes}, DType::u8);
-    TensorRef other = g.input("other", {9, 4 * bytes}, DType::u8);
-    g.mark_output(g.quant_matmul(one, tall, format), "decode");
-    g.mark_output(g.quant_matmul(one, other, format), "decode_grouped");
-    KernelGraph off;
-    for (const ir::Node& n : g.nodes()) {
-      if (std::holds_alternative<ir::InputOp>(n.op)) {
-        off.input(n.name, n.outputs[0].dims, n.outputs[0].dtype);
-        continue;
-      }
-      ir::Op op = n.op;
-      std::get<ir::QuantMatmulOp>(op).prefetch = false;
-      off.add_node(std::move(op), n.inputs, n.name);
-    }
-    for (const ir::GraphOutput& o : g.outputs()) off.mark_output(o.tensor, o.name);
+    auto decode = [&](bool prefetch) {
+      KernelGraph g;
+      TensorRef one = g.input("one", {1, 128}, DType::f32);
+      TensorRef tall = g.input("tall", {70, 4 * bytes}, DType::u8);
+      TensorRef other = g.input("other", {9, 4 * bytes}, DType::u8);
+      g.mark_output(g.add_node(ir::QuantMatmulOp{format, prefetch}, {one, tall})[0], "decode");
+      g.mark_output(g.add_node(ir::QuantMatmulOp{format, prefetch}, {one, other})[0],
+                    "decode_grouped");
+      return g;
+    };
+    const KernelGraph g = decode(true), off = decode(false);
     SCOPED_TRACE(std::string(ir::quant_format_name(format)));
     check_against_reference(off, 9, "quant_matmul without prefetch");
     EXPECT_NE(ir::structural_hash(off), ir::structural_hash(g));
