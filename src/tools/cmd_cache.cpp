@@ -121,6 +121,7 @@ void tuned_optimize(const TunedOptimizeOptions& o) {
                                                    {"fingerprint", b.result->entry.key.fingerprint},
                                                    {"chosen", b.result->entry.winner().label},
                                                    {"seconds", b.result->entry.chosen_seconds},
+                                                   {"transfer_seconds", b.transfer_seconds},
                                                    {"cache_hit", b.result->cache_hit}}
                                   : nlohmann::json{{"backend", b.backend}, {"error", b.error}});
     r = std::move(*fastest.backends[fastest.chosen].result);

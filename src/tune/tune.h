@@ -299,21 +299,39 @@ struct BackendTuning {
   std::string backend;
   std::optional<OptimizeResult> result;
   std::string error;  // the one-line reason when tuning failed on this backend
+  // Seconds a call spends copying the graph's inputs onto this backend's device and its outputs
+  // back, measured on this machine (median of a few copies): 0 where the backend's buffers are
+  // host memory, which its modules read in place, or where the caller's data already lives on
+  // the device (DataPlacement::device).
+  double transfer_seconds = 0;
+  // What "auto" compares: the winner's measured time plus the transfers; requires `result`.
+  double call_seconds() const { return result.value().entry.chosen_seconds + transfer_seconds; }
 };
 
 struct FastestBackendResult {
   std::vector<BackendTuning> backends;  // every available tunable backend, in registry order
-  size_t chosen = 0;                    // index into backends: the one with the fastest winner
+  size_t chosen = 0;                    // index into backends: the one with the fastest call
   const BackendTuning& winner() const { return backends.at(chosen); }
 };
 
+// Where the caller's inputs live and its outputs are wanted: on the host (numpy arrays, a CLI
+// call), so that a device backend pays a copy each way per call, or already on the device.
+enum class DataPlacement { host, device };
+
 // What backend "auto" means: optimize() on every available backend whose device is tunable (each
 // searched under its own device's description and cached under its own fingerprint, so a later
-// call is a cache hit per device), then the backend whose winner measured fastest. A backend on
-// which optimize() throws is kept with its error and not chosen. Throws yirage::Error when no
-// backend is available and tunable, or when every one failed (with each one's reason).
+// call is a cache hit per device), then the backend whose call is fastest: its winner's measured
+// time plus, where `data` lives on the host and the backend's buffers do not, the measured time
+// of copying the inputs in and the outputs out. A backend on which optimize() throws is kept with
+// its error and not chosen. Throws yirage::Error when no backend is available and tunable, or
+// when every one failed (with each one's reason).
 FastestBackendResult optimize_on_fastest_backend(const ir::KernelGraph& graph,
-                                                 const OptimizeOptions& options = {});
+                                                 const OptimizeOptions& options = {},
+                                                 DataPlacement data = DataPlacement::host);
+
+// Seconds to copy `graph`'s inputs from the host onto `backend` and its outputs back, the median
+// of a few timed copies after one untimed; 0 where the backend's buffers are host memory.
+double host_transfer_seconds(backend::Backend& backend, const ir::KernelGraph& graph);
 
 // ==== candidate isolation ========================================================================
 

@@ -89,8 +89,15 @@ def test_report():
     assert report["backend"] == opt.backend
     assert report["backend"] in yr.get_available_backends()
     measured = {name: s for name, s in report["backend_seconds"].items() if s >= 0}
+    transfers = report["backend_transfer_seconds"]
     assert report["backend"] in measured
-    assert measured[report["backend"]] == min(measured.values())
+    assert set(transfers) == set(report["backend_seconds"])
+    # A backend whose buffers are host memory pays no copies; the choice counts them.
+    for name in ("cpu", "reference"):
+        if name in measured:
+            assert transfers[name] == 0
+    calls = {name: s + transfers[name] for name, s in measured.items()}
+    assert calls[report["backend"]] == min(calls.values())
     assert report["measured_seconds"] == measured[report["backend"]]
     assert report["verified"] is True
     assert report["cache_hit"] is False

@@ -94,6 +94,35 @@ TEST_F(OptimizeCli, JsonReportAndOutFileThatRuns) {
   EXPECT_NE(run.out.find("out: f32[8, 32]"), std::string::npos) << run.out;
 }
 
+// Backend auto reports, for every backend it tuned on, the host copies a call would pay there:
+// none where its buffers are host memory, measured where they are not; and it chose the least
+// winner-plus-copies.
+TEST_F(OptimizeCli, AutoCountsHostTransfers) {
+  const std::string graph = write_graph("ntrans");
+  const CliResult r = yirage(fmt::format("optimize '{}' --backend auto --budget 5 --json", graph),
+                             fmt::format("YIRAGE_CACHE_DIR='{}'", dir_.string()));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  ASSERT_FALSE(j["backends"].empty()) << r.out;
+  double best = 0;
+  std::string best_name;
+  for (const nlohmann::json& b : j["backends"]) {
+    if (b.contains("error")) continue;
+    const double transfer = b.at("transfer_seconds").get<double>();
+    if (b["backend"] == "cpu") {
+      EXPECT_EQ(transfer, 0);
+    } else if (b["backend"] == "opencl") {
+      EXPECT_GT(transfer, 0);
+    }
+    const double call = b.at("seconds").get<double>() + transfer;
+    if (best_name.empty() || call < best) {
+      best = call;
+      best_name = b["backend"];
+    }
+  }
+  EXPECT_EQ(j["backend"], best_name) << r.out;
+}
+
 TEST_F(OptimizeCli, TextReportSaysWhatItExplored) {
   const std::string graph = write_graph("gqa");
   const CliResult r =
