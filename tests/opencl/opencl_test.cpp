@@ -3,6 +3,8 @@
 // (cuda_test_support.h's expect_matches, shared by the device backends' tests).
 #include <cstdio>
 #include <cstdlib>
+#include <map>
+#include <string>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -179,6 +181,42 @@ INSTANTIATE_TEST_SUITE_P(SixteenBit, SearchedOnOpencl,
                            return fmt::format("{}_{}", std::get<0>(info.param),
                                               ir::dtype_name(std::get<1>(info.param)));
                          });
+
+// The suite's workloads at their real shapes (bs 1, f32), as `yirage suite run` builds them, and
+// the µGraphs the search returns for them under this device's description: the tilings, grids
+// and reduction lengths of full shapes, which the small targets above never reach. Inputs in
+// each workload's own ranges (docs/suite.md). About two minutes on PoCL in the release build;
+// under the sanitizers, whose instrumented search and reference executor take several times
+// that, the small shapes above cover the same code.
+class FullShapeOnOpencl : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(FullShapeOnOpencl, WorkloadAndItsMuGraphsMatchReference) {
+#ifdef YIRAGE_SANITIZED
+  GTEST_SKIP() << "full shapes run in the release build; the small shapes run here";
+#endif
+  OPENCL_OR_SKIP(cl);
+  const std::string name = GetParam();
+  const suite::WorkloadInfo* info = nullptr;
+  for (const suite::WorkloadInfo& w : suite::workloads())
+    if (w.name == name) info = &w;
+  ASSERT_NE(info, nullptr) << name;
+  const std::map<std::string, float> ranges(info->input_scales.begin(), info->input_scales.end());
+  const ir::KernelGraph graph = suite::build_workload(name);
+  cuda_testing::expect_matches(graph, *cl, cuda_testing::fresh_seed(), name + " unfused", ranges);
+  search::SearchOptions options;
+  options.budget_seconds = 5;
+  options.threads = 2;
+  options.seed = 7;
+  const search::SearchResult r = search::superoptimize(graph, cl->device(), options);
+  ASSERT_FALSE(r.ranked.empty()) << name;
+  for (size_t i = 0; i < r.ranked.size(); ++i)
+    cuda_testing::expect_matches(
+        r.ranked[i].mugraph, *cl, cuda_testing::fresh_seed(),
+        fmt::format("{} candidate {} ({} kernels)", name, i, r.ranked[i].kernels), ranges);
+}
+
+INSTANTIATE_TEST_SUITE_P(Suite, FullShapeOnOpencl, ::testing::ValuesIn(kWorkloads),
+                         [](const auto& info) { return std::string(info.param); });
 
 }  // namespace
 }  // namespace yirage::backend
