@@ -46,7 +46,8 @@ struct DeviceDescription {
   // "dtypes": ["f32"], ...} when it can, {"unavailable": why} when its library is missing. The
   // tuner measures such variants of every candidate against the generated ones. Likewise
   // "quant_matmul_prefetch": true where the backend honours ir::QuantMatmulOp::prefetch, and the
-  // tuner measures each candidate with quant_matmuls both ways.
+  // tuner measures each candidate with quant_matmuls both ways; and "quant_matmul_formats", the
+  // weight formats (ir::quant_format_name) its quant_matmul reads, on backends that lower it.
   nlohmann::json capabilities;
   // Whether choosing among candidate µGraphs by their measured time on this backend means
   // anything: tune::optimize runs on it, and its winners are cached and looked up. False for the

@@ -292,7 +292,7 @@ void read_attributes(Op& op, const Object& node, size_t operands) {
                    const std::string name = get_string(node.at("format"), node.path("format"));
                    const auto format = quant_format_from_name(name);
                    if (!format)
-                     fail("{}: unknown quantized format \"{}\"; known: q4_0, q4_1, q8_0",
+                     fail("{}: unknown quantized format \"{}\"; known: q4_0, q4_1, q8_0, f16, bf16",
                           node.path("format"), name);
                    q.format = *format;
                    q.prefetch = flag("prefetch", true);

@@ -1,6 +1,7 @@
 #include "ir/quant.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 
@@ -15,6 +16,13 @@ float half_at(const std::byte* p) {
   return f16_to_f32(bits);
 }
 
+float float16_at(QuantFormat format, const std::byte* p) {
+  uint16_t bits;
+  std::memcpy(&bits, p, sizeof bits);
+  return format == QuantFormat::bf16 ? std::bit_cast<float>(uint32_t(bits) << 16)
+                                     : f16_to_f32(bits);
+}
+
 }  // namespace
 
 std::string_view quant_format_name(QuantFormat format) {
@@ -22,12 +30,15 @@ std::string_view quant_format_name(QuantFormat format) {
     case QuantFormat::q4_1: return "q4_1";
     case QuantFormat::q8_0: return "q8_0";
     case QuantFormat::q4_0: return "q4_0";
+    case QuantFormat::f16: return "f16";
+    case QuantFormat::bf16: return "bf16";
   }
   return "?";
 }
 
 std::optional<QuantFormat> quant_format_from_name(std::string_view name) {
-  for (QuantFormat f : {QuantFormat::q4_0, QuantFormat::q4_1, QuantFormat::q8_0})
+  for (QuantFormat f : {QuantFormat::q4_0, QuantFormat::q4_1, QuantFormat::q8_0, QuantFormat::f16,
+                        QuantFormat::bf16})
     if (quant_format_name(f) == name) return f;
   return std::nullopt;
 }
@@ -37,12 +48,18 @@ int64_t quant_block_bytes(QuantFormat format) {
     case QuantFormat::q4_1: return 20;
     case QuantFormat::q8_0: return 34;
     case QuantFormat::q4_0: return 18;
+    case QuantFormat::f16:
+    case QuantFormat::bf16: return 2 * kQuantBlock;
   }
   return 0;
 }
 
 bool quant_uses_block_sums(QuantFormat format) {
   return format == QuantFormat::q4_1;
+}
+
+bool quant_reads_float_activations(QuantFormat format) {
+  return format == QuantFormat::f16 || format == QuantFormat::bf16;
 }
 
 void quantize_q8_blocks(const float* x, size_t blocks, int8_t* q, float* d, float* s) {
@@ -89,7 +106,14 @@ float quant_row_dot(QuantFormat format, const std::byte* row, int blocks, const 
   return sum;
 }
 
+float quant_row_dot_floats(QuantFormat format, const std::byte* row, int64_t k, const float* x) {
+  float sum = 0;
+  for (int64_t i = 0; i < k; ++i) sum += x[i] * float16_at(format, row + 2 * i);
+  return sum;
+}
+
 float quant_element(QuantFormat format, const std::byte* row, int64_t i) {
+  if (quant_reads_float_activations(format)) return float16_at(format, row + 2 * i);
   const int64_t b = i / kQuantBlock, j = i % kQuantBlock;
   const std::byte* block = row + b * quant_block_bytes(format);
   const float d = half_at(block);

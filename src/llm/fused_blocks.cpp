@@ -7,10 +7,13 @@
 #include <deque>
 #include <map>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
 
 #include "backend/backend.h"
 #include "ir/ir.h"
@@ -31,7 +34,16 @@ std::optional<ir::QuantFormat> format_of(GgmlType type) {
   if (type == GgmlType::Q4_1) return ir::QuantFormat::q4_1;
   if (type == GgmlType::Q8_0) return ir::QuantFormat::q8_0;
   if (type == GgmlType::Q4_0) return ir::QuantFormat::q4_0;
+  if (type == GgmlType::F16) return ir::QuantFormat::f16;
+  if (type == GgmlType::BF16) return ir::QuantFormat::bf16;
   return std::nullopt;
+}
+
+// The weight formats the backend's quant_matmul reads (capabilities "quant_matmul_formats").
+std::vector<std::string> formats_read_by(const backend::Backend& backend) {
+  const nlohmann::json& caps = backend.device().capabilities;
+  if (!caps.is_object() || !caps.contains("quant_matmul_formats")) return {};
+  return caps["quant_matmul_formats"].get<std::vector<std::string>>();
 }
 
 ir::TensorRef weight_input(ir::KernelGraph& g, const std::string& name, const Linear& w) {
@@ -353,10 +365,15 @@ std::string fused_blocks_unsupported(const LlamaConfig& config, const LlamaWeigh
   if (!backend) return "no backend given to run them on";
   if (const backend::Availability a = backend->availability(); !a.available)
     return fmt::format("backend '{}' is unavailable: {}", backend->name(), a.reason);
-  auto check = [](const Linear& w) -> std::string {
-    if (format_of(w.type)) return {};
-    return fmt::format("{} is {}, which quant_matmul does not read (q4_0, q4_1, q8_0)", w.name,
-                       ggml_type_name(w.type));
+  const std::vector<std::string> formats = formats_read_by(*backend);
+  auto check = [&](const Linear& w) -> std::string {
+    const std::optional<ir::QuantFormat> format = format_of(w.type);
+    if (format && std::ranges::find(formats, ir::quant_format_name(*format)) != formats.end())
+      return {};
+    return fmt::format("{} is {}, which the {} backend's quant_matmul does not read ({})", w.name,
+                       ggml_type_name(w.type), backend->name(),
+                       formats.empty() ? "it lowers no quant_matmul"
+                                       : fmt::format("{}", fmt::join(formats, ", ")));
   };
   for (const LayerWeights& lw : weights.layers)
     for (const Linear* w : {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.gate, &lw.up, &lw.down})

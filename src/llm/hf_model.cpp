@@ -187,25 +187,27 @@ class WeightLoader {
       fail("{}: tensor '{}' has rows of {} elements, not a multiple of 32", file->source(), name,
            cols);
     }
-    const bool bf16 = t->dtype == SafetensorsDtype::BF16;
-    if (t->dtype != SafetensorsDtype::F32 && t->dtype != SafetensorsDtype::F16 && !bf16) {
+    if (t->dtype != SafetensorsDtype::F32 && t->dtype != SafetensorsDtype::F16 &&
+        t->dtype != SafetensorsDtype::BF16) {
       fail("{}: tensor '{}' has dtype {}; weights must be F32, F16 or BF16", file->source(), name,
            safetensors_dtype_name(t->dtype));
     }
     Linear l;
     l.name = name;
-    l.type = t->dtype == SafetensorsDtype::F16 ? GgmlType::F16 : GgmlType::F32;
+    l.type = t->dtype == SafetensorsDtype::F16    ? GgmlType::F16
+             : t->dtype == SafetensorsDtype::BF16 ? GgmlType::BF16
+                                                  : GgmlType::F32;
     l.rows = rows;
     l.cols = cols;
-    l.row_bytes = static_cast<size_t>(cols) * (l.type == GgmlType::F16 ? 2 : 4);
-    // The kernels read F32 and F16 rows in place, which needs their natural alignment; safetensors
-    // packs tensors without padding, so an odd-sized F16 tensor can misalign the next one.
+    const size_t element_bytes = safetensors_dtype_size(t->dtype);
+    l.row_bytes = static_cast<size_t>(cols) * element_bytes;
+    // The kernels read the rows in place, which needs their natural alignment; safetensors packs
+    // tensors without padding, so an odd-sized 16-bit tensor can misalign the next one.
     const auto address = reinterpret_cast<uintptr_t>(t->data.data());
-    if (heads == 0 && !bf16 && address % (l.type == GgmlType::F16 ? 2 : 4) == 0) {
+    if (heads == 0 && address % element_bytes == 0) {
       l.data = t->data.data();
       return l;
     }
-    const size_t in_row_bytes = static_cast<size_t>(cols) * safetensors_dtype_size(t->dtype);
     std::vector<std::byte>& out = weights_.owned.emplace_back(l.row_bytes * rows);
     const int head_dim = heads > 0 ? rows / heads : 0;
     for (int r = 0; r < rows; ++r) {
@@ -214,14 +216,8 @@ class WeightLoader {
         const int h = r / head_dim, within = r % head_dim;
         source_row = h * head_dim + (within % 2) * (head_dim / 2) + within / 2;
       }
-      const std::byte* in = t->data.data() + static_cast<size_t>(source_row) * in_row_bytes;
-      std::byte* dst = out.data() + static_cast<size_t>(r) * l.row_bytes;
-      if (bf16) {
-        dequantize(GgmlType::BF16, {in, in_row_bytes},
-                   {reinterpret_cast<float*>(dst), static_cast<size_t>(cols)}, name);
-      } else {
-        std::memcpy(dst, in, l.row_bytes);
-      }
+      std::memcpy(out.data() + static_cast<size_t>(r) * l.row_bytes,
+                  t->data.data() + static_cast<size_t>(source_row) * l.row_bytes, l.row_bytes);
     }
     l.data = out.data();
     return l;

@@ -46,11 +46,11 @@ class HfCheckpoint {
 
 // Maps Hugging Face tensor names (model.embed_tokens.weight,
 // model.layers.N.self_attn.q_proj.weight,
-// ...) to the engine's weights, checking every shape and dtype. F32 and F16 matrices are borrowed
-// from the mapping; BF16 ones, which the matmul kernels do not read, are widened to F32. The rows
-// of q_proj and k_proj are reordered within each head from Hugging Face's rotate-half RoPE layout
-// to the interleaved pairs the engine rotates, as llama.cpp's converter does, so that the model
-// computes the same function.
+// ...) to the engine's weights, checking every shape and dtype. F32, F16 and BF16 matrices are
+// borrowed from the mapping as they are (a GPU backend reads 16-bit weights without widening). The
+// rows of q_proj and k_proj are reordered within each head from Hugging Face's rotate-half RoPE
+// layout to the interleaved pairs the engine rotates, as llama.cpp's converter does, so that the
+// model computes the same function.
 LlamaWeights llama_weights_from_hf(const HfCheckpoint& checkpoint, const LlamaConfig& config);
 
 // A Hugging Face model directory, opened and validated.

@@ -319,29 +319,33 @@ HostTensor embedding(const Node& node, const HostTensor& table, const HostTensor
   return out;
 }
 
-// ggml's arithmetic, row by row (ir/quant.h). At an LLM's widths this is most of a float check's
-// time (the tuner's search runs it on every input distribution, rows × K × N per weight), so the
-// output columns, which are independent, are split among the hardware's threads; every element is
-// computed by the same code whatever the split, so the result does not depend on it.
+// ggml's arithmetic, row by row (ir/quant.h); for 16-bit float weights, the float product. At an
+// LLM's widths this is most of a float check's time (the tuner's search runs it on every input
+// distribution, rows × K × N per weight), so the output columns, which are independent, are split
+// among the hardware's threads; every element is computed by the same code whatever the split, so
+// the result does not depend on it.
 HostTensor quant_matmul(const ir::QuantMatmulOp& op, const HostTensor& x, const HostTensor& w,
                         const TensorType& out_type) {
   HostTensor out(out_type);
   const int64_t k = x.type.dims.back(), n = w.type.dims[0], rows = x.size() / k;
   const int blocks = int(k / ir::kQuantBlock);
   const size_t row_bytes = size_t(w.type.dims[1]);
-  std::vector<int8_t> q(static_cast<size_t>(rows * k));
-  std::vector<float> d(static_cast<size_t>(rows * blocks)), s(static_cast<size_t>(rows * blocks));
+  const bool floats = ir::quant_reads_float_activations(op.format);
+  std::vector<int8_t> q(floats ? 0 : static_cast<size_t>(rows * k));
+  std::vector<float> d(floats ? 0 : static_cast<size_t>(rows * blocks)), s(d.size());
   const auto* xf = reinterpret_cast<const float*>(x.bytes.data());
   auto* y = reinterpret_cast<float*>(out.bytes.data());
-  for (int64_t r = 0; r < rows; ++r)
+  for (int64_t r = 0; r < rows && !floats; ++r)
     ir::quantize_q8_blocks(xf + r * k, size_t(blocks), q.data() + r * k, d.data() + r * blocks,
                            s.data() + r * blocks);
   auto columns = [&](int64_t begin, int64_t end) {
     for (int64_t r = 0; r < rows; ++r)
-      for (int64_t c = begin; c < end; ++c)
-        y[r * n + c] =
-            ir::quant_row_dot(op.format, w.bytes.data() + size_t(c) * row_bytes, blocks,
-                              q.data() + r * k, d.data() + r * blocks, s.data() + r * blocks);
+      for (int64_t c = begin; c < end; ++c) {
+        const std::byte* row = w.bytes.data() + size_t(c) * row_bytes;
+        y[r * n + c] = floats ? ir::quant_row_dot_floats(op.format, row, k, xf + r * k)
+                              : ir::quant_row_dot(op.format, row, blocks, q.data() + r * k,
+                                                  d.data() + r * blocks, s.data() + r * blocks);
+      }
   };
   // A thread per 2^22 products at least: small matmuls stay on the caller's thread.
   const int64_t threads =

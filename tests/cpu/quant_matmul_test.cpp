@@ -30,6 +30,15 @@ ir::HostTensor model_like_weight(QuantFormat format, int64_t rows, int64_t k, ui
   std::mt19937_64 rng(seed);
   std::uniform_int_distribution<int> byte(0, 255);
   std::uniform_real_distribution<float> scale(0.005f, 0.02f), offset(-0.15f, -0.05f);
+  if (ir::quant_reads_float_activations(format)) {  // 16-bit floats of a trained layer's size
+    std::uniform_real_distribution<float> value(-0.05f, 0.05f);
+    for (int64_t i = 0; i < rows * k; ++i) {
+      const uint16_t bits =
+          format == QuantFormat::bf16 ? ir::f32_to_bf16(value(rng)) : ir::f32_to_f16(value(rng));
+      std::memcpy(w.bytes.data() + 2 * i, &bits, 2);
+    }
+    return w;
+  }
   for (int64_t b = 0; b < rows * blocks; ++b) {
     std::byte* block = w.bytes.data() + b * block_bytes;
     const uint16_t d = ir::f32_to_f16(scale(rng)), m = ir::f32_to_f16(offset(rng));
@@ -42,7 +51,8 @@ ir::HostTensor model_like_weight(QuantFormat format, int64_t rows, int64_t k, ui
 }
 
 TEST(QuantMatmul, ReferenceIsTheDequantizedProductUpToActivationRounding) {
-  for (QuantFormat format : {QuantFormat::q4_0, QuantFormat::q4_1, QuantFormat::q8_0}) {
+  for (QuantFormat format : {QuantFormat::q4_0, QuantFormat::q4_1, QuantFormat::q8_0,
+                             QuantFormat::f16, QuantFormat::bf16}) {
     const int64_t m = 3, n = 7, k = 96;
     KernelGraph g;
     TensorRef x = g.input("x", {m, k}, DType::f32);
@@ -61,10 +71,32 @@ TEST(QuantMatmul, ReferenceIsTheDequantizedProductUpToActivationRounding) {
           exact += wi * xv.get(r * k + i);
           magnitude += std::fabs(wi * xv.get(r * k + i));
         }
-        // Each activation moves by at most half a step of max|x|/127 per block.
-        EXPECT_NEAR(y.get(r * n + c), exact, 0.01 * magnitude + 1e-6)
+        // Each activation moves by at most half a step of max|x|/127 per block; 16-bit float
+        // weights read the activations as they are, so only the float sum's rounding is left.
+        const double bound =
+            ir::quant_reads_float_activations(format) ? 1e-6 * magnitude : 0.01 * magnitude;
+        EXPECT_NEAR(y.get(r * n + c), exact, bound + 1e-6)
             << ir::quant_format_name(format) << " y[" << r << "][" << c << "]";
       }
+  }
+}
+
+// The cpu backend lowers the GGUF block formats only: a 16-bit float weight is a one-line error
+// naming the node, and its capabilities say which formats it reads.
+TEST(QuantMatmul, TheCpuBackendRefusesSixteenBitFloatWeightsNamingTheNode) {
+  backend::Backend& cpu = cpu_backend();
+  const nlohmann::json formats = cpu.device().capabilities.at("quant_matmul_formats");
+  EXPECT_EQ(formats, nlohmann::json({"q4_0", "q4_1", "q8_0"}));
+  for (QuantFormat format : {QuantFormat::f16, QuantFormat::bf16}) {
+    KernelGraph g;
+    TensorRef x = g.input("x", {2, 64}, DType::f32);
+    TensorRef w = g.input("w", {3, 2 * ir::quant_block_bytes(format)}, DType::u8);
+    g.mark_output(g.quant_matmul(x, w, format), "y");
+    const std::string error = error_of([&] { cpu.compile(g); });
+    EXPECT_THAT(error, ::testing::HasSubstr("(quant_matmul)"));
+    EXPECT_THAT(error, ::testing::HasSubstr(std::string(ir::quant_format_name(format)) +
+                                            " weights are not lowered"));
+    EXPECT_EQ(error.find('\n'), std::string::npos) << error;
   }
 }
 

@@ -68,10 +68,21 @@ inline double relative_l2(const std::vector<float>& actual, const std::vector<fl
 
 // N rows of K/32 blocks of `format`: random quants, scales uniform in [0.001, 0.02] (a trained
 // model's range) rounded to f16, q4_1's minimum in [-0.1, 0.1].
+// For f16 and bf16, weights uniform in [-0.05, 0.05] as 16-bit floats.
 inline ir::HostTensor quant_weight(ir::QuantFormat format, int64_t n, int64_t k,
                                    std::mt19937_64& rng) {
   const int64_t row_bytes = k / 32 * ir::quant_block_bytes(format);
   ir::HostTensor w(ir::TensorType{ir::DType::u8, {n, row_bytes}});
+  if (ir::quant_reads_float_activations(format)) {
+    std::uniform_real_distribution<float> value(-0.05f, 0.05f);
+    const ir::DType t = format == ir::QuantFormat::bf16 ? ir::DType::bf16 : ir::DType::f16;
+    for (int64_t i = 0; i < n * k; ++i) {
+      const uint16_t bits =
+          t == ir::DType::bf16 ? ir::f32_to_bf16(value(rng)) : ir::f32_to_f16(value(rng));
+      std::memcpy(w.bytes.data() + 2 * i, &bits, 2);
+    }
+    return w;
+  }
   std::uniform_int_distribution<int> byte(0, 255);
   std::uniform_real_distribution<float> scale(0.001f, 0.02f), minimum(-0.1f, 0.1f);
   for (auto& b : w.bytes) b = std::byte(byte(rng));

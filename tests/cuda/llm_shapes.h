@@ -1,5 +1,6 @@
 // The language models whose kernels the CUDA tests compile and check: SmolLM2-135M (the test
-// model, Q4_1 with a Q8_0 head, and all-Q8_0) and a Llama-3-8B-shaped model (Q4_0), as the
+// model, Q4_1 with a Q8_0 head, and all-Q8_0) and a Llama-3-8B-shaped model (Q4_0, and BF16 as
+// its Hugging Face checkpoint stores it), as the
 // engine's block graphs (llm/fused_blocks.h) build them from shapes alone, plus the embedding and
 // rope graphs of the same widths.
 #pragma once
@@ -44,10 +45,12 @@ inline std::vector<ModelShape> model_shapes() {
   const llm::LlamaConfig llama3_8b = llama_config(4096, 32, 8, 14336, 128256, 500000.0f);
   return {{"SmolLM2-135M Q4_1", smol, llm::GgmlType::Q4_1, llm::GgmlType::Q8_0},
           {"SmolLM2-135M Q8_0", smol, llm::GgmlType::Q8_0, llm::GgmlType::Q8_0},
-          {"Llama-3-8B shape Q4_0", llama3_8b, llm::GgmlType::Q4_0, llm::GgmlType::Q4_0}};
+          {"Llama-3-8B shape Q4_0", llama3_8b, llm::GgmlType::Q4_0, llm::GgmlType::Q4_0},
+          {"Llama-3-8B shape BF16", llama3_8b, llm::GgmlType::BF16, llm::GgmlType::BF16}};
 }
 
 inline int64_t block_bytes(llm::GgmlType type) {
+  if (type == llm::GgmlType::BF16 || type == llm::GgmlType::F16) return 64;
   return type == llm::GgmlType::Q4_0 ? 18 : type == llm::GgmlType::Q4_1 ? 20 : 34;
 }
 

@@ -121,8 +121,8 @@ TEST_F(HfDir, QAndKRowsAreStoredInRotateHalfOrder) {
   EXPECT_TRUE(std::equal(gv.data.begin(), gv.data.end(), v.tensor->data.begin()));
 }
 
-// BF16 matrices are widened to F32; the result is checked against the plain reference forward
-// pass on the same BF16 values.
+// BF16 matrices are kept as BF16 (the kernels read them in place); the result is checked against
+// the plain reference forward pass on the same BF16 values.
 TEST_F(HfDir, Bf16WeightsMatchTheReference) {
   TinyLlama m;
   m.matrix_type = 30;
@@ -133,6 +133,7 @@ TEST_F(HfDir, Bf16WeightsMatchTheReference) {
   const HfModelDir dir = HfModelDir::open(dir_.string());
   EXPECT_EQ(dir.checkpoint().get("model.layers.1.mlp.up_proj.weight").tensor->dtype,
             SafetensorsDtype::BF16);
+  EXPECT_EQ(dir.weights().layers[1].up.type, GgmlType::BF16);
   LlamaModel model(
       dir.config(), dir.weights(),
       ModelOptions{.threads = 2, .context_length = 64, .backend = testing::cpu_backend()});

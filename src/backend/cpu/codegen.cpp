@@ -39,8 +39,14 @@ std::string_view quant_kind(ir::QuantFormat format) {
     case ir::QuantFormat::q4_1: return "kQ4_1";
     case ir::QuantFormat::q8_0: return "kQ8_0";
     case ir::QuantFormat::q4_0: return "kQ4_0";
+    case ir::QuantFormat::f16:
+    case ir::QuantFormat::bf16: break;
   }
-  fail("cpu codegen: quant_matmul with unknown format code {}", int(format));
+  // 16-bit float weights run on the LLM engine's hand-written kernels on the host instead.
+  fail(
+      "{} weights are not lowered on this backend (it reads q4_0, q4_1 and q8_0: capabilities "
+      "\"quant_matmul_formats\")",
+      ir::quant_format_name(format));
 }
 
 std::string unary_functor(const ir::UnaryOp& op) {

@@ -11,7 +11,8 @@
 // "config", "dtypes": ["f32"]} when the library loaded, else {"unavailable": why}; compiling a
 // library matmul without it is an error naming the node, never a silent fallback to generated
 // code. The library's name and threading are part of codegen_settings(). Capabilities
-// "quant_matmul_prefetch" is true: quant_matmul honours ops.h QuantMatmulOp::prefetch.
+// "quant_matmul_prefetch" is true: quant_matmul honours ops.h QuantMatmulOp::prefetch; its
+// "quant_matmul_formats" are the GGUF block formats, not 16-bit float weights.
 #include <sys/mman.h>
 
 #include <cstdlib>
@@ -188,6 +189,7 @@ class CpuBackend final : public Backend {
     DeviceDescription d = device_;
     d.capabilities["threads"] = threads_;
     d.capabilities["quant_matmul_prefetch"] = true;
+    d.capabilities["quant_matmul_formats"] = {"q4_0", "q4_1", "q8_0"};
     if (const std::optional<uint64_t> memory = physical_memory_bytes())
       d.capabilities["memory_bytes"] = *memory;
     std::string why;

@@ -114,6 +114,8 @@ BlockFormat block_format(ir::QuantFormat format) {
               "<< 16);\n",
               "for (int i = 0; i < 8; ++i) sumi = yr_dp4a(int(w[i]), xr[i], sumi);\n",
               "dw * xd[r * KB + b] * float(sumi)"};
+    case ir::QuantFormat::f16:
+    case ir::QuantFormat::bf16: break;  // float_weight_matmul_kernel
   }
   fail("cuda: unknown quant format");
 }
@@ -125,6 +127,8 @@ const char* block_sum_expr(ir::QuantFormat format) {
     case ir::QuantFormat::q4_1: return "yr_round_f16(amax / 127.0f * float(sum))";
     case ir::QuantFormat::q4_0: return "float(sum)";
     case ir::QuantFormat::q8_0: return "0.0f";
+    case ir::QuantFormat::f16:
+    case ir::QuantFormat::bf16: break;  // float_weight_matmul_kernel
   }
   fail("cuda: unknown quant format");
 }
@@ -147,10 +151,90 @@ std::string entry(const std::string& name, int threads, const std::string& param
 
 }  // namespace
 
+// 16-bit float weights (f16, bf16), read as they are: no widening in memory, only in registers.
+// The same streaming GEMV as the quantized form, without quantizing x: a warp streams a weight row
+// 16 bytes (8 weights) a lane at a time, converts them in registers and multiplies them with up to
+// kMaxRows rows of x, which it reads through the read-only cache (a few KiB a row, shared by
+// every warp, where the weights are read once). The products add up in float across lanes, so
+// results differ from the reference's in-order sum by rounding only.
+KernelLaunch float_weight_matmul_kernel(const ir::KernelGraph& graph, const ir::Node& node,
+                                        const ir::QuantMatmulOp& op, const std::vector<int>& in,
+                                        const std::vector<int>& out,
+                                        const CodegenOptions& options) {
+  const ir::Dims& x = graph.type(node.inputs[0]).dims;
+  const ir::Dims& w = graph.type(node.inputs[1]).dims;
+  const int64_t k = x.back(), n = w[0];
+  const int64_t m = ir::num_elements(x) / k;
+  const int64_t rows = std::min(m, kMaxRows);
+  KernelLaunch kl;
+  kl.what = what_of(node);
+  kl.name = kernel_name(node, "");
+  kl.args = {in[0], in[1], out[0]};
+  kl.threads = kWarps * 32;
+  const int per_warp = rows_per_warp(n, options);
+  const int64_t rows_per_block = kWarps * per_warp;
+  kl.grid = {unsigned((n + rows_per_block - 1) / rows_per_block), unsigned((m + rows - 1) / rows),
+             1};
+  if ((n + rows_per_block - 1) / rows_per_block > 0x7fffffff || (m + rows - 1) / rows > 65535)
+    fail("cuda: {}: {} x {} outputs exceed the grid", kl.what, m, n);
+  const bool bf16 = op.format == ir::QuantFormat::bf16;
+  const std::string body = fmt::format(
+      R"(  constexpr long long M = {m}ll, N = {n}ll, K = {k}ll;
+  constexpr int MT = {rows};
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const long long m0 = (long long)blockIdx.y * MT;
+  const int rows_here = M - m0 < MT ? int(M - m0) : MT;
+  for (int j = 0; j < {per_warp}; ++j) {{
+    const long long n = ((long long)blockIdx.x * {warps} + warp) * {per_warp} + j;
+    if (n >= N) break;  // the same for every lane of the warp
+    const uint4* row = (const uint4*)(in1 + n * K * 2);
+    float acc[MT];
+    for (int r = 0; r < MT; ++r) acc[r] = 0.0f;
+#pragma unroll 4
+    for (long long c = lane; c < K / 8; c += 32) {{
+      const uint4 raw = row[c];
+      const unsigned words[4] = {{raw.x, raw.y, raw.z, raw.w}};
+      float wv[8];
+      for (int i = 0; i < 4; ++i) {{
+        wv[2 * i] = {lo};
+        wv[2 * i + 1] = {hi};
+      }}
+      for (int r = 0; r < MT; ++r) {{
+        if (r < rows_here) {{
+          const float4* xr = (const float4*)(in0 + (m0 + r) * K + c * 8);
+          const float4 a = __ldg(xr), b = __ldg(xr + 1);
+          acc[r] += wv[0] * a.x + wv[1] * a.y + wv[2] * a.z + wv[3] * a.w + wv[4] * b.x +
+                    wv[5] * b.y + wv[6] * b.z + wv[7] * b.w;
+        }}
+      }}
+    }}
+    for (int r = 0; r < MT; ++r) {{
+      const float v = yr_warp_sum(acc[r]);
+      if (lane == 0 && r < rows_here) out0[(m0 + r) * N + n] = v;
+    }}
+  }}
+)",
+      fmt::arg("m", m), fmt::arg("n", n), fmt::arg("k", k), fmt::arg("rows", rows),
+      fmt::arg("warps", kWarps), fmt::arg("per_warp", per_warp),
+      fmt::arg("lo", bf16 ? "__uint_as_float(words[i] << 16)"
+                          : "yr_f16_bits_to_f((unsigned short)(words[i] & 0xffffu))"),
+      fmt::arg("hi", bf16 ? "__uint_as_float(words[i] & 0xffff0000u)"
+                          : "yr_f16_bits_to_f((unsigned short)(words[i] >> 16))"));
+  kl.source = prelude() + kQuantHelpers +
+              entry(kl.name, int(kl.threads),
+                    "const float* __restrict__ in0, const unsigned char* __restrict__ in1, float* "
+                    "__restrict__ out0") +
+              body + "}\n";
+  kl.waits_on_prior_grids = true;
+  return kl;
+}
+
 KernelLaunch quant_matmul_kernel(const ir::KernelGraph& graph, const ir::Node& node,
                                  const ir::QuantMatmulOp& op, const std::vector<int>& in,
                                  const std::vector<int>& out, const CodegenOptions& options) {
   const ir::Dims& x = graph.type(node.inputs[0]).dims;
+  if (ir::quant_reads_float_activations(op.format))
+    return float_weight_matmul_kernel(graph, node, op, in, out, options);
   const ir::Dims& w = graph.type(node.inputs[1]).dims;
   const int64_t k = x.back(), n = w[0], row_bytes = w[1];
   const int64_t m = ir::num_elements(x) / k, blocks = k / ir::kQuantBlock;

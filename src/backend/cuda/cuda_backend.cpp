@@ -90,6 +90,7 @@ DeviceDescription describe_gpu(CUdevice device, int device_count, int driver_ver
   description.capabilities["search"] = cuda::search_space(
       description.capabilities["multiprocessors"].get<int64_t>(),
       description.capabilities["shared_memory_per_block_optin_bytes"].get<int64_t>());
+  description.capabilities["quant_matmul_formats"] = {"q4_0", "q4_1", "q8_0", "f16", "bf16"};
   return description;
 }
 
