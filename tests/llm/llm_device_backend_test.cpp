@@ -190,6 +190,25 @@ TEST_F(DeviceBackend, WeightsAreWrittenOnceEachStepCopiesOnlyActivationsAndTheLo
   EXPECT_GT(scale, 1.0);
   EXPECT_LE(to_reference, 0.03 * scale);
   EXPECT_LE(to_cpu, 1e-3 * scale);
+
+  // A batched step of two sequences (the whole prompt, and its first half): the LM head runs on
+  // the device, a row at a time (each wanted row's input written once), and each row's logits
+  // are the single sequence's up to another row bucket's fused kernels.
+  PagedKvCache paged(c, 8 * 8192, 16);
+  std::vector<int32_t> blocks_a, blocks_b;
+  ASSERT_TRUE(paged.allocate(paged.blocks_for(int(prompt.size())), blocks_a));
+  ASSERT_TRUE(paged.allocate(paged.blocks_for(int(prompt.size())), blocks_b));
+  const std::span<const TokenId> half = prompt.first(prompt.size() / 2);
+  const std::vector<BatchEntry> batch = {{prompt, 0, blocks_a, true}, {half, 0, blocks_b, true}};
+  ledger_ = {};
+  const std::span<const float> rows = model.forward_batch(batch, paged);
+  const int batch_rows = int(prompt.size() + half.size());
+  EXPECT_EQ(ledger_.bytes_written, activation_bytes(batch_rows) + size_t(c.n_embd) * sizeof(float));
+  ASSERT_EQ(rows.size(), 2 * size_t(c.n_vocab));
+  double to_alone = 0;
+  for (int i = 0; i < c.n_vocab; ++i)
+    to_alone = std::max(to_alone, double(std::abs(rows[size_t(i)] - logits[size_t(i)])));
+  EXPECT_LE(to_alone, 1e-3 * scale);
 }
 
 TEST_F(DeviceBackend, AModelItCannotRunIsRefusedWithTheReasonNotRunOnTheHost) {
