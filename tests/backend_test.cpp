@@ -240,6 +240,40 @@ TEST(BufferType, AllocateKeepsTheTypesPromises) {
   }
 }
 
+// buffer_from_host_ptr: on every available backend whose buffers are host memory, a buffer over
+// the caller's bytes themselves (modules then read and write them in place; a read-only one
+// refuses writes, naming the memory); elsewhere none, and the caller copies.
+TEST(BufferType, BufferFromHostPointerIsTheCallersMemoryOrNone) {
+  EXPECT_EQ(make_cuda_backend({})->buffer_from_host_ptr(nullptr, 0, HostAccess::read_only, "x"),
+            nullptr);
+  for (const BackendInfo& info : describe_backends()) {
+    if (!info.availability.available) continue;
+    Backend& backend = get_backend(info.name);
+    std::vector<float> memory = {1.5f, -2.0f, 3.25f};
+    const size_t bytes = memory.size() * sizeof(float);
+    std::unique_ptr<Buffer> view =
+        backend.buffer_from_host_ptr(memory.data(), bytes, HostAccess::read_write, "the test's");
+    if (!backend.buffer_type().host_visible) {
+      EXPECT_EQ(view, nullptr) << info.name;
+      continue;
+    }
+    ASSERT_NE(view, nullptr) << info.name;
+    EXPECT_EQ(view->host_address(), memory.data()) << info.name;
+    EXPECT_EQ(view->size(), bytes);
+    const std::vector<float> written = {4.0f, 5.0f, 6.0f};
+    view->write(std::as_bytes(std::span(written)));
+    EXPECT_EQ(memory, written) << info.name;
+    std::unique_ptr<Buffer> read_only =
+        backend.buffer_from_host_ptr(memory.data(), bytes, HostAccess::read_only, "the weights");
+    EXPECT_THAT(test_util::error_of([&] { read_only->write(std::as_bytes(std::span(written))); }),
+                ::testing::HasSubstr("the weights is the caller's memory"));
+    std::vector<float> back(2);
+    EXPECT_THAT(
+        test_util::error_of([&] { read_only->read(std::as_writable_bytes(std::span(back))); }),
+        ::testing::HasSubstr("8 bytes given for a buffer of 12 bytes"));
+  }
+}
+
 TEST(ReferenceBackend, BuffersCheckSizes) {
   std::unique_ptr<Buffer> buffer = get_backend("reference").allocate(8);
   EXPECT_EQ(buffer->size(), 8u);

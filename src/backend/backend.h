@@ -23,42 +23,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "backend/device.h"
 #include "ir/ir.h"
 
 namespace yirage::backend {
-
-struct DeviceDescription {
-  std::string name;         // "AMD EPYC 9B14", "NVIDIA H200", ...
-  std::string fingerprint;  // stable id of this exact device kind; keys the tuning cache
-  // Facts the search and the code generators read: cores, vector ISA, cache sizes, shared
-  // memory, compute capability, ... Keys are backend-specific and documented in each backend,
-  // except "search", which every backend that can run fused kernels fills the same way: the
-  // space the superoptimizer may search (src/search), an object of
-  //   max_tile_bytes_in_loop  bytes of the tiles one block holds in one loop iteration
-  //   max_tile_bytes_total    bytes of all of one block's tiles (loop body, accumulators, after)
-  //   max_grid_blocks         blocks in one fused kernel's grid
-  //   parallel_units          blocks that run at once (cores, SMs)
-  //   bytes_per_second, flops_per_second, launch_seconds
-  //                           rough rates for ranking candidates until they are profiled
-  // "memory_bytes", the device's memory, which compile() checks every graph against
-  // (check_fits_memory); and "library_matmul", which a backend that can run kernel-level matmuls
-  // as library calls (ir::MatmulOp::library) fills the same way: {"name": "OpenBLAS 0.3.21",
-  // "dtypes": ["f32"], ...} when it can, {"unavailable": why} when its library is missing. The
-  // tuner measures such variants of every candidate against the generated ones. Likewise
-  // "quant_matmul_prefetch": true where the backend honours ir::QuantMatmulOp::prefetch, and the
-  // tuner measures each candidate with quant_matmuls both ways; and "quant_matmul_formats", the
-  // weight formats (ir::quant_format_name) its quant_matmul reads, on backends that lower it.
-  nlohmann::json capabilities;
-  // Whether choosing among candidate µGraphs by their measured time on this backend means
-  // anything: tune::optimize runs on it, and its winners are cached and looked up. False for the
-  // reference backend, the literal executor, whose times rank nothing that runs elsewhere.
-  bool tunable = true;
-};
-
-struct Availability {
-  bool available = false;
-  std::string reason;  // why not, when not available
-};
 
 // What a backend's buffers are, as ggml-backend's buffer type says it.
 struct BufferType {
@@ -79,6 +47,9 @@ class Buffer {
   // Optional: the buffer's address when the host can address it directly, else nullptr.
   virtual void* host_address() { return nullptr; }
 };
+
+// What buffer_from_host_ptr's buffer lets Buffer::write do to the caller's memory.
+enum class HostAccess { read_only, read_write };
 
 // A graph compiled for one backend.
 class Module {
@@ -138,6 +109,15 @@ class Backend {
 
   // The entries below throw yirage::Error when the backend is unavailable.
   virtual std::unique_ptr<Buffer> allocate(size_t bytes) = 0;
+
+  // Optional: a buffer over `bytes` bytes of host memory at `data`, which the caller owns and keeps
+  // alive while the buffer lives, that this backend's modules read and write in place, as
+  // ggml-backend's buffer_from_host_ptr: a model's mapped weights, a NumPy array. The default
+  // gives one where buffer_type() is host_visible, and nullptr elsewhere: the caller then copies
+  // through allocate()'s buffers. With HostAccess::read_only, Buffer::write is an error; `what`
+  // names the memory in the buffer's errors.
+  virtual std::unique_ptr<Buffer> buffer_from_host_ptr(void* data, size_t bytes, HostAccess access,
+                                                       std::string what);
   // Lowers and compiles the program; throws yirage::Error naming the op it cannot handle.
   virtual std::unique_ptr<Module> compile(const ir::KernelGraph& graph) = 0;
 

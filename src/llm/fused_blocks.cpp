@@ -4,7 +4,6 @@
 #include <array>
 #include <chrono>
 #include <cstring>
-#include <deque>
 #include <map>
 #include <optional>
 #include <string>
@@ -100,34 +99,16 @@ ir::KernelGraph lm_head_graph(const LlamaConfig& c, const LlamaWeights& w) {
   return g;
 }
 
-// Host memory the model owns or borrows (mapped weights, its activations) seen as a buffer of a
-// backend whose buffers are host memory, so that launches read and write it in place.
-class HostView final : public backend::Buffer {
- public:
-  HostView(const void* data, size_t bytes) : data_(const_cast<void*>(data)), size_(bytes) {}
-  size_t size() const override { return size_; }
-  void write(std::span<const std::byte>) override {
-    fail("llm: a model's tensors are written by its kernels, not copied in");
-  }
-  void read(std::span<std::byte> bytes) const override {
-    if (bytes.size() != size_) fail("llm: read of {} bytes from a view of {}", bytes.size(), size_);
-    std::memcpy(bytes.data(), data_, size_);
-  }
-  void* host_address() override { return data_; }
-
- private:
-  void* data_ = nullptr;
-  size_t size_ = 0;
-};
-
 std::span<const std::byte> bytes_of(const void* data, size_t bytes) {
   return {static_cast<const std::byte*>(data), bytes};
 }
 
-// A weight as the backend reads it: a view of the mapping where the backend's buffers are host
+// A weight as the backend reads it: the mapping itself where the backend's buffers can be host
 // memory, else a buffer of the backend's, written once here.
 std::unique_ptr<backend::Buffer> placed(backend::Backend& backend, const void* data, size_t bytes) {
-  if (backend.buffer_type().host_visible) return std::make_unique<HostView>(data, bytes);
+  if (std::unique_ptr<backend::Buffer> view = backend.buffer_from_host_ptr(
+          const_cast<void*>(data), bytes, backend::HostAccess::read_only, "a model weight"))
+    return view;
   std::unique_ptr<backend::Buffer> buffer = backend.allocate(bytes);
   buffer->write(bytes_of(data, bytes));
   return buffer;
@@ -149,14 +130,14 @@ class ActivationBuffers {
       : backend_(backend), host_visible_(backend.buffer_type().host_visible) {}
 
   backend::Buffer* input(int role, const float* data, size_t bytes) {
-    if (host_visible_) return &views_.emplace_back(data, bytes);
+    if (host_visible_) return view(const_cast<float*>(data), bytes, backend::HostAccess::read_only);
     backend::Buffer& buffer = on_device(role, bytes);
     buffer.write(bytes_of(data, bytes));
     return &buffer;
   }
 
   backend::Buffer* output(int role, float* data, size_t bytes) {
-    if (host_visible_) return &views_.emplace_back(data, bytes);
+    if (host_visible_) return view(data, bytes, backend::HostAccess::read_write);
     backend::Buffer& buffer = on_device(role, bytes);
     pending_.push_back({&buffer, data, bytes});
     return &buffer;
@@ -178,6 +159,11 @@ class ActivationBuffers {
     size_t bytes;
   };
 
+  backend::Buffer* view(float* data, size_t bytes, backend::HostAccess access) {
+    views_.push_back(backend_.buffer_from_host_ptr(data, bytes, access, "an activation"));
+    return views_.back().get();
+  }
+
   backend::Buffer& on_device(int role, size_t bytes) {
     std::unique_ptr<backend::Buffer>& slot = device_[{role, bytes}];
     if (!slot) slot = backend_.allocate(bytes);
@@ -186,7 +172,7 @@ class ActivationBuffers {
 
   backend::Backend& backend_;
   const bool host_visible_;
-  std::deque<HostView> views_;  // stable addresses while a launch's list grows
+  std::vector<std::unique_ptr<backend::Buffer>> views_;
   std::map<std::pair<int, size_t>, std::unique_ptr<backend::Buffer>> device_;
   std::vector<Pending> pending_;
 };

@@ -105,45 +105,24 @@ void gather(const Array& array, std::byte* out) {
   }
 }
 
-// A backend buffer over host memory the module does not own: the caller's array (read-only) or
-// a HostBlock (an output, or an input's copy).
-class HostView final : public backend::Buffer {
- public:
-  HostView(const std::byte* data, size_t size, bool writable, std::string what)
-      : data_(const_cast<std::byte*>(data)),
-        size_(size),
-        writable_(writable),
-        what_(std::move(what)) {}
-
-  size_t size() const override { return size_; }
-  void write(std::span<const std::byte> bytes) override {
-    if (!writable_) fail("{} is the caller's array, which the backend may only read", what_);
-    check_size(bytes.size());
-    std::memcpy(data_, bytes.data(), bytes.size());
-  }
-  void read(std::span<std::byte> bytes) const override {
-    check_size(bytes.size());
-    std::memcpy(bytes.data(), data_, bytes.size());
-  }
-  void* host_address() override { return data_; }
-
- private:
-  void check_size(size_t bytes) const {
-    if (bytes != size_) fail("{}: {} bytes given for a buffer of {} bytes", what_, bytes, size_);
-  }
-
-  std::byte* data_;
-  size_t size_;
-  bool writable_;
-  std::string what_;
-};
-
 // ml_dtypes.bfloat16 arrays export neither DLPack nor a buffer format nanobind reads; their
 // uint16 view is the same memory, so it is taken instead and read as bfloat16 bits.
 bool is_numpy_bfloat16(nb::handle object) {
   nb::handle ndarray_type = nb::module_::import_("numpy").attr("ndarray");
   if (!nb::isinstance(object, ndarray_type)) return false;
   return nb::cast<std::string>(object.attr("dtype").attr("name")) == "bfloat16";
+}
+
+// A buffer over host memory the module does not own (the caller's array, or a HostBlock: an
+// output, or an input's copy), as the backend's buffer_from_host_ptr gives it; only called where
+// the backend's buffers are host memory, where it must give one.
+std::unique_ptr<backend::Buffer> host_view(backend::Backend& backend, const std::byte* data,
+                                           size_t bytes, backend::HostAccess access,
+                                           const std::string& what) {
+  std::unique_ptr<backend::Buffer> view =
+      backend.buffer_from_host_ptr(const_cast<std::byte*>(data), bytes, access, what);
+  if (!view) fail("{}: backend '{}' gave no buffer over host memory", what, backend.name());
+  return view;
 }
 
 }  // namespace
@@ -200,7 +179,7 @@ BoundInput bind_input(nb::handle object, const ir::TensorType& type, const std::
   bool aligned = reinterpret_cast<uintptr_t>(data) % ir::dtype_size(type.dtype) == 0;
   std::string what = fmt::format("input '{}'", name);
   if (host_memory && aligned && is_row_major(array)) {
-    bound.buffer = std::make_unique<HostView>(data, bytes, /*writable=*/false, what);
+    bound.buffer = host_view(backend, data, bytes, backend::HostAccess::read_only, what);
     return bound;
   }
 
@@ -211,7 +190,8 @@ BoundInput bind_input(nb::handle object, const ir::TensorType& type, const std::
     gather(array, bound.copy->data);
   }
   if (host_memory) {
-    bound.buffer = std::make_unique<HostView>(bound.copy->data, bytes, /*writable=*/false, what);
+    bound.buffer =
+        host_view(backend, bound.copy->data, bytes, backend::HostAccess::read_only, what);
   } else {
     bound.buffer = backend.allocate(bytes);
     bound.buffer->write({bound.copy->data, bytes});
@@ -228,8 +208,8 @@ BoundOutput bind_output(const ir::TensorType& type, const std::string& name,
   // Poisoned (NaN for every float dtype) so that elements the module never writes show.
   std::memset(bound.block->data, 0xFF, bytes);
   if (host_memory) {
-    bound.buffer = std::make_unique<HostView>(bound.block->data, bytes, /*writable=*/true,
-                                              fmt::format("output '{}'", name));
+    bound.buffer = host_view(backend, bound.block->data, bytes, backend::HostAccess::read_write,
+                             fmt::format("output '{}'", name));
   } else {
     bound.buffer = backend.allocate(bytes);
     bound.buffer->write({bound.block->data, bytes});

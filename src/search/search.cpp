@@ -290,7 +290,7 @@ SearchSpace search_space(const backend::DeviceDescription& device) {
       !device.capabilities["search"].is_object())
     fail(
         "device '{}': its description has no capabilities.search, the space the search reads "
-        "(backend/backend.h); this backend cannot describe fused kernels here",
+        "(backend/device.h); this backend cannot describe fused kernels here",
         device.name);
   const nlohmann::json& s = device.capabilities["search"];
   SearchSpace space;

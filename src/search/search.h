@@ -7,7 +7,7 @@
 // for-loop ranges come from a dim-correspondence analysis of the group, with extents that divide
 // the dims (powers of two, extents whose tiles are aligned powers of two, and for the grid the
 // best fit to the device's parallel units; dims.cpp) filtered by the device description's
-// `capabilities["search"]` (documented in backend/backend.h); block ops are enumerated in a
+// `capabilities["search"]` (documented in backend/device.h); block ops are enumerated in a
 // canonical order, each prefix pruned unless its abstract expression can be part of the group's
 // (abstract_expr.h documents the axioms). Exp-normalize is built in its safe form only: a softmax
 // (or exp(x) / Σexp(x) written out, read as one; exp_normalize.cpp) has its row max subtracted
@@ -32,7 +32,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/backend.h"
+#include "backend/device.h"
 #include "cost/cost_model.h"
 #include "ir/ir.h"
 #include "verify/numerics.h"
