@@ -33,7 +33,7 @@ std::vector<int64_t> broadcast_strides4(const ir::Dims& dims) {
   return out;
 }
 
-// The runtime's name for a weight format (yr_quant_tiles.inc's QuantKind).
+// The runtime's name for a weight format (kernels/quant_tiles.inc's QuantKind).
 std::string_view quant_kind(ir::QuantFormat format) {
   switch (format) {
     case ir::QuantFormat::q4_1: return "kQ4_1";
