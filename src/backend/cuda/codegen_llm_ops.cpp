@@ -149,7 +149,35 @@ std::string entry(const std::string& name, int threads, const std::string& param
       threads, name, params);
 }
 
-}  // namespace
+// The launch of a GEMV over n weight rows and m activation rows: thread blocks of kWarps warps,
+// each warp streaming `per_warp` weight rows, along x; groups of `rows` activation rows along y.
+KernelLaunch gemv_launch(const ir::Node& node, const std::vector<int>& in,
+                         const std::vector<int>& out, int64_t m, int64_t n, int64_t rows,
+                         int per_warp) {
+  KernelLaunch kl;
+  kl.what = what_of(node);
+  kl.name = kernel_name(node, "");
+  kl.args = {in[0], in[1], out[0]};
+  kl.threads = kWarps * 32;
+  const int64_t rows_per_block = kWarps * per_warp;
+  const int64_t blocks_x = (n + rows_per_block - 1) / rows_per_block,
+                blocks_y = (m + rows - 1) / rows;
+  if (blocks_x > 0x7fffffff || blocks_y > 65535)
+    fail("cuda: {}: {} x {} outputs exceed the grid", kl.what, m, n);
+  kl.grid = {unsigned(blocks_x), unsigned(blocks_y), 1};
+  kl.waits_on_prior_grids = true;
+  return kl;
+}
+
+// A GEMV kernel's source: the helpers, the entry (x as floats, the weight as bytes, the output),
+// then `body`.
+void set_gemv_source(KernelLaunch& kl, const std::string& body) {
+  kl.source = prelude() + kQuantHelpers +
+              entry(kl.name, int(kl.threads),
+                    "const float* __restrict__ in0, const unsigned char* __restrict__ in1, float* "
+                    "__restrict__ out0") +
+              body + "}\n";
+}
 
 // 16-bit float weights (f16, bf16), read as they are: no widening in memory, only in registers.
 // The same streaming GEMV as the quantized form, without quantizing x: a warp streams a weight row
@@ -166,17 +194,8 @@ KernelLaunch float_weight_matmul_kernel(const ir::KernelGraph& graph, const ir::
   const int64_t k = x.back(), n = w[0];
   const int64_t m = ir::num_elements(x) / k;
   const int64_t rows = std::min(m, kMaxRows);
-  KernelLaunch kl;
-  kl.what = what_of(node);
-  kl.name = kernel_name(node, "");
-  kl.args = {in[0], in[1], out[0]};
-  kl.threads = kWarps * 32;
   const int per_warp = rows_per_warp(n, options);
-  const int64_t rows_per_block = kWarps * per_warp;
-  kl.grid = {unsigned((n + rows_per_block - 1) / rows_per_block), unsigned((m + rows - 1) / rows),
-             1};
-  if ((n + rows_per_block - 1) / rows_per_block > 0x7fffffff || (m + rows - 1) / rows > 65535)
-    fail("cuda: {}: {} x {} outputs exceed the grid", kl.what, m, n);
+  KernelLaunch kl = gemv_launch(node, in, out, m, n, rows, per_warp);
   const bool bf16 = op.format == ir::QuantFormat::bf16;
   const std::string body = fmt::format(
       R"(  constexpr long long M = {m}ll, N = {n}ll, K = {k}ll;
@@ -220,14 +239,11 @@ KernelLaunch float_weight_matmul_kernel(const ir::KernelGraph& graph, const ir::
                           : "yr_f16_bits_to_f((unsigned short)(words[i] & 0xffffu))"),
       fmt::arg("hi", bf16 ? "__uint_as_float(words[i] & 0xffff0000u)"
                           : "yr_f16_bits_to_f((unsigned short)(words[i] >> 16))"));
-  kl.source = prelude() + kQuantHelpers +
-              entry(kl.name, int(kl.threads),
-                    "const float* __restrict__ in0, const unsigned char* __restrict__ in1, float* "
-                    "__restrict__ out0") +
-              body + "}\n";
-  kl.waits_on_prior_grids = true;
+  set_gemv_source(kl, body);
   return kl;
 }
+
+}  // namespace
 
 KernelLaunch quant_matmul_kernel(const ir::KernelGraph& graph, const ir::Node& node,
                                  const ir::QuantMatmulOp& op, const std::vector<int>& in,
@@ -249,18 +265,9 @@ KernelLaunch quant_matmul_kernel(const ir::KernelGraph& graph, const ir::Node& n
         "block has",
         what_of(node), k, shared_for(1), options.max_shared_bytes);
 
-  KernelLaunch kl;
-  kl.what = what_of(node);
-  kl.name = kernel_name(node, "");
-  kl.args = {in[0], in[1], out[0]};
-  kl.threads = kWarps * 32;
-  kl.shared_bytes = shared_for(rows);
   const int per_warp = rows_per_warp(n, options);
-  const int64_t rows_per_block = kWarps * per_warp;
-  kl.grid = {unsigned((n + rows_per_block - 1) / rows_per_block), unsigned((m + rows - 1) / rows),
-             1};
-  if ((n + rows_per_block - 1) / rows_per_block > 0x7fffffff || (m + rows - 1) / rows > 65535)
-    fail("cuda: {}: {} x {} outputs exceed the grid", kl.what, m, n);
+  KernelLaunch kl = gemv_launch(node, in, out, m, n, rows, per_warp);
+  kl.shared_bytes = shared_for(rows);
   const std::string body = fmt::format(
       R"(  constexpr long long M = {m}ll, N = {n}ll, K = {k}ll, ROW_BYTES = {row_bytes}ll;
   constexpr int KB = {blocks}, MT = {rows};
@@ -313,12 +320,7 @@ KernelLaunch quant_matmul_kernel(const ir::KernelGraph& graph, const ir::Node& n
       fmt::arg("per_warp", per_warp), fmt::arg("block_sum", block_sum_expr(op.format)),
       fmt::arg("block_bytes", f.bytes), fmt::arg("unpack", f.unpack), fmt::arg("dot", f.dot),
       fmt::arg("term", f.term));
-  kl.source = prelude() + kQuantHelpers +
-              entry(kl.name, int(kl.threads),
-                    "const float* __restrict__ in0, const unsigned char* __restrict__ in1, float* "
-                    "__restrict__ out0") +
-              body + "}\n";
-  kl.waits_on_prior_grids = true;
+  set_gemv_source(kl, body);
   return kl;
 }
 
