@@ -7,9 +7,11 @@ transformers load it, so bench/gpu_llm_bench.py times both on the same weights.
     python3 bench/make_llama_safetensors.py --shape llama3-8b --out /tmp/llama3-8b-random
     python3 bench/make_llama_safetensors.py --shape tiny --out /tmp/tiny   # CI's shape
 
-The weights are normal(0, 0.02) (norms 1), generated and written one tensor at a time, so the
-8B shape (16 GB in bf16) needs little memory. The values are random: the text is noise, the
-timings are not.
+The weights are normal(0, 0.02) (norms 1), written one chunk at a time, so the 8B shape (16 GB
+in bf16) needs little memory. Models of up to POOL_VALUES weights draw every value afresh; larger
+ones copy each chunk from a random offset of one pool of POOL_VALUES encoded draws, because
+drawing and rounding 8 billion normals takes minutes where copying takes seconds (the device
+lease that runs this is short). The values are random: the text is noise, the timings are not.
 """
 import argparse
 import json
@@ -33,6 +35,7 @@ SHAPES = {
                          rope_theta=100000.0),
 }
 DTYPES = {"bf16": "BF16", "f16": "F16"}
+POOL_VALUES = 1 << 26
 
 
 def tensor_shapes(s):
@@ -75,6 +78,10 @@ def write_safetensors(path: pathlib.Path, shapes, dtype: str, seed: int):
     text = json.dumps(header, separators=(",", ":")).encode()
     text += b" " * (-len(text) % 8)
     rows_per_chunk = 1024
+    pool = None
+    if offset // 2 > POOL_VALUES:
+        pool = np.frombuffer(encode(rng.standard_normal(POOL_VALUES, dtype=np.float32) * 0.02,
+                                    dtype), dtype="<u2")
     with open(path, "wb") as f:
         f.write(struct.pack("<Q", len(text)))
         f.write(text)
@@ -83,9 +90,12 @@ def write_safetensors(path: pathlib.Path, shapes, dtype: str, seed: int):
                 f.write(encode(np.ones(shape, np.float32), dtype))
                 continue
             for r in range(0, shape[0], rows_per_chunk):
-                rows = min(rows_per_chunk, shape[0] - r)
-                chunk = rng.standard_normal((rows, shape[1]), dtype=np.float32) * 0.02
-                f.write(encode(chunk, dtype))
+                count = min(rows_per_chunk, shape[0] - r) * shape[1]
+                if pool is None:
+                    f.write(encode(rng.standard_normal(count, dtype=np.float32) * 0.02, dtype))
+                else:
+                    start = int(rng.integers(0, POOL_VALUES - count + 1))
+                    f.write(pool[start:start + count].tobytes())
     return offset
 
 

@@ -10,6 +10,7 @@ import struct
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 
@@ -95,3 +96,21 @@ def test_bad_arguments_are_refused(yirage_bin, source_dir, tmp_path):
                  ["--tokens", "1"]):
         run = bench(source_dir, "--yirage", yirage_bin, "--work", tmp_path, *args)
         assert run.returncode == 2 and "error:" in run.stderr, args
+
+
+def test_large_models_copy_their_weights_from_a_pool_of_normal_draws(source_dir, tmp_path,
+                                                                      monkeypatch):
+    sys.path.insert(0, str(source_dir / "bench"))
+    import make_llama_safetensors as m
+    monkeypatch.setattr(m, "POOL_VALUES", 1 << 16)  # the tiny shape's 0.3 M weights exceed it
+    m.make_model("tiny", tmp_path / "pooled")
+    raw = (tmp_path / "pooled" / "model.safetensors").read_bytes()
+    header_len = struct.unpack("<Q", raw[:8])[0]
+    header = json.loads(raw[8:8 + header_len])
+    start, end = header["model.layers.0.mlp.up_proj.weight"]["data_offsets"]
+    bits = np.frombuffer(raw[8 + header_len + start:8 + header_len + end], dtype="<u2")
+    values = (bits.astype(np.uint32) << 16).view(np.float32)
+    assert abs(values.std() - 0.02) < 0.002 and abs(values.mean()) < 0.002
+    start, end = header["model.norm.weight"]["data_offsets"]
+    norm = np.frombuffer(raw[8 + header_len + start:8 + header_len + end], dtype="<u2")
+    assert (norm == 0x3F80).all()  # bf16 1.0
