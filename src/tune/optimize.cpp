@@ -18,6 +18,7 @@
 #include "support/warn.h"
 #include "tune/evaluate.h"
 #include "tune/tune.h"
+#include "tune/tuning_lock.h"
 #include "tune/worker.h"
 
 namespace yirage::tune {
@@ -320,9 +321,43 @@ std::optional<ir::KernelGraph> cached_winner(const ir::KernelGraph& graph,
   return winner;
 }
 
+namespace {
+
+// The cache's entry for `key` as a result, when it holds one whose winner loads here and proves
+// again: proved rather than trusted, since any process may have written the file.
+std::optional<OptimizeResult> cached_result(const ir::KernelGraph& graph, backend::Backend& backend,
+                                            TuningCache& cache, const CacheKey& key,
+                                            const OptimizeOptions& options,
+                                            const std::function<void(const std::string&)>& log) {
+  std::optional<CacheEntry> entry = cache.lookup(key);
+  std::optional<ir::KernelGraph> winner =
+      entry ? readable_winner(graph, *entry, cache.path()) : std::nullopt;
+  if (!winner) return std::nullopt;
+  verify::EquivalenceResult proof = prove(graph, *winner, options.search.fingerprint);
+  if (!proved(proof)) {
+    log(fmt::format(
+        "warning: cache entry {} in {}: its winner {} fails its proof ({}); tuning again to "
+        "replace it",
+        key.id().substr(0, 12), cache.path().string(), entry->winner().label, proof.summary()));
+    return std::nullopt;
+  }
+  if (!loads_here(backend, *winner, *entry, cache.path())) return std::nullopt;
+  log(fmt::format("cache hit: entry {} in {} ({}, {:.3f} ms); search and profiling skipped",
+                  key.id().substr(0, 12), cache.path().string(), entry->winner().label,
+                  entry->chosen_seconds * 1e3));
+  OptimizeResult result;
+  result.cache_hit = true;
+  result.chosen = std::move(*winner);
+  result.proof = std::move(proof);
+  result.entry = std::move(*entry);
+  return result;
+}
+
+}  // namespace
+
 OptimizeResult optimize(const ir::KernelGraph& graph, backend::Backend& backend,
                         const OptimizeOptions& options) {
-  auto log = [&](const std::string& line) {
+  const std::function<void(const std::string&)> log = [&](const std::string& line) {
     if (options.log) options.log(line);
   };
   auto progress = [&](TuneStage stage, size_t candidates) {
@@ -330,32 +365,21 @@ OptimizeResult optimize(const ir::KernelGraph& graph, backend::Backend& backend,
   };
   TuningCache cache(options.cache_path.empty() ? TuningCache::default_path() : options.cache_path);
   const CacheKey key = cache_key(graph, backend);
-  OptimizeResult result;
   if (options.read_cache) {
-    std::optional<CacheEntry> entry = cache.lookup(key);
-    if (std::optional<ir::KernelGraph> winner =
-            entry ? readable_winner(graph, *entry, cache.path()) : std::nullopt) {
-      // Proved again rather than trusted from the file, which any process may have written.
-      verify::EquivalenceResult proof = prove(graph, *winner, options.search.fingerprint);
-      if (!proved(proof)) {
-        log(fmt::format(
-            "warning: cache entry {} in {}: its winner {} fails its proof ({}); tuning "
-            "again to replace it",
-            key.id().substr(0, 12), cache.path().string(), entry->winner().label, proof.summary()));
-      } else if (loads_here(backend, *winner, *entry, cache.path())) {
-        log(fmt::format("cache hit: entry {} in {} ({}, {:.3f} ms); search and profiling skipped",
-                        key.id().substr(0, 12), cache.path().string(), entry->winner().label,
-                        entry->chosen_seconds * 1e3));
-        result.cache_hit = true;
-        result.chosen = std::move(*winner);
-        result.proof = std::move(proof);
-        result.entry = std::move(*entry);
-        return result;
-      }
-    }
+    if (std::optional<OptimizeResult> hit = cached_result(graph, backend, cache, key, options, log))
+      return std::move(*hit);
     log(fmt::format("cache miss: no entry {} for device {} in {}", key.id().substr(0, 12),
                     key.fingerprint, cache.path().string()));
   }
+  const TuningLock tuning(cache.path(), key.id(), [&] {
+    log(fmt::format("waiting for another process or thread tuning entry {} in {}",
+                    key.id().substr(0, 12), cache.path().string()));
+  });
+  if (tuning.waited() && options.read_cache) {
+    if (std::optional<OptimizeResult> hit = cached_result(graph, backend, cache, key, options, log))
+      return std::move(*hit);
+  }
+  OptimizeResult result;
 
   // 1. Candidates, the unfused graph first.
   const backend::DeviceDescription device = backend.device();
