@@ -151,14 +151,17 @@ BoundInput bind_input(nb::handle object, const ir::TensorType& type, const std::
                       backend::Backend& backend, bool host_memory) {
   BoundInput bound;
   bound.keep_alive = nb::borrow(object);
-  bool bf16_bits = is_numpy_bfloat16(object);
-  if (bf16_bits)
-    bound.keep_alive = object.attr("view")(nb::module_::import_("numpy").attr("uint16"));
-
+  // The bfloat16 check costs attribute lookups, so only arrays nanobind cannot read take it.
   Array array;
-  if (!nb::try_cast(bound.keep_alive, array, /*convert=*/false))
-    fail("input '{}': expected a NumPy array or a DLPack tensor of {}, got {}", name,
-         ir::format_type(type), nb::cast<std::string>(nb::inst_name(object)));
+  bool bf16_bits = false;
+  if (!nb::try_cast(bound.keep_alive, array, /*convert=*/false)) {
+    bf16_bits = is_numpy_bfloat16(object);
+    if (bf16_bits)
+      bound.keep_alive = object.attr("view")(nb::module_::import_("numpy").attr("uint16"));
+    if (!bf16_bits || !nb::try_cast(bound.keep_alive, array, /*convert=*/false))
+      fail("input '{}': expected a NumPy array or a DLPack tensor of {}, got {}", name,
+           ir::format_type(type), nb::cast<std::string>(nb::inst_name(object)));
+  }
 
   std::optional<ir::DType> dtype = dtype_of(array.dtype(), bf16_bits);
   if (dtype != type.dtype)
