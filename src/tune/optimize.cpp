@@ -371,10 +371,13 @@ OptimizeResult optimize(const ir::KernelGraph& graph, backend::Backend& backend,
     log(fmt::format("cache miss: no entry {} for device {} in {}", key.id().substr(0, 12),
                     key.fingerprint, cache.path().string()));
   }
-  const TuningLock tuning(cache.path(), key.id(), [&] {
-    log(fmt::format("waiting for another process or thread tuning entry {} in {}",
-                    key.id().substr(0, 12), cache.path().string()));
-  });
+  const TuningLock tuning(
+      cache.path(), key.id(),
+      [&] {
+        log(fmt::format("waiting for another process or thread tuning entry {} in {}",
+                        key.id().substr(0, 12), cache.path().string()));
+      },
+      options.search.should_stop);
   if (tuning.waited() && options.read_cache) {
     if (std::optional<OptimizeResult> hit = cached_result(graph, backend, cache, key, options, log))
       return std::move(*hit);

@@ -42,6 +42,17 @@ TEST(TuningLock, ASecondHolderOfTheKeyWaitsForTheFirst) {
   EXPECT_TRUE(second_waited.get());  // acquired once the first let go
 }
 
+TEST(TuningLock, AWaitEndsWhenTheCallerAsksToStop) {
+  const fs::path db = fresh_cache_db("tuning_lock_stop");
+  const tune::TuningLock first(db, "key A");
+  int asked = 0;
+  const tune::TuningLock second(db, "key A", {}, [&] { return ++asked == 3; });
+  EXPECT_EQ(asked, 3);
+  EXPECT_TRUE(second.waited());
+  EXPECT_FALSE(second.held());
+  EXPECT_TRUE(first.held());
+}
+
 TEST(TuningLock, TwoThreadsOptimizingOneGraphSearchAndProfileItOnce) {
   const fs::path db = fresh_cache_db("tuning_lock_optimize");
   std::atomic<int> searches{0};
