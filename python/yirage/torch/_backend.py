@@ -118,8 +118,9 @@ class _Calls:
 
 
 class YirageSubgraph(torch.nn.Module):
-    """Runs one subgraph's compiled winner. Inputs cross by DLPack in place; an input whose
-    layout is not row-major is made contiguous first, and counted. `last` holds the latest
+    """Runs one subgraph's compiled winner. Inputs cross in place (host tensors as NumPy views,
+    bfloat16 ones by DLPack); an input whose layout is not row-major is made contiguous first,
+    and counted. `last` holds the latest
     call's data pointers and those the module read and wrote (the zero-copy evidence)."""
 
     def __init__(self, optimized, constants, plan, single_output, bf16_outputs, numpy_inputs):
