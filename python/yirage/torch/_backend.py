@@ -105,23 +105,21 @@ def _bf16_to_torch(array):
 
 
 class _Calls:
-    """What the calls of one YirageSubgraph did. A plain object, because nn.Module's
-    __setattr__ (parameter and submodule bookkeeping) cost a few µs per attribute per call."""
-    __slots__ = ("count", "input_copies", "last", "keep_inputs", "last_inputs")
+    """What the calls of one YirageSubgraph did, written on every call. A plain object, because
+    nn.Module's __setattr__ (parameter and submodule bookkeeping) costs a few µs an attribute."""
+    __slots__ = ("count", "input_copies", "last")
 
     def __init__(self):
         self.count = 0
         self.input_copies = 0
         self.last = {}
-        self.keep_inputs = False
-        self.last_inputs = None
 
 
 class YirageSubgraph(torch.nn.Module):
     """Runs one subgraph's compiled winner. Inputs cross in place (host tensors as NumPy views,
     bfloat16 ones by DLPack); an input whose layout is not row-major is made contiguous first,
-    and counted. `last` holds the latest
-    call's data pointers and those the module read and wrote (the zero-copy evidence)."""
+    and counted. `last` holds the latest call's data pointers and those the module read and
+    wrote (the zero-copy evidence)."""
 
     def __init__(self, optimized, constants, plan, single_output, bf16_outputs, numpy_inputs):
         super().__init__()
@@ -134,26 +132,12 @@ class YirageSubgraph(torch.nn.Module):
         # DLPack export a Python one: about 1.5 µs less an input); bfloat16 ones by DLPack.
         self.numpy_inputs = numpy_inputs
         self.state = _Calls()
+        self.keep_inputs = False  # explain() sets it to time the subgraph on its real inputs
+        self.last_inputs = None
 
     calls = property(lambda self: self.state.count)
     input_copies = property(lambda self: self.state.input_copies)
     last = property(lambda self: self.state.last)
-
-    @property
-    def keep_inputs(self):
-        return self.state.keep_inputs
-
-    @keep_inputs.setter
-    def keep_inputs(self, keep):
-        self.state.keep_inputs = keep
-
-    @property
-    def last_inputs(self):
-        return self.state.last_inputs
-
-    @last_inputs.setter
-    def last_inputs(self, args):
-        self.state.last_inputs = args
 
     def forward(self, *args):
         copied, inputs = 0, []
@@ -176,8 +160,8 @@ class YirageSubgraph(torch.nn.Module):
             "module_output_addresses": run["output_addresses"],
             "input_copies": copied,
         }
-        if state.keep_inputs:
-            state.last_inputs = args
+        if self.keep_inputs:
+            self.last_inputs = args
         picked = tuple(results[k] if kind == "run" else args[k] for kind, k in self.plan)
         return picked[0] if self.single_output else picked
 
@@ -243,7 +227,8 @@ def _build_subgraph(sub_gm, call_node, options, report):
             builder.graph.mark_output(tensor, name=f"out{marked[key]}")
             bf16_outputs.append(tr.value_of(r).dtype == torch.bfloat16)
         plan.append(("run", marked[key]))
-    backend = _backend_name([tr.value_of(a) for a in call_node.args])
+    values = [tr.value_of(a) for a in call_node.args]
+    backend = _backend_name(values)
     config = {k: options[k] for k in ("cache", "threads", "max_candidates") if k in options}
     start = time.perf_counter()
     optimized = builder.graph.superoptimize(
@@ -254,8 +239,7 @@ def _build_subgraph(sub_gm, call_node, options, report):
     report.verified, report.chosen, report.cache_hit = r["verified"], r["chosen"], r["cache_hit"]
     report.search_seconds = r["search_seconds"]
     report.tuning_seconds = time.perf_counter() - start
-    numpy_inputs = [tr.value_of(a).device.type == "cpu" and tr.value_of(a).dtype != torch.bfloat16
-                    for a in call_node.args]
+    numpy_inputs = [v.device.type == "cpu" and v.dtype != torch.bfloat16 for v in values]
     return YirageSubgraph(optimized, builder.constants, plan, single, bf16_outputs, numpy_inputs)
 
 
