@@ -169,6 +169,28 @@ TEST(IrHash, LibraryMatmulFlagCountsOnlyWhenSet) {
             structural_hash(graph(true)));
 }
 
+// Schedule choices are kept by the hash (the tuner caches the variant that won) and dropped by
+// without_schedule_choices, which the proofs compare by.
+TEST(IrHash, WithoutScheduleChoicesIsTheSameProgram) {
+  KernelGraph g;
+  TensorRef x = g.input("x", {2, 3}, DType::f32), w = g.input("w", {3, 4}, DType::f32);
+  TensorRef q = g.input("q", {4, 34}, DType::u8);
+  TensorRef y = g.add_node(MatmulOp{.library = true}, {x, w})[0];
+  TensorRef a = g.input("a", {2, 32}, DType::f32);
+  g.mark_output(y, "y");
+  g.mark_output(g.add_node(ir::QuantMatmulOp{ir::QuantFormat::q8_0, false}, {a, q})[0], "z");
+  const KernelGraph plain = without_schedule_choices(g);
+  EXPECT_NE(structural_hash(plain), structural_hash(g));
+  EXPECT_FALSE(std::get<MatmulOp>(plain.node(y.node).op).library);
+  for (const ir::Node& n : plain.nodes())
+    if (const auto* qm = std::get_if<ir::QuantMatmulOp>(&n.op)) {
+      EXPECT_TRUE(qm->prefetch);
+      EXPECT_EQ(qm->format, ir::QuantFormat::q8_0);  // what it computes stays
+    }
+  EXPECT_EQ(plain.inputs().size(), g.inputs().size());
+  EXPECT_EQ(structural_hash(without_schedule_choices(plain)), structural_hash(plain));
+}
+
 TEST(IrHash, TellsInputsApartByPosition) {
   auto build_sub = [](bool swap_inputs) {
     KernelGraph g;

@@ -121,4 +121,10 @@ std::vector<TensorType> infer_types(const Op& op, const std::vector<TensorType>&
 void canonicalize_op(Op& op, const std::vector<TensorType>& operands,
                      const std::vector<TensorType>& results);
 
+// `op` and `graph` with their schedule choices at the defaults (MatmulOp::library,
+// QuantMatmulOp::prefetch: how a backend computes an op, not what it computes), so that a graph
+// and a variant that differs from it only in them compare equal (schedule_choices.cpp).
+Op without_schedule_choices(Op op);
+KernelGraph without_schedule_choices(const KernelGraph& graph);
+
 }  // namespace yirage::ir

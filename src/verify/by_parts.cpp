@@ -202,8 +202,13 @@ std::optional<KernelGraph> region_of(const KernelGraph& g, const KernelGraph& mu
 
 }  // namespace
 
-EquivalenceResult check_equivalent_by_parts(const KernelGraph& graph, const KernelGraph& mugraph,
+EquivalenceResult check_equivalent_by_parts(const KernelGraph& given_graph,
+                                            const KernelGraph& given_mugraph,
                                             const FingerprintOptions& options) {
+  // Matched op for op on what they compute: a node whose only difference is a schedule choice
+  // (quant_matmul prefetch, a library matmul) is the input graph's own node.
+  const KernelGraph graph = ir::without_schedule_choices(given_graph);
+  const KernelGraph mugraph = ir::without_schedule_choices(given_mugraph);
   Matching m(graph, mugraph);
   std::vector<std::pair<int32_t, KernelGraph>> parts;
   bool structured = m.run();

@@ -116,5 +116,46 @@ TEST(ProofByParts, AGraphAgainstItselfNeedsNoFingerprint) {
   EXPECT_EQ(r.trials, 0);  // matched op for op, nothing left to fingerprint
 }
 
+// `g` with every top-level quant_matmul's prefetch off and every matmul a library call: the
+// tuner's "+ no prefetch" and library variants of a candidate.
+KernelGraph with_schedule_choices_changed(const KernelGraph& g) {
+  KernelGraph out;
+  for (const ir::Node& n : g.nodes()) {
+    if (std::holds_alternative<ir::InputOp>(n.op)) {
+      out.input(n.name, n.outputs[0].dims, n.outputs[0].dtype);
+      continue;
+    }
+    ir::Op op = n.op;
+    if (auto* q = std::get_if<ir::QuantMatmulOp>(&op)) q->prefetch = false;
+    if (auto* m = std::get_if<ir::MatmulOp>(&op)) m->library = true;
+    out.add_node(std::move(op), n.inputs, n.name);
+  }
+  for (const ir::GraphOutput& o : g.outputs()) out.mark_output(o.tensor, o.name);
+  return out;
+}
+
+// A variant that differs only in schedule choices is matched op for op like the candidate it
+// came from: before, its quant_matmuls matched nothing and the whole graph was fingerprinted,
+// 12 s at SmolLM2's LM head on every cache hit of `yirage generate`.
+TEST(ProofByParts, ScheduleChoicesDoNotStopTheMatching) {
+  const KernelGraph graph = output_and_mlp({});
+  const KernelGraph unfused_variant = with_schedule_choices_changed(graph);
+  ASSERT_NE(ir::structural_hash(unfused_variant), ir::structural_hash(graph));
+  const verify::EquivalenceResult itself =
+      verify::check_equivalent_by_parts(graph, unfused_variant, seeded());
+  EXPECT_TRUE(itself.equivalent && itself.bound_met) << itself.summary();
+  EXPECT_EQ(itself.parts, 0);
+  EXPECT_EQ(itself.trials, 0);
+  for (const Candidate& c : fused_candidates(graph)) {
+    const verify::EquivalenceResult r = verify::check_equivalent_by_parts(
+        graph, with_schedule_choices_changed(c.mugraph), seeded());
+    EXPECT_TRUE(r.equivalent && r.bound_met) << r.summary();
+    EXPECT_EQ(r.parts, c.proof.parts) << r.summary();
+  }
+  // The IR's own normal form agrees: the variant is the graph, schedule choices aside.
+  EXPECT_EQ(ir::structural_hash(ir::without_schedule_choices(unfused_variant)),
+            ir::structural_hash(graph));
+}
+
 }  // namespace
 }  // namespace yirage::search
