@@ -86,5 +86,40 @@ TEST(CudaLlmCompile, ARowTooLongForSharedMemoryIsAnErrorNamingTheNode) {
   }
 }
 
+// bf16 weights at more than 8 rows take the tensor-core form (its numerics are held to the
+// reference by CudaLlmOps on a GPU); one row, f16 weights and narrow products stay the streaming
+// GEMV. Each form compiles for both architectures.
+TEST(CudaLlmCompile, BatchedBf16ProductsTakeTensorCores) {
+  auto lowered = [](ir::QuantFormat format, int64_t m, int64_t n) {
+    ir::KernelGraph g;
+    const ir::TensorRef x = g.input("x", {m, 4096}, ir::DType::f32);
+    const ir::TensorRef w = g.input("w", {n, 4096 * 2}, ir::DType::u8);
+    g.mark_output(g.quant_matmul(x, w, format), "y");
+    const Program program = lower(g, kH200);
+    EXPECT_EQ(program.kernels.size(), 1u);
+    return program.kernels.at(0);
+  };
+  auto tensor_cores = [](const KernelLaunch& k) {
+    return k.source.find("yr_mma(yr_bfloat") != std::string::npos;
+  };
+  const ir::QuantFormat bf16 = ir::QuantFormat::bf16, f16 = ir::QuantFormat::f16;
+  for (int64_t m : {9, 16, 64, 100}) {
+    const KernelLaunch k = lowered(bf16, m, 4096);
+    EXPECT_TRUE(tensor_cores(k)) << m << " rows";
+    EXPECT_EQ(k.grid[0], 4096u / 32);  // 4 groups of 8 weight rows a block
+    EXPECT_EQ(k.grid[1], unsigned((m + 63) / 64)) << m << " rows";  // weights read once per 64 rows
+  }
+  EXPECT_EQ(lowered(bf16, 16, 1024).grid[0], 1024u / 8);  // 1 group: a block for every other SM
+  EXPECT_FALSE(tensor_cores(lowered(bf16, 8, 1024)));     // the GEMV reads the weights once here
+  EXPECT_FALSE(tensor_cores(lowered(bf16, 1, 1024)));
+  EXPECT_FALSE(tensor_cores(lowered(f16, 16, 1024)));
+  EXPECT_FALSE(tensor_cores(lowered(bf16, 16, 64)));  // 8 blocks would leave most SMs idle
+  std::set<std::string> seen;
+  for (const KernelLaunch& k :
+       {lowered(bf16, 16, 1024), lowered(bf16, 100, 1000), lowered(bf16, 64, 4096)})
+    for (const char* arch : {"sm_80", "sm_90"})
+      EXPECT_FALSE(compile_cuda(k.source, arch, k.name).cubin.empty()) << k.what << " " << arch;
+}
+
 }  // namespace
 }  // namespace yirage::backend::cuda

@@ -12,8 +12,8 @@
 // byte is read once per group of rows, so decode (one row) moves the weight once, as the HBM floor
 // asks. The blocks of a row add up across lanes, not in order, so results differ from the
 // reference by float rounding, not by quantization. A tensor-core form for long prompts (M > 16)
-// is not written yet: a prompt's rows then run in groups of kMaxRows, the weight read once a
-// group.
+// is not written yet for the quantized formats: a prompt's rows then run in groups of kMaxRows,
+// the weight read once a group. bf16 weights have one (bf16_tensor_core_matmul_kernel).
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -243,14 +243,140 @@ KernelLaunch float_weight_matmul_kernel(const ir::KernelGraph& graph, const ir::
   return kl;
 }
 
+// bf16 weights at two or more rows of x, by tensor cores: the streaming GEMV multiplies each
+// weight by every row on CUDA cores, reading x again for every weight row, and at 16 and 64 rows
+// of the Llama-3-8B shape its time grew by 0.06 ms a layer per row (bench/results/h100_llm.md).
+// Here a thread block owns 8 weight rows per group (up to 4 groups, as many as leave a block for
+// every other multiprocessor: x's conversion below is then shared by more rows), and its warps
+// take turns along k, 32 weights (16 bytes a lane) at a time; their sums meet in shared memory
+// at the end. Each 16-byte load is the B
+// fragment of two m16n8k16 products, its weights' k assigned to the products' k slots by any
+// bijection, as long as x's fragments use the same one: lane (g, t) holds weights k0 + 8t ...
+// k0 + 8t + 7 of row g, and x's rows g and g + 8 at the same k. x stays f32 in memory and is split
+// in registers into bf16 high and low parts, x = hi + lo + O(2^-16 |x|), each multiplied by the
+// weights: products of bf16 numbers are exact in the f32 accumulators, so the result keeps f32
+// accuracy to about 2^-16 of each term, where one bf16 product would lose 2^-8. All rows of x up
+// to 64 share one read of the weights.
+KernelLaunch bf16_tensor_core_matmul_kernel(const ir::Node& node, const std::vector<int>& in,
+                                            const std::vector<int>& out, int64_t m, int64_t n,
+                                            int64_t k, const CodegenOptions& options) {
+  constexpr int kTensorWarps = 4;
+  const int64_t tiles = std::min<int64_t>((m + 15) / 16, 4);  // 16-row tiles of x a block takes
+  int64_t groups = 4;  // groups of 8 weight rows a block takes
+  while (groups > 1 && n / (8 * groups) < options.multiprocessors / 2) groups /= 2;
+  KernelLaunch kl;
+  kl.what = what_of(node);
+  kl.name = kernel_name(node, "");
+  kl.args = {in[0], in[1], out[0]};
+  kl.threads = kTensorWarps * 32;
+  const int64_t blocks_x = (n + 8 * groups - 1) / (8 * groups),
+                blocks_y = (m + 16 * tiles - 1) / (16 * tiles);
+  if (blocks_x > 0x7fffffff || blocks_y > 65535)
+    fail("cuda: {}: {} x {} outputs exceed the grid", kl.what, m, n);
+  kl.grid = {unsigned(blocks_x), unsigned(blocks_y), 1};
+  kl.waits_on_prior_grids = true;
+  const std::string body = fmt::format(
+      R"(  constexpr long long M = {m}ll, N = {n}ll, K = {k}ll;
+  constexpr int TILES = {tiles}, GROUPS = {groups}, WARPS = {warps};
+  __shared__ float partial[WARPS][TILES * GROUPS * 4][32];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const long long n0 = (long long)blockIdx.x * (8 * GROUPS), m0 = (long long)blockIdx.y * (16 * TILES);
+  // A row past N reads row N - 1 and its results are dropped.
+  const unsigned char* wrow[GROUPS];
+  for (int s = 0; s < GROUPS; ++s) {{
+    const long long row = n0 + 8 * s + g;
+    wrow[s] = in1 + (row < N ? row : N - 1) * K * 2;
+  }}
+  float acc[TILES][GROUPS][4];
+  for (int i = 0; i < TILES; ++i)
+    for (int s = 0; s < GROUPS; ++s)
+      for (int j = 0; j < 4; ++j) acc[i][s][j] = 0.0f;
+#pragma unroll 2
+  for (long long k0 = 32ll * warp; k0 < K; k0 += 32ll * WARPS) {{
+    unsigned w[GROUPS][4];
+#pragma unroll
+    for (int s = 0; s < GROUPS; ++s) yr_ld_stream16(w[s], wrow[s] + (k0 + 8 * t) * 2);
+#pragma unroll
+    for (int i = 0; i < TILES; ++i) {{
+      unsigned hi[2][4], lo[2][4];  // [product][A register]
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {{  // x's rows g and g + 8 of the tile
+        const long long r = m0 + 16 * i + g + 8 * half;
+        float v[8] = {{0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f}};
+        if (r < M) {{
+          const float4* xr = (const float4*)(in0 + r * K + k0 + 8 * t);
+          const float4 a = __ldg(xr), b = __ldg(xr + 1);
+          v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w;
+          v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
+        }}
+#pragma unroll
+        for (int p = 0; p < 4; ++p) {{  // the pair of weights in w[p]
+          const unsigned short h0 = yr_bits(yr_bfloat{{}}, v[2 * p]),
+                               h1 = yr_bits(yr_bfloat{{}}, v[2 * p + 1]);
+          const unsigned short l0 =
+              yr_bits(yr_bfloat{{}}, v[2 * p] - __uint_as_float((unsigned)h0 << 16));
+          const unsigned short l1 =
+              yr_bits(yr_bfloat{{}}, v[2 * p + 1] - __uint_as_float((unsigned)h1 << 16));
+          // w[s][0], w[s][1] are the first product's b0, b1; w[s][2], w[s][3] the second's. A register j
+          // holds row g (j even) or g + 8 (j odd), at b0's k slots (j < 2) or b1's (j >= 2).
+          hi[p >> 1][(p & 1) * 2 + half] = yr_pack(h0, h1);
+          lo[p >> 1][(p & 1) * 2 + half] = yr_pack(l0, l1);
+        }}
+      }}
+#pragma unroll
+      for (int s = 0; s < GROUPS; ++s)
+#pragma unroll
+        for (int q = 0; q < 2; ++q) {{
+          yr_mma(yr_bfloat{{}}, acc[i][s], hi[q][0], hi[q][1], hi[q][2], hi[q][3], w[s][2 * q], w[s][2 * q + 1]);
+          yr_mma(yr_bfloat{{}}, acc[i][s], lo[q][0], lo[q][1], lo[q][2], lo[q][3], w[s][2 * q], w[s][2 * q + 1]);
+        }}
+    }}
+  }}
+  for (int i = 0; i < TILES; ++i)
+    for (int s = 0; s < GROUPS; ++s)
+      for (int j = 0; j < 4; ++j) partial[warp][(i * GROUPS + s) * 4 + j][lane] = acc[i][s][j];
+  __syncthreads();
+  // Accumulator j of tile i, group s: row 16i + g (j < 2) or 16i + g + 8, column
+  // n0 + 8s + 2t + (j & 1).
+  for (int e = threadIdx.x; e < TILES * GROUPS * 128; e += WARPS * 32) {{
+    const int i = e / (GROUPS * 128), s = (e / 128) % GROUPS, j = (e / 32) & 3, l = e & 31;
+    float v = 0.0f;
+    for (int u = 0; u < WARPS; ++u) v += partial[u][(i * GROUPS + s) * 4 + j][l];
+    const long long r = m0 + 16 * i + (l >> 2) + (j >> 1) * 8,
+                    c = n0 + 8 * s + 2 * (l & 3) + (j & 1);
+    if (r < M && c < N) out0[r * N + c] = v;
+  }}
+)",
+      fmt::arg("m", m), fmt::arg("n", n), fmt::arg("k", k), fmt::arg("tiles", tiles),
+      fmt::arg("groups", groups), fmt::arg("warps", kTensorWarps));
+  set_gemv_source(kl, body);
+  return kl;
+}
+
+// Whether a 16-bit product takes the tensor-core form: bf16 weights (f16's range could not hold
+// x's high part: SmolLM2's activations reach 2.3e4, others more), more rows than the streaming
+// GEMV takes at once (which reads the weights once up to there: at 4 rows of the Llama-3-8B
+// shape it took 0.245 ms a layer's output + MLP block, this form 0.298), whole 32-weight chunks,
+// and weight rows enough for a block on every other multiprocessor.
+bool takes_tensor_cores(const ir::QuantMatmulOp& op, int64_t m, int64_t n, int64_t k,
+                        const CodegenOptions& options) {
+  return op.format == ir::QuantFormat::bf16 && m > kMaxRows && k % 32 == 0 &&
+         n / 8 >= options.multiprocessors / 2;
+}
+
 }  // namespace
 
 KernelLaunch quant_matmul_kernel(const ir::KernelGraph& graph, const ir::Node& node,
                                  const ir::QuantMatmulOp& op, const std::vector<int>& in,
                                  const std::vector<int>& out, const CodegenOptions& options) {
   const ir::Dims& x = graph.type(node.inputs[0]).dims;
-  if (ir::quant_reads_float_activations(op.format))
+  if (ir::quant_reads_float_activations(op.format)) {
+    const int64_t k = x.back(), n = graph.type(node.inputs[1]).dims[0];
+    const int64_t m = ir::num_elements(x) / k;
+    if (takes_tensor_cores(op, m, n, k, options))
+      return bf16_tensor_core_matmul_kernel(node, in, out, m, n, k, options);
     return float_weight_matmul_kernel(graph, node, op, in, out, options);
+  }
   const ir::Dims& w = graph.type(node.inputs[1]).dims;
   const int64_t k = x.back(), n = w[0], row_bytes = w[1];
   const int64_t m = ir::num_elements(x) / k, blocks = k / ir::kQuantBlock;
