@@ -3,7 +3,7 @@
 # release preset with warnings as errors, and in the asan-ubsan preset (AddressSanitizer +
 # UndefinedBehaviorSanitizer). Ends with a short libFuzzer run of every parser.
 #
-#   FUZZ_SECONDS  seconds per fuzz target (default 15, a smoke run: scripts/fuzz.sh --long is the
+#   FUZZ_SECONDS  seconds per fuzz target (default 10, a smoke run: scripts/fuzz.sh --long is the
 #                 soak; 0 skips fuzzing)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -62,7 +62,7 @@ YIRAGE_REQUIRE_RAY=1 "$venv/bin/python" -m pytest -q tests/ray
 cmake -S . -B build/release -DYIRAGE_PYTHON=OFF >/dev/null
 stage_done "python package"
 
-if [[ "${FUZZ_SECONDS:-15}" != 0 ]]; then
-  bash scripts/fuzz.sh "${FUZZ_SECONDS:-15}"
+if [[ "${FUZZ_SECONDS:-10}" != 0 ]]; then
+  bash scripts/fuzz.sh "${FUZZ_SECONDS:-10}"
   stage_done "fuzzing"
 fi
