@@ -310,7 +310,7 @@ KernelLaunch bf16_tensor_core_matmul_kernel(const ir::Node& node, const std::vec
           v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
         }}
 #pragma unroll
-        for (int p = 0; p < 4; ++p) {{  // the pair of weights in w[p]
+        for (int p = 0; p < 4; ++p) {{  // the pair of weights in each w[s][p]
           const unsigned short h0 = yr_bits(yr_bfloat{{}}, v[2 * p]),
                                h1 = yr_bits(yr_bfloat{{}}, v[2 * p + 1]);
           const unsigned short l0 =
