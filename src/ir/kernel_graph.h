@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -121,10 +122,15 @@ std::vector<TensorType> infer_types(const Op& op, const std::vector<TensorType>&
 void canonicalize_op(Op& op, const std::vector<TensorType>& operands,
                      const std::vector<TensorType>& results);
 
-// `op` and `graph` with their schedule choices at the defaults (MatmulOp::library,
-// QuantMatmulOp::prefetch: how a backend computes an op, not what it computes), so that a graph
-// and a variant that differs from it only in them compare equal (schedule_choices.cpp).
-Op without_schedule_choices(Op op);
+// `graph` with each node's op (inputs aside) passed through `rewrite`, which returns whether it
+// changed it; node for node in the same order, so node ids are unchanged. nullopt when no op
+// changed (schedule_choices.cpp).
+std::optional<KernelGraph> with_ops_rewritten(const KernelGraph& graph,
+                                              const std::function<bool(const Node&, Op&)>& rewrite);
+
+// `graph` with its schedule choices at the defaults (MatmulOp::library, QuantMatmulOp::prefetch:
+// how a backend computes an op, not what it computes), so that a graph and a variant that
+// differs from it only in them compare equal.
 KernelGraph without_schedule_choices(const KernelGraph& graph);
 
 }  // namespace yirage::ir

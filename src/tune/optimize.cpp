@@ -151,27 +151,6 @@ std::optional<LibraryOffer> library_offer(const backend::DeviceDescription& devi
   return offer;
 }
 
-// `g` with each node's op (inputs aside) passed through `rewrite`, which returns whether it
-// changed it; node for node in the same order, so node ids are unchanged. nullopt when no op
-// changed.
-std::optional<ir::KernelGraph> with_ops_rewritten(
-    const ir::KernelGraph& g, const std::function<bool(const ir::Node&, ir::Op&)>& rewrite) {
-  ir::KernelGraph out;
-  bool changed = false;
-  for (const ir::Node& n : g.nodes()) {
-    if (std::holds_alternative<ir::InputOp>(n.op)) {
-      out.input(n.name, n.outputs[0].dims, n.outputs[0].dtype);
-      continue;
-    }
-    ir::Op op = n.op;
-    changed = rewrite(n, op) || changed;
-    out.add_node(std::move(op), n.inputs, n.name);
-  }
-  if (!changed) return std::nullopt;
-  for (const ir::GraphOutput& o : g.outputs()) out.mark_output(o.tensor, o.name);
-  return out;
-}
-
 // After the candidates, a variant of each that `variant_of` gives (nullopt: none), labelled
 // "<label> + <suffix>". A variant runs the same operations in the same order, so the base
 // candidate's proof holds for it.
@@ -195,7 +174,7 @@ void add_library_variants(std::vector<Candidate>& candidates,
   const std::optional<LibraryOffer> offer = library_offer(device);
   if (!offer) return;
   add_variants(candidates, offer->name, [&](const ir::KernelGraph& g) {
-    return with_ops_rewritten(g, [&](const ir::Node& n, ir::Op& op) {
+    return ir::with_ops_rewritten(g, [&](const ir::Node& n, ir::Op& op) {
       auto* m = std::get_if<ir::MatmulOp>(&op);
       if (!m || m->library) return false;
       bool offered = offer->dtypes.contains(n.outputs[0].dtype);
@@ -214,7 +193,7 @@ void add_prefetch_variants(std::vector<Candidate>& candidates,
   const nlohmann::json& caps = device.capabilities;
   if (!caps.is_object() || caps.value("quant_matmul_prefetch", false) != true) return;
   add_variants(candidates, "no prefetch", [](const ir::KernelGraph& g) {
-    return with_ops_rewritten(g, [](const ir::Node&, ir::Op& op) {
+    return ir::with_ops_rewritten(g, [](const ir::Node&, ir::Op& op) {
       auto* q = std::get_if<ir::QuantMatmulOp>(&op);
       if (!q || !q->prefetch) return false;
       q->prefetch = false;

@@ -119,19 +119,11 @@ TEST(ProofByParts, AGraphAgainstItselfNeedsNoFingerprint) {
 // `g` with every top-level quant_matmul's prefetch off and every matmul a library call: the
 // tuner's "+ no prefetch" and library variants of a candidate.
 KernelGraph with_schedule_choices_changed(const KernelGraph& g) {
-  KernelGraph out;
-  for (const ir::Node& n : g.nodes()) {
-    if (std::holds_alternative<ir::InputOp>(n.op)) {
-      out.input(n.name, n.outputs[0].dims, n.outputs[0].dtype);
-      continue;
-    }
-    ir::Op op = n.op;
+  return *ir::with_ops_rewritten(g, [](const ir::Node&, ir::Op& op) {
     if (auto* q = std::get_if<ir::QuantMatmulOp>(&op)) q->prefetch = false;
     if (auto* m = std::get_if<ir::MatmulOp>(&op)) m->library = true;
-    out.add_node(std::move(op), n.inputs, n.name);
-  }
-  for (const ir::GraphOutput& o : g.outputs()) out.mark_output(o.tensor, o.name);
-  return out;
+    return true;
+  });
 }
 
 // A variant that differs only in schedule choices is matched op for op like the candidate it

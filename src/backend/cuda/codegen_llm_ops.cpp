@@ -149,24 +149,29 @@ std::string entry(const std::string& name, int threads, const std::string& param
       threads, name, params);
 }
 
-// The launch of a GEMV over n weight rows and m activation rows: thread blocks of kWarps warps,
-// each warp streaming `per_warp` weight rows, along x; groups of `rows` activation rows along y.
-KernelLaunch gemv_launch(const ir::Node& node, const std::vector<int>& in,
-                         const std::vector<int>& out, int64_t m, int64_t n, int64_t rows,
-                         int per_warp) {
+// The launch of a product over n weight rows and m activation rows: `threads` a block, blocks of
+// `weight_rows` weight rows along x and of `rows` activation rows along y.
+KernelLaunch product_launch(const ir::Node& node, const std::vector<int>& in,
+                            const std::vector<int>& out, int64_t m, int64_t n, int64_t rows,
+                            int64_t weight_rows, int threads) {
   KernelLaunch kl;
   kl.what = what_of(node);
   kl.name = kernel_name(node, "");
   kl.args = {in[0], in[1], out[0]};
-  kl.threads = kWarps * 32;
-  const int64_t rows_per_block = kWarps * per_warp;
-  const int64_t blocks_x = (n + rows_per_block - 1) / rows_per_block,
-                blocks_y = (m + rows - 1) / rows;
+  kl.threads = threads;
+  const int64_t blocks_x = (n + weight_rows - 1) / weight_rows, blocks_y = (m + rows - 1) / rows;
   if (blocks_x > 0x7fffffff || blocks_y > 65535)
     fail("cuda: {}: {} x {} outputs exceed the grid", kl.what, m, n);
   kl.grid = {unsigned(blocks_x), unsigned(blocks_y), 1};
   kl.waits_on_prior_grids = true;
   return kl;
+}
+
+// A GEMV's launch: thread blocks of kWarps warps, each warp streaming `per_warp` weight rows.
+KernelLaunch gemv_launch(const ir::Node& node, const std::vector<int>& in,
+                         const std::vector<int>& out, int64_t m, int64_t n, int64_t rows,
+                         int per_warp) {
+  return product_launch(node, in, out, m, n, rows, kWarps * per_warp, kWarps * 32);
 }
 
 // A GEMV kernel's source: the helpers, the entry (x as floats, the weight as bytes, the output),
@@ -264,17 +269,7 @@ KernelLaunch bf16_tensor_core_matmul_kernel(const ir::Node& node, const std::vec
   const int64_t tiles = std::min<int64_t>((m + 15) / 16, 4);  // 16-row tiles of x a block takes
   int64_t groups = 4;  // groups of 8 weight rows a block takes
   while (groups > 1 && n / (8 * groups) < options.multiprocessors / 2) groups /= 2;
-  KernelLaunch kl;
-  kl.what = what_of(node);
-  kl.name = kernel_name(node, "");
-  kl.args = {in[0], in[1], out[0]};
-  kl.threads = kTensorWarps * 32;
-  const int64_t blocks_x = (n + 8 * groups - 1) / (8 * groups),
-                blocks_y = (m + 16 * tiles - 1) / (16 * tiles);
-  if (blocks_x > 0x7fffffff || blocks_y > 65535)
-    fail("cuda: {}: {} x {} outputs exceed the grid", kl.what, m, n);
-  kl.grid = {unsigned(blocks_x), unsigned(blocks_y), 1};
-  kl.waits_on_prior_grids = true;
+  KernelLaunch kl = product_launch(node, in, out, m, n, 16 * tiles, 8 * groups, kTensorWarps * 32);
   const std::string body = fmt::format(
       R"(  constexpr long long M = {m}ll, N = {n}ll, K = {k}ll;
   constexpr int TILES = {tiles}, GROUPS = {groups}, WARPS = {warps};
