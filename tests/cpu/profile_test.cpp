@@ -92,19 +92,19 @@ TEST(ProfileClock, TheReportedTimesAreTheBackendsClock) {
             (std::vector<const backend::Buffer*>{first[1], first[0]}));
 }
 
-TEST(ProfileClock, AtLeastOneWarmUpPerSetAndNoMoreThanMaxRepetitions) {
+TEST(ProfileClock, TheWarmUpIsTheOptionsAndNoMoreThanMaxRepetitions) {
   CounterClockBackend backend;
   const ir::KernelGraph g = one_input_graph();
   std::unique_ptr<backend::Module> module = backend.compile(g);
   tune::ProfileOptions options;
-  options.warmup = 0;
+  options.warmup = 1;
   options.min_repetitions = 2;
   options.max_repetitions = 5;
   options.min_seconds = 1e9;
   options.launches_per_repetition = 7;
   const tune::Profile p = tune::profile(backend, *module, g, options);
   ASSERT_EQ(backend.requests.size(), 2u);
-  EXPECT_EQ(backend.requests[0].plan.warmup, 2);  // one per input set
+  EXPECT_EQ(backend.requests[0].plan.warmup, 1);  // not one per input set (2 here)
   EXPECT_EQ(backend.requests[0].plan.launches_per_repetition, 7);
   EXPECT_EQ(backend.requests[1].plan.repetitions, 3);
   EXPECT_EQ(p.repetitions, 5);
