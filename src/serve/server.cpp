@@ -5,6 +5,7 @@
 #include "serve/serve.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <atomic>
 #include <chrono>
@@ -81,6 +82,14 @@ struct Server::Impl {
     // 0.11's stop() waits for those threads: a short one keeps shutdown quick.
     http.set_keep_alive_timeout(2);
     http.set_payload_max_length(size_t{16} << 20);
+    // cpp-httplib 0.11 listens with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG, fixed when Debian
+    // built the library), and 64 clients connecting at once had some of their connections reset.
+    // This hook sees the socket before it is bound; bind() listens on it again with the system's
+    // limit (a second listen() on a listening socket sets its backlog).
+    http.set_socket_options([this](socket_t sock) {
+      httplib::default_socket_options(sock);
+      listening_socket = sock;
+    });
     add_routes();
   }
 
@@ -359,6 +368,7 @@ struct Server::Impl {
   ServerMetrics metrics;
   httplib::Server http;
   int port = 0;
+  int listening_socket = -1;
 
   std::mutex channels_mutex;
   std::unordered_map<uint64_t, std::shared_ptr<Channel>> channels;
@@ -384,6 +394,8 @@ int Server::bind() {
   if (s.port < 0)
     fail("cannot listen on {}:{} (address in use, or not an address of this machine)",
          s.options.host, s.options.port);
+  if (s.listening_socket < 0 || ::listen(s.listening_socket, SOMAXCONN) != 0)
+    fail("cannot raise the listen backlog of {}:{}", s.options.host, s.port);
   return s.port;
 }
 

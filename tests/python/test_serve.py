@@ -116,6 +116,19 @@ def test_health_and_models(server, client):
     assert [m.id for m in models.data] == [os.path.basename(model_path())]
 
 
+def test_many_clients_connecting_at_once_fit_in_the_listen_backlog(server):
+    """cpp-httplib listens with a backlog of 5, which 64 clients connecting at once overflowed
+    (some connections were reset); the server raises it to the system's limit. `ss` reads the
+    backlog of a listening socket (its Send-Q)."""
+    port = server.url.rsplit(":", 1)[1]
+    result = subprocess.run(["ss", "-Hltn", f"sport = :{port}"], capture_output=True, text=True,
+                            check=True)
+    fields = result.stdout.split()
+    assert fields and fields[0] == "LISTEN", result.stdout
+    with open("/proc/sys/net/core/somaxconn") as f:
+        assert int(fields[2]) == int(f.read()), result.stdout
+
+
 def test_greedy_completion_equals_generate_streamed_or_not(server, client, yirage_bin, model):
     want = generate(yirage_bin, model, PROMPT, 12)
     full = client.completions.create(model="m", prompt=PROMPT, max_tokens=12, temperature=0)
