@@ -1,5 +1,7 @@
 #include "ir/host_tensor.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "support/error.h"
@@ -61,23 +63,46 @@ std::vector<float> HostTensor::to_floats() const {
   return values;
 }
 
+namespace {
+
+// Values in [lo, hi), two per draw (24 bits each); clamped so that rounding never gives hi.
+template <typename Store>
+void fill_floats(int64_t n, SplitMix64& bits, float lo, float hi, Store store) {
+  const float width = hi - lo;
+  const float below_hi = std::nextafter(hi, lo);
+  auto value = [&](uint64_t b24) {
+    return std::min(lo + width * (float(b24) * 0x1p-24f), below_hi);
+  };
+  int64_t i = 0;
+  for (; i + 1 < n; i += 2) {
+    const uint64_t b = bits();
+    store(i, value(b >> 40));
+    store(i + 1, value((b >> 16) & 0xffffff));
+  }
+  if (i < n) store(i, value(bits() >> 40));
+}
+
+}  // namespace
+
 void fill_random(HostTensor& t, std::mt19937_64& rng, float lo, float hi, int32_t int_bound) {
   const int64_t n = t.size();
+  SplitMix64 bits(rng());
   if (t.type.dtype == DType::f32) {  // the common case, filled without the per-element dispatch
-    std::uniform_real_distribution<float> dist(lo, hi);
     auto* data = reinterpret_cast<float*>(t.bytes.data());
-    for (int64_t i = 0; i < n; ++i) data[i] = dist(rng);
+    fill_floats(n, bits, lo, hi, [data](int64_t i, float v) { data[i] = v; });
   } else if (is_float(t.type.dtype)) {
-    std::uniform_real_distribution<float> dist(lo, hi);
-    for (int64_t i = 0; i < n; ++i) t.set(i, dist(rng));
+    fill_floats(n, bits, lo, hi, [&t](int64_t i, float v) { t.set(i, v); });
   } else if (t.type.dtype == DType::i32) {
-    std::uniform_int_distribution<int32_t> dist(0, std::max(int_bound, 1) - 1);
-    for (int64_t i = 0; i < n; ++i) t.set_i32(i, dist(rng));
+    const uint64_t bound = uint64_t(std::max(int_bound, 1));
+    for (int64_t i = 0; i < n; ++i) t.set_i32(i, int32_t(((bits() >> 32) * bound) >> 32));
   } else {
     // i8 and u8 hold quantized weight blocks (ir/quant.h). Bytes up to 0x3B make any two
     // adjacent bytes a finite f16 below 1 in magnitude, so every block scale drawn is sane.
-    std::uniform_int_distribution<int> dist(0, 0x3B);
-    for (int64_t i = 0; i < n; ++i) t.bytes[size_t(i)] = std::byte(dist(rng));
+    for (int64_t i = 0; i < n; i += 8) {
+      const uint64_t b = bits();
+      for (int64_t j = 0; j < 8 && i + j < n; ++j)
+        t.bytes[size_t(i + j)] = std::byte(uint8_t((((b >> (8 * j)) & 0xff) * 0x3C) >> 8));
+    }
   }
 }
 
