@@ -110,13 +110,17 @@ TEST(CudaLlmCompile, BatchedBf16ProductsTakeTensorCores) {
     EXPECT_EQ(k.grid[1], unsigned((m + 63) / 64)) << m << " rows";  // weights read once per 64 rows
   }
   EXPECT_EQ(lowered(bf16, 16, 1024).grid[0], 1024u / 8);  // 1 group: a block for every other SM
-  EXPECT_FALSE(tensor_cores(lowered(bf16, 8, 1024)));     // the GEMV reads the weights once here
+  // Warps split k as far as their partial sums fit 48 KiB of shared memory: 4 at 4 tiles of 4
+  // groups, 16 at 4 tiles of 1 group (the 8B shape's k and v products).
+  EXPECT_EQ(lowered(bf16, 64, 4096).threads, 4u * 32);
+  EXPECT_EQ(lowered(bf16, 64, 1024).threads, 16u * 32);
+  EXPECT_FALSE(tensor_cores(lowered(bf16, 8, 1024)));  // the GEMV reads the weights once here
   EXPECT_FALSE(tensor_cores(lowered(bf16, 1, 1024)));
   EXPECT_FALSE(tensor_cores(lowered(f16, 16, 1024)));
   EXPECT_FALSE(tensor_cores(lowered(bf16, 16, 64)));  // 8 blocks would leave most SMs idle
   std::set<std::string> seen;
-  for (const KernelLaunch& k :
-       {lowered(bf16, 16, 1024), lowered(bf16, 100, 1000), lowered(bf16, 64, 4096)})
+  for (const KernelLaunch& k : {lowered(bf16, 16, 1024), lowered(bf16, 100, 1000),
+                                lowered(bf16, 64, 4096), lowered(bf16, 64, 1024)})
     for (const char* arch : {"sm_80", "sm_90"})
       EXPECT_FALSE(compile_cuda(k.source, arch, k.name).cubin.empty()) << k.what << " " << arch;
 }

@@ -265,11 +265,17 @@ KernelLaunch float_weight_matmul_kernel(const ir::KernelGraph& graph, const ir::
 KernelLaunch bf16_tensor_core_matmul_kernel(const ir::Node& node, const std::vector<int>& in,
                                             const std::vector<int>& out, int64_t m, int64_t n,
                                             int64_t k, const CodegenOptions& options) {
-  constexpr int kTensorWarps = 4;
   const int64_t tiles = std::min<int64_t>((m + 15) / 16, 4);  // 16-row tiles of x a block takes
   int64_t groups = 4;  // groups of 8 weight rows a block takes
   while (groups > 1 && n / (8 * groups) < options.multiprocessors / 2) groups /= 2;
-  KernelLaunch kl = product_launch(node, in, out, m, n, 16 * tiles, 8 * groups, kTensorWarps * 32);
+  // Warps split k, and their partial sums meet in shared memory, tiles · groups · 128 floats a
+  // warp, which the 48 KiB of static shared memory bounds: 4 warps at 4 tiles of 4 groups, up to
+  // 16 where a block holds less. Why more: ncu on an H100 found the Llama-3-8B shape's k and v
+  // products (1024 weight rows, so 1 group) at 4 warps a multiprocessor, 6% occupancy, 179 µs for
+  // their 8 MiB of weights, stalled on latency.
+  int64_t warps = 16;
+  while (warps > 4 && warps * tiles * groups * 128 * int64_t(sizeof(float)) > 48 * 1024) warps /= 2;
+  KernelLaunch kl = product_launch(node, in, out, m, n, 16 * tiles, 8 * groups, int(warps) * 32);
   const std::string body = fmt::format(
       R"(  constexpr long long M = {m}ll, N = {n}ll, K = {k}ll;
   constexpr int TILES = {tiles}, GROUPS = {groups}, WARPS = {warps};
@@ -343,7 +349,7 @@ KernelLaunch bf16_tensor_core_matmul_kernel(const ir::Node& node, const std::vec
   }}
 )",
       fmt::arg("m", m), fmt::arg("n", n), fmt::arg("k", k), fmt::arg("tiles", tiles),
-      fmt::arg("groups", groups), fmt::arg("warps", kTensorWarps));
+      fmt::arg("groups", groups), fmt::arg("warps", warps));
   set_gemv_source(kl, body);
   return kl;
 }
