@@ -16,6 +16,7 @@
 
 #include "ir/block_graph.h"
 #include "ir/serialize.h"
+#include "ir/splitmix.h"
 
 namespace yirage::ir {
 namespace {
@@ -31,23 +32,13 @@ constexpr uint64_t kTypeDomain = 0x74797065;        // "type"
 constexpr uint64_t kBlockNodeDomain = 0x626e6f64;   // "bnod"
 constexpr uint64_t kBlockGraphDomain = 0x62677261;  // "bgra"
 
-// splitmix64's finalizer (Steele, Lea and Flood, 2014): a bijection with full avalanche.
-// Written here because the key must be stable across builds and platforms; std::hash promises
-// neither, and this is ten lines.
-constexpr uint64_t mix(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
 // Folds a sequence of words; each step is a bijection in the new word, so two sequences that
 // differ in one word never collide at that step.
 class Hasher {
  public:
-  explicit Hasher(uint64_t domain) : state_(mix(domain)) {}
+  explicit Hasher(uint64_t domain) : state_(splitmix64(domain)) {}
 
-  void add(uint64_t word) { state_ = mix(state_ ^ mix(word)); }
+  void add(uint64_t word) { state_ = splitmix64(state_ ^ splitmix64(word)); }
   void add_signed(int64_t v) { add(uint64_t(v)); }
   // By bit pattern: hashing must not round, and 0.0 and -0.0 are different attributes.
   void add_double(double v) { add(std::bit_cast<uint64_t>(v)); }

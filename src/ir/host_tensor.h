@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "ir/kernel_graph.h"
+#include "ir/splitmix.h"
 
 namespace yirage::ir {
 
@@ -26,24 +27,6 @@ struct HostTensor {
   void set_i32(int64_t i, int32_t v);
   // Every element as a float, in order.
   std::vector<float> to_floats() const;
-};
-
-// splitmix64 (Steele, Lea and Flood): random bits for test and tuning inputs, seeded by one draw of
-// a std::mt19937_64. Filling full-shape inputs drew billions of values, and one mt19937_64 draw per
-// value (with std::uniform_*_distribution on top) was a quarter of those tests' time; this is
-// several times faster, and its statistical quality is more than inputs need.
-class SplitMix64 {
- public:
-  explicit SplitMix64(uint64_t seed) : state_(seed) {}
-  uint64_t operator()() {
-    uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-
- private:
-  uint64_t state_;
 };
 
 // Fills float tensors with values uniform in [lo, hi), rounded to the dtype, i32 tensors with
