@@ -74,6 +74,7 @@ std::string op_text(const Op& op) {
             return fmt::format("format={}{}", quant_format_name(q.format),
                                q.prefetch ? "" : " no_prefetch");
           },
+          [](const PagedAttentionOp& a) { return fmt::format("block_tokens={}", a.block_tokens); },
           [](const auto&) { return std::string(); },
       },
       op);

@@ -112,6 +112,7 @@ void add_attributes(Hasher& h, const Op& op) {
                    // Only when off, so that the hashes of graphs that never set it stay.
                    if (!q.prefetch) h.add_string("no_prefetch");
                  },
+                 [&](const PagedAttentionOp& a) { h.add_signed(a.block_tokens); },
                  [](const InputOp&) {},
                  [&](const MatmulOp& m) {
                    // Only when set, so that the hashes of graphs without the flag stay as they

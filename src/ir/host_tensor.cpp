@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <set>
 
 #include "support/error.h"
 
@@ -102,6 +103,30 @@ void fill_random(HostTensor& t, std::mt19937_64& rng, float lo, float hi, int32_
       const uint64_t b = bits();
       for (int64_t j = 0; j < 8 && i + j < n; ++j)
         t.bytes[size_t(i + j)] = std::byte(uint8_t((((b >> (8 * j)) & 0xff) * 0x3C) >> 8));
+    }
+  }
+}
+
+void make_paged_attention_indices_valid(const KernelGraph& graph, std::vector<HostTensor>& inputs) {
+  const std::vector<TensorRef> refs = graph.inputs();
+  auto input = [&](TensorRef ref) -> HostTensor* {
+    const auto it = std::find(refs.begin(), refs.end(), ref);
+    return it == refs.end() ? nullptr : &inputs[size_t(it - refs.begin())];
+  };
+  for (const Node& node : graph.nodes()) {
+    const auto* op = std::get_if<PagedAttentionOp>(&node.op);
+    if (!op) continue;
+    HostTensor *table = input(node.inputs[4]), *positions = input(node.inputs[5]);
+    if (!table || !positions) continue;
+    const int64_t rows = table->type.dims[0], max_blocks = table->type.dims[1];
+    const int64_t blocks = graph.type(node.inputs[3]).dims[0], tokens = op->block_tokens;
+    for (int64_t r = 0; r < rows; ++r) {
+      // Row r stores to token (r / blocks) of block r mod blocks: distinct for every row the
+      // pool can hold. That block is entry j of its table, the others follow it round the pool.
+      const int64_t j = 7 * r % max_blocks;
+      for (int64_t i = 0; i < max_blocks; ++i)
+        table->set_i32(r * max_blocks + i, int32_t(((r + i - j) % blocks + blocks) % blocks));
+      positions->set_i32(r, r < blocks * tokens ? int32_t(j * tokens + r / blocks % tokens) : -1);
     }
   }
 }

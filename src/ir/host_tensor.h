@@ -35,6 +35,12 @@ struct HostTensor {
 void fill_random(HostTensor& t, std::mt19937_64& rng, float lo = -1.0f, float hi = 1.0f,
                  int32_t int_bound = 1);
 
+// Where a paged_attention reads its table and positions straight from graph inputs (`inputs` in
+// graph.inputs() order), sets them to a valid batch: drawn integers are all 0, and rows that all
+// store to one slot are an error. Row r is a sequence of its own whose keys run round the pool
+// from a block of its own; rows past what the pool holds are padding (-1).
+void make_paged_attention_indices_valid(const KernelGraph& graph, std::vector<HostTensor>& inputs);
+
 // Fills every byte with 0xFF (NaN for every float dtype) so unwritten elements show.
 void poison(HostTensor& t);
 

@@ -306,6 +306,35 @@ std::vector<TensorType> infer(const QuantMatmulOp& op, const Rule& rule,
   return {{DType::f32, out}};
 }
 
+std::vector<TensorType> infer(const PagedAttentionOp& op, const Rule& rule,
+                              const std::vector<TensorType>& in) {
+  rule.expect_operands(6, 6);
+  const TensorType &q = in[0], &k = in[1], &v = in[2], &pool = in[3], &table = in[4],
+                   &positions = in[5];
+  if (q.dtype != DType::f32 || q.dims.size() != 3)
+    rule.broken("q (operand 0) must be f32 [rows, heads, head_dim]");
+  const int64_t rows = q.dims[0], heads = q.dims[1], d = q.dims[2];
+  if (k.dtype != DType::f32 || k.dims.size() != 3 || k.dims[0] != rows || k.dims[2] != d)
+    rule.broken(fmt::format("k (operand 1) must be f32 [{}, kv_heads, {}]", rows, d));
+  const int64_t kv_heads = k.dims[1];
+  if (heads % kv_heads != 0)
+    rule.broken(fmt::format("{} heads are not a multiple of {} kv heads", heads, kv_heads));
+  if (v != k) rule.broken(fmt::format("v (operand 2) must be {} like k", format_type(k)));
+  if (op.block_tokens < 1) rule.broken(fmt::format("block_tokens {} < 1", op.block_tokens));
+  const Dims want_pool{pool.dims.empty() ? 0 : pool.dims[0], 2 * kv_heads, op.block_tokens, d};
+  if (pool.dtype != DType::f16 || pool.dims != want_pool || want_pool[0] < 1)
+    rule.broken(
+        fmt::format("the pool (operand 3) must be f16 [blocks, {}, {}, {}] (keys then "
+                    "values of {} kv heads)",
+                    2 * kv_heads, op.block_tokens, d, kv_heads));
+  if (table.dtype != DType::i32 || table.dims.size() != 2 || table.dims[0] != rows ||
+      table.dims[1] < 1)
+    rule.broken(fmt::format("the table (operand 4) must be i32 [{}, max_blocks]", rows));
+  if (positions.dtype != DType::i32 || positions.dims != Dims{rows})
+    rule.broken(fmt::format("positions (operand 5) must be i32 [{}]", rows));
+  return {{DType::f32, {rows, heads * d}}, pool};
+}
+
 // The body was checked op by op as it was built; validate() adds the whole-graph rules, without
 // device limits, which belong to a backend.
 std::vector<TensorType> infer(const FusedOp& op, const Rule& rule,

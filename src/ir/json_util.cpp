@@ -80,6 +80,7 @@ void write_attributes(ordered_json& j, const Op& op) {
                    j["format"] = quant_format_name(q.format);
                    if (!q.prefetch) j["prefetch"] = false;
                  },
+                 [&](const PagedAttentionOp& a) { j["block_tokens"] = a.block_tokens; },
                  [](const InputOp&) {},
                  [&](const MatmulOp& m) {
                    if (m.library) j["library"] = true;  // omitted when false: older files unchanged
@@ -192,9 +193,9 @@ const std::vector<Op>& op_prototypes() {
       ops.push_back(BinaryOp{fn});
     for (ReduceFn fn : {ReduceFn::sum, ReduceFn::mean, ReduceFn::max})
       ops.push_back(ReduceOp{fn, 0});
-    ops.insert(ops.end(),
-               {RmsNormOp{}, LayerNormOp{}, SoftmaxOp{0}, ConcatOp{0}, SplitOp{0, {}}, ReshapeOp{},
-                PermuteOp{}, EmbeddingOp{}, RopeOp{}, QuantMatmulOp{}, FusedOp{}});
+    ops.insert(ops.end(), {RmsNormOp{}, LayerNormOp{}, SoftmaxOp{0}, ConcatOp{0}, SplitOp{0, {}},
+                           ReshapeOp{}, PermuteOp{}, EmbeddingOp{}, RopeOp{}, QuantMatmulOp{},
+                           PagedAttentionOp{}, FusedOp{}});
     return ops;
   }();
   return prototypes;
@@ -237,6 +238,7 @@ Fields attribute_fields(const Op& op) {
                         [](const QuantMatmulOp&) -> Fields {
                           return {"format", "prefetch"};
                         },
+                        [](const PagedAttentionOp&) -> Fields { return {"block_tokens"}; },
                         [](const MatmulOp&) -> Fields { return {"library"}; },
                         [](const FusedOp&) -> Fields { return {"body"}; },
                         [](const auto&) -> Fields { return {}; },
@@ -296,6 +298,10 @@ void read_attributes(Op& op, const Object& node, size_t operands) {
                           node.path("format"), name);
                    q.format = *format;
                    q.prefetch = flag("prefetch", true);
+                 },
+                 [&](PagedAttentionOp& a) {
+                   if (const json* v = node.find("block_tokens"))
+                     a.block_tokens = get_int64(*v, node.path("block_tokens"));
                  },
                  [](InputOp&) {},
                  [&](MatmulOp& m) { m.library = flag("library", false); },

@@ -141,6 +141,12 @@ TensorRef KernelGraph::quant_matmul(TensorRef x, TensorRef w, QuantFormat format
   return add_node(QuantMatmulOp{format}, {x, w})[0];
 }
 
+std::vector<TensorRef> KernelGraph::paged_attention(TensorRef q, TensorRef k, TensorRef v,
+                                                    TensorRef pool, TensorRef table,
+                                                    TensorRef positions, int64_t block_tokens) {
+  return add_node(PagedAttentionOp{block_tokens}, {q, k, v, pool, table, positions});
+}
+
 void KernelGraph::mark_output(TensorRef t, std::string name) {
   check_ref(t, "mark_output", 0);
   if (name.empty()) {

@@ -92,6 +92,10 @@ class KernelGraph {
                  RopeStyle style = RopeStyle::interleaved);
   // x · dequantized(w)ᵀ with w u8 [N, K/32 · block bytes] (ops.h QuantMatmulOp).
   TensorRef quant_matmul(TensorRef x, TensorRef w, QuantFormat format);
+  // Attention over a paged KV pool (ops.h PagedAttentionOp): {out, the pool with the appends}.
+  std::vector<TensorRef> paged_attention(TensorRef q, TensorRef k, TensorRef v, TensorRef pool,
+                                         TensorRef table, TensorRef positions,
+                                         int64_t block_tokens);
 
   // Outputs are positional; the name is for display and defaults to the node's name.
   void mark_output(TensorRef t, std::string name = {});

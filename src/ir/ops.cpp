@@ -43,25 +43,27 @@ std::string_view rope_style_name(RopeStyle style) {
 }
 
 std::string_view op_name(const Op& op) {
-  return std::visit(Overloaded{
-                        [](const InputOp&) -> std::string_view { return "input"; },
-                        [](const MatmulOp&) -> std::string_view { return "matmul"; },
-                        [](const UnaryOp& u) { return unary_name(u.fn); },
-                        [](const BinaryOp& b) { return binary_name(b.fn); },
-                        [](const ReduceOp& r) { return reduce_name(r.fn); },
-                        [](const RmsNormOp&) -> std::string_view { return "rms_norm"; },
-                        [](const LayerNormOp&) -> std::string_view { return "layer_norm"; },
-                        [](const SoftmaxOp&) -> std::string_view { return "softmax"; },
-                        [](const ConcatOp&) -> std::string_view { return "concat"; },
-                        [](const SplitOp&) -> std::string_view { return "split"; },
-                        [](const ReshapeOp&) -> std::string_view { return "reshape"; },
-                        [](const PermuteOp&) -> std::string_view { return "permute"; },
-                        [](const EmbeddingOp&) -> std::string_view { return "embedding"; },
-                        [](const RopeOp&) -> std::string_view { return "rope"; },
-                        [](const QuantMatmulOp&) -> std::string_view { return "quant_matmul"; },
-                        [](const FusedOp&) -> std::string_view { return "fused"; },
-                    },
-                    op);
+  return std::visit(
+      Overloaded{
+          [](const InputOp&) -> std::string_view { return "input"; },
+          [](const MatmulOp&) -> std::string_view { return "matmul"; },
+          [](const UnaryOp& u) { return unary_name(u.fn); },
+          [](const BinaryOp& b) { return binary_name(b.fn); },
+          [](const ReduceOp& r) { return reduce_name(r.fn); },
+          [](const RmsNormOp&) -> std::string_view { return "rms_norm"; },
+          [](const LayerNormOp&) -> std::string_view { return "layer_norm"; },
+          [](const SoftmaxOp&) -> std::string_view { return "softmax"; },
+          [](const ConcatOp&) -> std::string_view { return "concat"; },
+          [](const SplitOp&) -> std::string_view { return "split"; },
+          [](const ReshapeOp&) -> std::string_view { return "reshape"; },
+          [](const PermuteOp&) -> std::string_view { return "permute"; },
+          [](const EmbeddingOp&) -> std::string_view { return "embedding"; },
+          [](const RopeOp&) -> std::string_view { return "rope"; },
+          [](const QuantMatmulOp&) -> std::string_view { return "quant_matmul"; },
+          [](const PagedAttentionOp&) -> std::string_view { return "paged_attention"; },
+          [](const FusedOp&) -> std::string_view { return "fused"; },
+      },
+      op);
 }
 
 }  // namespace yirage::ir

@@ -132,6 +132,29 @@ struct QuantMatmulOp {
   bool prefetch = true;
 };
 
+// Causal attention over a paged KV cache, with this step's keys and values appended first.
+// inputs: q f32 [rows, heads, D], k and v f32 [rows, kv_heads, D] (RoPE already applied to q and
+// k), pool f16 [blocks, 2 · kv_heads, block_tokens, D] (every sequence's keys at [b][h], values
+// at [b][kv_heads + h]), table i32 [rows, max_blocks] (each row's pool blocks in order) and
+// positions i32 [rows]
+// -> out f32 [rows, heads · D] and the pool with the appends, of the pool's type.
+//
+// First every row r with positions[r] = p >= 0 stores its k and v, rounded to f16, at token slot
+// p % block_tokens of pool block table[r][p / block_tokens]; then each of its heads h attends
+// over positions 0 ... p of its own table with kv head h / (heads / kv_heads): softmax(q · kᵀ /
+// √D) · v in the safe form. Rows of one sequence in one step (a prompt's chunk) share a table and
+// see each other's appends. A row with position -1 is padding: it stores nothing and its output
+// is 0. A table entry outside the pool, a position past the table, or two rows storing to one
+// slot is an error in the reference executor; backends leave such rows' pool slots alone.
+//
+// The pool output is meant to be bound to the pool input's buffer (Node aliasing is the caller's:
+// backends that see two buffers copy the pool first). A kernel-level op: the search keeps it as
+// one kernel and fuses around it, and the fingerprint treats it as an uninterpreted function of
+// all its inputs.
+struct PagedAttentionOp {
+  int64_t block_tokens = 16;
+};
+
 class BlockGraph;  // block_graph.h
 
 // A fused kernel: `body` runs over a grid of blocks (block_graph.h). The node's inputs are the
@@ -143,7 +166,7 @@ struct FusedOp {
 
 using Op = std::variant<InputOp, MatmulOp, UnaryOp, BinaryOp, ReduceOp, RmsNormOp, LayerNormOp,
                         SoftmaxOp, ConcatOp, SplitOp, ReshapeOp, PermuteOp, EmbeddingOp, RopeOp,
-                        QuantMatmulOp, FusedOp>;
+                        QuantMatmulOp, PagedAttentionOp, FusedOp>;
 
 // Whether `op` is a matmul marked as a library call.
 inline bool is_library_matmul(const Op& op) {

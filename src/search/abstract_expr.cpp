@@ -216,6 +216,13 @@ std::vector<Poly> ExprContext::of_graph(const ir::KernelGraph& graph) {
       values[id].assign(node.outputs.size(), in.at(0));
       continue;
     }
+    if (node.outputs.size() > 1) {  // a kernel-level op of several results: one function each
+      Poly arg;
+      for (const Poly& p : in) arg = add(arg, p);
+      for (size_t port = 0; port < node.outputs.size(); ++port)
+        values[id].push_back(apply(fmt::format("{}#{}", ir::op_name(node.op), port), arg));
+      continue;
+    }
     values[id] = {of_op(node.op, in)};
   }
   std::vector<Poly> outputs;

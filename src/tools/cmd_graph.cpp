@@ -56,6 +56,9 @@ std::string attributes(const ir::Op& op) {
             return fmt::format("format={}{}", ir::quant_format_name(q.format),
                                q.prefetch ? "" : ", no prefetch");
           },
+          [](const ir::PagedAttentionOp& a) {
+            return fmt::format("block_tokens={}", a.block_tokens);
+          },
           [](const auto&) { return std::string(); },
       },
       op);

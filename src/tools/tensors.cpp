@@ -47,6 +47,7 @@ std::vector<ir::HostTensor> random_inputs(const ir::KernelGraph& graph, uint64_t
     ir::HostTensor& tensor = inputs.emplace_back(graph.type(input));
     ir::fill_random(tensor, rng, -1.0f, 1.0f, id_bound(graph, input));
   }
+  ir::make_paged_attention_indices_valid(graph, inputs);
   return inputs;
 }
 

@@ -90,6 +90,7 @@ Profile profile(backend::Backend& backend, backend::Module& module, const ir::Ke
     values.emplace_back(graph.type(in));
     ir::fill_random(values.back(), rng, -0.25f, 0.25f);
   }
+  ir::make_paged_attention_indices_valid(graph, values);
   std::vector<std::vector<std::unique_ptr<backend::Buffer>>> inputs(static_cast<size_t>(sets));
   for (auto& set : inputs)
     for (const ir::HostTensor& host : values) {

@@ -504,6 +504,7 @@ std::vector<FTensor> evaluate_op(const ir::Op& op, const std::vector<const FTens
           [&](const ir::QuantMatmulOp&) -> Result {
             return {quant_matmul(*in[0], *in[1], out[0], trial)};
           },
+          [&](const ir::PagedAttentionOp&) -> Result { return paged_attention(in, out, trial); },
           [&](const ir::FusedOp& o) -> Result {
             return fingerprint_block_graph(*o.body, in, trial);
           },

@@ -29,6 +29,11 @@
 //   quant_matmul(x, w) = UF_qa(x) · W, W[k][n] = UF_qw(w[n][k mod row bytes], k): a matmul of
 //                uninterpreted values, since quantizing activations per block and decoding the
 //                weight's bytes are outside the fragment; both programs hold the same node
+//   paged_attention(q, k, v, pool, table, positions) = a UF of all of its inputs at once: every
+//                output element is UF_pa(digest of every input element, output, index). The
+//                appends, the gather through the table and the softmax are all data-dependent,
+//                so nothing of them is modelled; two programs agree on it only where they apply
+//                the op to the same inputs, which is all the search needs of a kernel-level op
 //
 // max is a UF of the multiset it ranges over, made to commute with regrouping: a max tensor holds
 // the max-set fingerprint F(S) = Σ_{x∈S} h(x), h a UF, and a max over maxes adds their
@@ -50,6 +55,7 @@
 
 #include <fmt/format.h>
 
+#include "ir/splitmix.h"
 #include "support/error.h"
 #include "verify/indexing.h"
 
@@ -664,6 +670,27 @@ FTensor quant_matmul(const FTensor& x0, const FTensor& w0, const TensorType& out
   mark_fresh(weight);
   trial.accounting().uf_calls += double(weight.size());
   return matmul(uf_map(Uf::quant_activation, x, trial), weight, out_type, trial);
+}
+
+std::vector<FTensor> paged_attention(const std::vector<const FTensor*>& in,
+                                     const std::vector<TensorType>& out, Trial& trial) {
+  uint64_t digest = 0;
+  Accounting& acc = trial.accounting();
+  for (const FTensor* x0 : in) {
+    std::optional<FTensor> storage;
+    const FTensor& x = values_of(*x0, storage, trial);
+    for (const Pair& e : x.v) digest = ir::splitmix64(digest ^ e.p);
+    acc.uf_arg_degree = std::max(acc.uf_arg_degree, x.degree.num + x.degree.den);
+  }
+  std::vector<FTensor> results;
+  for (size_t o = 0; o < out.size(); ++o) {
+    FTensor& r = results.emplace_back(out[o]);
+    for (size_t i = 0; i < r.v.size(); ++i)
+      r.v[i] = trial.uf(Uf::paged_attention, {digest, uint64_t(o), uint64_t(i)});
+    mark_fresh(r);
+    acc.uf_calls += double(r.size());
+  }
+  return results;
 }
 
 FTensor rope(const ir::RopeOp& op, const FTensor& x0, const FTensor& positions, Trial& trial) {

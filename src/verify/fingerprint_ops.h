@@ -91,6 +91,7 @@ enum class Uf : uint64_t {
   rope_angle,        // cos and sin of one rope angle
   quant_activation,  // an activation as a quant_matmul quantizes it
   quant_weight,      // a quant_matmul's dequantized weight element
+  paged_attention,   // an element of a paged_attention's outputs
 };
 
 // One trial's randomness: ω, the UF key, and the generator for inputs; and its accounting.
@@ -138,6 +139,8 @@ FTensor permute(const std::vector<int>& perm, const FTensor& x, const ir::Tensor
 FTensor embedding(const FTensor& table, const FTensor& ids, const ir::TensorType& out);
 FTensor rope(const ir::RopeOp& op, const FTensor& x, const FTensor& positions, Trial& trial);
 FTensor quant_matmul(const FTensor& x, const FTensor& w, const ir::TensorType& out, Trial& trial);
+std::vector<FTensor> paged_attention(const std::vector<const FTensor*>& in,
+                                     const std::vector<ir::TensorType>& out, Trial& trial);
 
 // Max-set fingerprints of x's elements: their own if x is a max set, h(x) otherwise. Adding them
 // up gives the fingerprint of the max over all of them.

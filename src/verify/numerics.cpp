@@ -148,6 +148,7 @@ std::vector<ir::HostTensor> make_inputs(const ir::KernelGraph& graph, InputDistr
       }
     }
   }
+  ir::make_paged_attention_indices_valid(graph, inputs);
   return inputs;
 }
 

@@ -388,6 +388,109 @@ HostTensor rope(const Node& node, const ir::RopeOp& op, const HostTensor& x,
   return out;
 }
 
+// See ir::PagedAttentionOp: the appends first, rounded to f16 as the pool holds them, then for each
+// row and head the scores over positions 0 ... p in order, the safe softmax and the weighted sum,
+// all in double.
+class PagedAttention {
+ public:
+  PagedAttention(const Node& node, const ir::PagedAttentionOp& op,
+                 const std::vector<const HostTensor*>& in)
+      : node_(node),
+        q_(*in[0]),
+        k_(*in[1]),
+        v_(*in[2]),
+        table_(*in[4]),
+        positions_(*in[5]),
+        out_(node.outputs[0]),
+        pool_(*in[3]),
+        rows_(q_.type.dims[0]),
+        heads_(q_.type.dims[1]),
+        d_(q_.type.dims[2]),
+        kv_heads_(k_.type.dims[1]),
+        blocks_(pool_.type.dims[0]),
+        tokens_(op.block_tokens),
+        max_blocks_(table_.type.dims[1]) {}
+
+  std::vector<HostTensor> run() {
+    append();
+    for (int64_t r = 0; r < rows_; ++r)
+      if (position(r) >= 0)
+        for (int64_t h = 0; h < heads_; ++h) attend(r, h);
+    return {std::move(out_), std::move(pool_)};
+  }
+
+ private:
+  int32_t position(int64_t r) const {
+    const int32_t p = positions_.get_i32(r);
+    if (p < -1 || p >= max_blocks_ * tokens_)
+      fail(
+          "paged_attention '{}': positions[{}] = {} is outside [-1, {}) (the table's {} blocks of "
+          "{} tokens)",
+          node_.name, r, p, max_blocks_ * tokens_, max_blocks_, tokens_);
+    return p;
+  }
+
+  // The pool block that holds position p of row r.
+  int64_t block(int64_t r, int64_t p) const {
+    const int32_t b = table_.get_i32(r * max_blocks_ + p / tokens_);
+    if (b < 0 || b >= blocks_)
+      fail("paged_attention '{}': table[{}][{}] = {} is outside the pool's {} blocks", node_.name,
+           r, p / tokens_, b, blocks_);
+    return b;
+  }
+
+  // Element 0 of (kind 0 keys / 1 values, kv head h) at position p of row r's table.
+  int64_t slot(int64_t r, int64_t p, int kind, int64_t h) const {
+    return (((block(r, p) * 2 + kind) * kv_heads_ + h) * tokens_ + p % tokens_) * d_;
+  }
+
+  void append() {
+    std::vector<int64_t> writer(size_t(blocks_ * tokens_), -1);
+    for (int64_t r = 0; r < rows_; ++r) {
+      const int32_t p = position(r);
+      if (p < 0) continue;
+      int64_t& w = writer[size_t(block(r, p) * tokens_ + p % tokens_)];
+      if (w >= 0)
+        fail("paged_attention '{}': rows {} and {} both store to token {} of pool block {}",
+             node_.name, w, r, p % tokens_, block(r, p));
+      w = r;
+      for (int64_t h = 0; h < kv_heads_; ++h)
+        for (int64_t e = 0; e < d_; ++e) {
+          store(pool_, slot(r, p, 0, h) + e, load(k_, (r * kv_heads_ + h) * d_ + e));
+          store(pool_, slot(r, p, 1, h) + e, load(v_, (r * kv_heads_ + h) * d_ + e));
+        }
+    }
+  }
+
+  void attend(int64_t r, int64_t h) {
+    const int64_t p = position(r), kvh = h / (heads_ / kv_heads_);
+    const int64_t q0 = (r * heads_ + h) * d_;
+    std::vector<double> scores(size_t(p + 1));
+    double top = -std::numeric_limits<double>::infinity();
+    for (int64_t j = 0; j <= p; ++j) {
+      const int64_t key = slot(r, j, 0, kvh);
+      double dot = 0;
+      for (int64_t e = 0; e < d_; ++e) dot += load(q_, q0 + e) * load(pool_, key + e);
+      scores[size_t(j)] = dot / std::sqrt(double(d_));
+      top = std::max(top, scores[size_t(j)]);
+    }
+    double total = 0;
+    for (double& s : scores) total += (s = std::exp(s - top));
+    std::vector<double> acc(size_t(d_), 0.0);
+    for (int64_t j = 0; j <= p; ++j) {
+      const int64_t value = slot(r, j, 1, kvh);
+      for (int64_t e = 0; e < d_; ++e) acc[size_t(e)] += scores[size_t(j)] * load(pool_, value + e);
+    }
+    for (int64_t e = 0; e < d_; ++e)
+      store(out_, r * heads_ * d_ + h * d_ + e, acc[size_t(e)] / total);
+  }
+
+  const Node& node_;
+  const HostTensor &q_, &k_, &v_, &table_, &positions_;
+  HostTensor out_, pool_;
+  const int64_t rows_, heads_, d_, kv_heads_, blocks_, tokens_, max_blocks_;
+};
+
 // ---- driving the graph ----------------------------------------------------------------------
 
 class Executor {
@@ -442,6 +545,9 @@ class Executor {
             [&](const ir::RopeOp& op) -> Result { return {rope(node, op, *in[0], *in[1], type)}; },
             [&](const ir::QuantMatmulOp& op) -> Result {
               return {quant_matmul(op, *in[0], *in[1], type)};
+            },
+            [&](const ir::PagedAttentionOp& op) -> Result {
+              return PagedAttention(node, op, in).run();
             },
             [&](const ir::FusedOp& op) -> Result { return run_block_graph(*op.body, in); },
         },

@@ -12,6 +12,7 @@
 #include "backend/cuda/codegen.h"
 #include "backend/cuda/driver.h"
 #include "llm_shapes.h"
+#include "paged_attention_cases.h"
 #include "support/error.h"
 
 namespace yirage::backend::cuda {
@@ -67,6 +68,26 @@ TEST(CudaLlmCompile, EmbeddingAndRopeInBothConventionsLowerAndCompile) {
       for (const llm::NamedGraph& g : cuda_llm::embedding_and_rope_graphs(m.config, rows))
         ops += compile_all(g.graph, m.name + ": " + g.name, seen, {"embedding", "rope"});
       EXPECT_EQ(ops, 1 + 2 * 2) << m.name;
+    }
+}
+
+// paged_attention at each model's heads, for one row and for 64: the pool copy, the appends and
+// the attention.
+TEST(CudaLlmCompile, PagedAttentionLowersAndCompiles) {
+  std::set<std::string> seen;
+  for (const cuda_llm::ModelShape& m : cuda_llm::model_shapes())
+    for (size_t rows : {1, 64}) {
+      const paged_attention_cases::Batch b{m.config.n_head,
+                                           m.config.n_head_kv,
+                                           m.config.head_dim,
+                                           256,
+                                           16,
+                                           32,
+                                           std::vector<int32_t>(rows, 0),
+                                           std::vector<std::vector<int32_t>>(rows)};
+      EXPECT_EQ(compile_all(paged_attention_cases::graph_of(b), m.name, seen, {"paged_attention"}),
+                3)
+          << m.name << ", " << rows << " rows";
     }
 }
 

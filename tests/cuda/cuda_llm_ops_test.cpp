@@ -13,6 +13,7 @@
 
 #include "cuda_test_support.h"
 #include "ir/ir.h"
+#include "paged_attention_cases.h"
 #include "verify/verify.h"
 
 namespace yirage::backend {
@@ -152,6 +153,80 @@ TEST(CudaLlmOps, RopeInBothConventionsMatchesTheReference) {
                      fmt::format("rope {} {} theta {} seed {}", ir::rope_style_name(style),
                                  ir::dtype_name(dtype), theta, seed));
       }
+}
+
+// paged_attention at the engine's shapes (SmolLM2: 9 heads over 3 of 64; Llama-3-8B: 32 over 8 of
+// 128), random block tables, prompt chunks and decode rows side by side, a padding row, and
+// ranges where scores reach the thousands (exp without the max subtracted would overflow).
+// Against the dense computation over the gathered keys; the pool must come back with exactly
+// the appends, as the reference stores them.
+TEST(CudaLlmOps, PagedAttentionMatchesTheDenseComputation) {
+  Backend* cuda = cuda_or_skip();
+  if (!cuda) GTEST_SKIP() << "no CUDA device";
+  namespace pa = paged_attention_cases;
+  const uint64_t seed = fresh_seed();
+  struct Heads {
+    int64_t heads, kv_heads, d;
+  };
+  for (Heads h : {Heads{4, 2, 8}, Heads{9, 3, 64}, Heads{32, 8, 128}})
+    for (int64_t sequences : {1, 7})
+      for (float range : {1.0f, 8.0f}) {
+        const pa::Batch b = pa::random_batch(h.heads, h.kv_heads, h.d, sequences, 16, 8, seed);
+        const ir::KernelGraph g = pa::graph_of(b);
+        const std::vector<ir::HostTensor> in = pa::inputs_of(g, b, seed + 1, range);
+        const std::vector<ir::HostTensor> want = pa::expected_of(b, in);
+        const std::vector<ir::HostTensor> got = run_on(*cuda, g, in);
+        const std::string what =
+            fmt::format("{} heads over {} of {}, {} sequences, range {}, seed {}", h.heads,
+                        h.kv_heads, h.d, sequences, range, seed);
+        EXPECT_LE(pa::max_relative_error(got[0], want[0]), 1e-4) << what;
+        EXPECT_EQ(got[1].bytes, want[1].bytes) << what;
+      }
+}
+
+// One buffer bound to the pool's input and output (as the engine binds it) gives what two do, and
+// a row whose table leaves the pool writes NaN and stores nothing.
+TEST(CudaLlmOps, PagedAttentionInPlaceAndBadRows) {
+  Backend* cuda = cuda_or_skip();
+  if (!cuda) GTEST_SKIP() << "no CUDA device";
+  namespace pa = paged_attention_cases;
+  pa::Batch b = pa::mixed_batch(32, 8, 128);
+  const ir::KernelGraph g = pa::graph_of(b);
+  const std::vector<ir::HostTensor> in = pa::inputs_of(g, b, fresh_seed(), 1.0f);
+  const std::vector<ir::HostTensor> want = pa::expected_of(b, in);
+  std::vector<std::unique_ptr<Buffer>> buffers;
+  std::vector<Buffer*> inputs;
+  for (const ir::HostTensor& t : in) {
+    buffers.push_back(cuda->allocate(t.bytes.size()));
+    buffers.back()->write(t.bytes);
+    inputs.push_back(buffers.back().get());
+  }
+  std::unique_ptr<Buffer> out = cuda->allocate(want[0].bytes.size());
+  std::vector<Buffer*> outputs{out.get(), buffers[3].get()};
+  cuda->compile(g)->launch(inputs, outputs);
+  cuda->synchronize();
+  ir::HostTensor got_out(want[0].type), got_pool(want[1].type);
+  out->read(got_out.bytes);
+  buffers[3]->read(got_pool.bytes);
+  EXPECT_LE(pa::max_relative_error(got_out, want[0]), 1e-4);
+  EXPECT_EQ(got_pool.bytes, want[1].bytes);
+
+  pa::Batch bad = b;
+  bad.tables[3][2] = int32_t(b.blocks);                       // row 3 reads past the pool
+  bad.positions[5] = int32_t(b.max_blocks * b.block_tokens);  // row 5 past its table
+  const std::vector<ir::HostTensor> bad_in = pa::inputs_of(g, bad, 9, 1.0f);
+  const std::vector<ir::HostTensor> got = run_on(*cuda, g, bad_in);
+  for (int64_t e = 0; e < b.heads * b.d; ++e) {
+    EXPECT_TRUE(std::isnan(got[0].get(3 * b.heads * b.d + e)));
+    EXPECT_TRUE(std::isnan(got[0].get(5 * b.heads * b.d + e)));
+    EXPECT_TRUE(std::isfinite(got[0].get(e)));
+  }
+  // Row 3's append (its last block is in the pool) happened; row 5's did not.
+  ir::HostTensor pool = bad_in[3];
+  EXPECT_EQ(got[1].bytes.size(), pool.bytes.size());
+  const int64_t row5_slot = pa::pool_index(b, 1, 0, 0, 0);
+  for (int64_t e = 0; e < b.d; ++e)
+    EXPECT_EQ(got[1].get(row5_slot + e), pool.get(row5_slot + e)) << "row 5 stored a key";
 }
 
 }  // namespace

@@ -251,6 +251,7 @@ class Lowering {
                    [&](const ir::EmbeddingOp&) { embedding(id, node); },
                    [&](const ir::RopeOp& op) { rope(id, node, op); },
                    [&](const ir::QuantMatmulOp& op) { quant_matmul(id, node, op); },
+                   [&](const ir::PagedAttentionOp& op) { paged_attention(id, node, op); },
                    [&](const ir::FusedOp& op) {
                      std::vector<CTensor> operands, outputs;
                      for (size_t i = 0; i < node.inputs.size(); ++i)
@@ -481,6 +482,85 @@ class Lowering {
     body_.line("        yr::st({0} + base + ib, a * sn + b * c);", out(id).ptr);
     body_.line("      }}");
     body_.line("  }}");
+    body_.line("}}");
+  }
+
+  // ir::PagedAttentionOp: the indices checked (a bad one is the reference executor's error), the
+  // pool copied where the caller bound two buffers, the appends, then one online-softmax pass per
+  // row and head over the row's keys.
+  void paged_attention(int32_t id, const ir::Node& node, const ir::PagedAttentionOp& op) {
+    const CTensor &q = in(node, 0), &k = in(node, 1), &v = in(node, 2), &pool_in = in(node, 3),
+                  &table = in(node, 4), &pos = in(node, 5);
+    const CTensor &y = out(id, 0), &pool = out(id, 1);
+    const int64_t rows = q.type.dims[0], heads = q.type.dims[1], d = q.type.dims[2];
+    const int64_t kvh = k.type.dims[1], blocks = pool_in.type.dims[0], bt = op.block_tokens;
+    const int64_t mb = table.type.dims[1], limit = mb * bt;
+    auto error = [&](const std::string& message, const std::string& args) {
+      body_.line("    snprintf(err, errlen, \"paged_attention '{}': {}\", {});", node.name, message,
+                 args);
+      body_.line("    return 1;");
+    };
+    body_.line("if ((const void*){} != (const void*){})", pool.ptr, pool_in.ptr);
+    body_.line("  std::memcpy({}, {}, {});", pool.ptr, pool_in.ptr, tensor_bytes(pool.type));
+    body_.line("for (int64_t r = 0; r < {}; ++r) {{", rows);
+    body_.line("  const int32_t p = {}[r];", pos.ptr);
+    body_.line("  if (p < -1 || p >= {}) {{", limit);
+    error(fmt::format("positions[%lld] = %d is outside [-1, {})", limit), "(long long)r, int(p)");
+    body_.line("  }}");
+    body_.line("  for (int64_t j = 0; p >= 0 && j <= p / {}; ++j) {{", bt);
+    body_.line("    const int32_t b = {}[r * {} + j];", table.ptr, mb);
+    body_.line("    if (b < 0 || b >= {}) {{", blocks);
+    error(fmt::format("table[%lld][%lld] = %d is outside the pool's {} blocks", blocks),
+          "(long long)r, (long long)j, int(b)");
+    body_.line("    }}");
+    body_.line("  }}");
+    body_.line("  for (int64_t s = 0; p >= 0 && s < r; ++s) {{");
+    body_.line("    const int32_t ps = {}[s];", pos.ptr);
+    body_.line(
+        "    if (ps < 0 || ps % {0} != p % {0} || {1}[s * {2} + ps / {0}] != {1}[r * {2} + p / "
+        "{0}])",
+        bt, table.ptr, mb);
+    body_.line("      continue;");
+    error(fmt::format("rows %lld and %lld both store to token %d of pool block %d"),
+          fmt::format("(long long)s, (long long)r, int(p % {}), int({}[r * {} + p / {}])", bt,
+                      table.ptr, mb, bt));
+    body_.line("  }}");
+    body_.line("  if (p < 0) continue;");
+    body_.line("  const int64_t at = int64_t({}[r * {} + p / {}]) * {} + p % {};", table.ptr, mb,
+               bt, 2 * kvh * bt, bt);
+    body_.line("  for (int64_t h = 0; h < {}; ++h)", kvh);
+    body_.line("    for (int64_t e = 0; e < {}; ++e) {{", d);
+    body_.line("      yr::st({} + (at + h * {}) * {} + e, yr::ld({}[(r * {} + h) * {} + e]));",
+               pool.ptr, bt, d, k.ptr, kvh, d);
+    body_.line("      yr::st({} + (at + {} + h * {}) * {} + e, yr::ld({}[(r * {} + h) * {} + e]));",
+               pool.ptr, kvh * bt, bt, d, v.ptr, kvh, d);
+    body_.line("    }}");
+    body_.line("}}");
+    body_.line("#pragma omp parallel for num_threads(nt) schedule(dynamic)");
+    body_.line("for (int64_t rh = 0; rh < {}; ++rh) {{", rows * heads);
+    body_.line("  const int64_t r = rh / {0}, h = rh % {0}, g = h / {1};", heads, heads / kvh);
+    body_.line("  const int32_t p = {}[r];", pos.ptr);
+    body_.line("  float* yo = {} + rh * {};", y.ptr, d);
+    body_.line("  float acc[{}] = {{}};", d);
+    body_.line("  float top = -std::numeric_limits<float>::infinity(), total = 0;");
+    body_.line("  const float* qr = {} + rh * {};", q.ptr, d);
+    body_.line("  for (int64_t j = 0; j <= p; ++j) {{");
+    body_.line("    const int64_t at = int64_t({}[r * {} + j / {}]) * {} + j % {};", table.ptr, mb,
+               bt, 2 * kvh * bt, bt);
+    body_.line("    const auto* kj = {} + (at + g * {}) * {};", pool.ptr, bt, d);
+    body_.line("    const auto* vj = {} + (at + {} + g * {}) * {};", pool.ptr, kvh * bt, bt, d);
+    body_.line("    float s = 0;");
+    body_.line("    for (int64_t e = 0; e < {}; ++e) s += qr[e] * yr::ld(kj[e]);", d);
+    body_.line("    s *= {:.9g}f;", 1.0 / std::sqrt(double(d)));
+    body_.line(
+        "    const float next = std::max(top, s), keep = std::exp(top - next), w = std::exp(s - "
+        "next);");
+    body_.line("    total = total * keep + w;");
+    body_.line("    for (int64_t e = 0; e < {}; ++e) acc[e] = acc[e] * keep + w * yr::ld(vj[e]);",
+               d);
+    body_.line("    top = next;");
+    body_.line("  }}");
+    body_.line("  for (int64_t e = 0; e < {}; ++e) yo[e] = p < 0 ? 0.0f : acc[e] / total;", d);
     body_.line("}}");
   }
 

@@ -133,22 +133,6 @@ const char* block_sum_expr(ir::QuantFormat format) {
   fail("cuda: unknown quant format");
 }
 
-std::string kernel_name(const ir::Node& node, const std::string& suffix) {
-  return "yr_" + identifier(node.name) + suffix;
-}
-
-std::string what_of(const ir::Node& node) {
-  return fmt::format("node '{}' ({})", node.name, ir::op_name(node.op));
-}
-
-// The kernel's first act, as every generated kernel's (codegen.cpp's yr_wait_prior_grids()).
-std::string entry(const std::string& name, int threads, const std::string& params) {
-  return fmt::format(
-      "\nextern \"C\" __global__ void __launch_bounds__({}) {}({}) {{\n"
-      "  yr_wait_prior_grids();\n",
-      threads, name, params);
-}
-
 // The launch of a product over n weight rows and m activation rows: `threads` a block, blocks of
 // `weight_rows` weight rows along x and of `rows` activation rows along y.
 KernelLaunch product_launch(const ir::Node& node, const std::vector<int>& in,
@@ -527,6 +511,21 @@ KernelLaunch rope_kernel(const ir::KernelGraph& graph, const ir::Node& node, con
           fmt::arg("ib", interleaved ? "2 * p + 1" : "p + HALF"), fmt::arg("theta", op.theta));
   kl.waits_on_prior_grids = true;
   return kl;
+}
+
+std::string kernel_name(const ir::Node& node, const std::string& suffix) {
+  return "yr_" + identifier(node.name) + suffix;
+}
+
+std::string what_of(const ir::Node& node) {
+  return fmt::format("node '{}' ({})", node.name, ir::op_name(node.op));
+}
+
+std::string entry(const std::string& name, int threads, const std::string& params) {
+  return fmt::format(
+      "\nextern \"C\" __global__ void __launch_bounds__({}) {}({}) {{\n"
+      "  yr_wait_prior_grids();\n",
+      threads, name, params);
 }
 
 }  // namespace yirage::backend::cuda::detail

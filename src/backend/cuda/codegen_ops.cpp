@@ -573,6 +573,9 @@ std::vector<KernelLaunch> lower_op(const ir::KernelGraph& graph, const ir::Node&
           [&](const ir::QuantMatmulOp& op) -> std::vector<KernelLaunch> {
             return {quant_matmul_kernel(graph, node, op, in, out, options)};
           },
+          [&](const ir::PagedAttentionOp& op) -> std::vector<KernelLaunch> {
+            return paged_attention_kernels(graph, node, op, in, out);
+          },
           [&](const ir::FusedOp&) { return unsupported(); },
       },
       node.op);

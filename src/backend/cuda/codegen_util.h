@@ -55,6 +55,21 @@ KernelLaunch embedding_kernel(const ir::KernelGraph& graph, const ir::Node& node
 KernelLaunch rope_kernel(const ir::KernelGraph& graph, const ir::Node& node, const ir::RopeOp& op,
                          const std::vector<int>& input_slots, const std::vector<int>& output_slots);
 
+// Attention over a paged KV pool (codegen_attention.cpp): the pool copied where its input and
+// output are two buffers, the appends, then the attention.
+std::vector<KernelLaunch> paged_attention_kernels(const ir::KernelGraph& graph,
+                                                  const ir::Node& node,
+                                                  const ir::PagedAttentionOp& op,
+                                                  const std::vector<int>& input_slots,
+                                                  const std::vector<int>& output_slots);
+
+// The generated kernels' names ("yr_" and the node's name as an identifier, then `suffix`), the
+// node as messages name it, and a kernel's opening line up to its first act,
+// yr_wait_prior_grids() (codegen_llm_ops.cpp).
+std::string kernel_name(const ir::Node& node, const std::string& suffix);
+std::string what_of(const ir::Node& node);
+std::string entry(const std::string& name, int threads, const std::string& params);
+
 // A fused node (codegen_block.cpp); `operand_strides` as for BlockLowering.
 KernelLaunch lower_fused(const ir::BlockGraph& body, const std::string& name,
                          const std::vector<int>& input_slots, const std::vector<int>& output_slots,

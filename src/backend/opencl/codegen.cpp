@@ -266,6 +266,9 @@ class Lowering {
             [&](const ir::QuantMatmulOp&) {
               fail("the opencl backend does not lower quant_matmul yet");
             },
+            [&](const ir::PagedAttentionOp&) {
+              fail("the opencl backend does not lower paged_attention yet");
+            },
             [&](const ir::FusedOp& op) { fused(id, node, *op.body, what); },
         },
         node.op);

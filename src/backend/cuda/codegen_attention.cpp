@@ -1,0 +1,211 @@
+// paged_attention on the GPU (ir::PagedAttentionOp): three launches in stream order.
+//   1. The pool input copied to the pool output, unless the caller bound one buffer to both (the
+//      engine does; tests and the tuner's profile bind two). The kernel compares the pointers, so
+//      an aliased launch costs one empty grid and no traffic.
+//   2. The appends: a thread per (row, kv head, element) stores this step's k and v, rounded to
+//      f16, at the row's position. It must finish before any row reads: rows of one prompt chunk
+//      read each other's keys, so the order between launches is what makes them visible.
+//   3. The attention: a thread block per (head, row), its warps taking every WARPS-th key, each
+//      with its own running max, sum and weighted values (the safe form, rescaled as the max
+//      grows), merged across warps in shared memory at the end. A lane holds D/32 elements of q
+//      and of the accumulator, so a key costs one warp-wide sum for its score.
+// Rows whose position or table entries are out of range (an error in the reference executor)
+// store nothing and get NaN outputs, so that a test sees them; padding rows (position -1) get 0.
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "backend/cuda/codegen_util.h"
+#include "support/error.h"
+
+namespace yirage::backend::cuda::detail {
+namespace {
+
+constexpr int kCopyThreads = 256;
+constexpr int kAppendThreads = 256;
+constexpr int kAttentionWarps = 4;
+
+struct Shape {
+  int64_t rows, heads, d, kv_heads, blocks, block_tokens, max_blocks;
+};
+
+Shape shape_of(const ir::KernelGraph& graph, const ir::Node& node, const ir::PagedAttentionOp& op) {
+  const ir::Dims &q = graph.type(node.inputs[0]).dims, &k = graph.type(node.inputs[1]).dims;
+  return {q[0],
+          q[1],
+          q[2],
+          k[1],
+          graph.type(node.inputs[3]).dims[0],
+          op.block_tokens,
+          graph.type(node.inputs[4]).dims[1]};
+}
+
+unsigned grid_for(int64_t work, int threads) {
+  return unsigned(std::clamp<int64_t>((work + threads - 1) / threads, 1, 65535));
+}
+
+KernelLaunch copy_pool(const ir::Node& node, int from, int to, int64_t bytes) {
+  KernelLaunch kl;
+  kl.what = what_of(node);
+  kl.name = kernel_name(node, "_pool_copy");
+  kl.args = {from, to};
+  kl.threads = kCopyThreads;
+  // 16-byte words where the size allows (a pool's rows are D halves, D even), else 2-byte ones.
+  const bool wide = bytes % 16 == 0;
+  const int64_t words = bytes / (wide ? 16 : 2);
+  kl.grid = {grid_for(words, kCopyThreads), 1, 1};
+  kl.source = prelude() +
+              entry(kl.name, kCopyThreads,
+                    fmt::format("const {0}* __restrict__ from, {0}* __restrict__ to",
+                                wide ? "uint4" : "unsigned short")) +
+              fmt::format(R"(  if ((const void*)from == (const void*)to) return;
+  for (long long i = blockIdx.x * {threads}ll + threadIdx.x; i < {words}ll;
+       i += gridDim.x * {threads}ll)
+    to[i] = from[i];
+}}
+)",
+                          fmt::arg("threads", kCopyThreads), fmt::arg("words", words));
+  kl.waits_on_prior_grids = true;
+  return kl;
+}
+
+KernelLaunch append(const ir::Node& node, const Shape& s, const std::vector<int>& in, int pool) {
+  KernelLaunch kl;
+  kl.what = what_of(node);
+  kl.name = kernel_name(node, "_append");
+  kl.args = {in[1], in[2], in[4], in[5], pool};
+  kl.threads = kAppendThreads;
+  const int64_t work = s.rows * s.kv_heads * s.d;
+  kl.grid = {grid_for(work, kAppendThreads), 1, 1};
+  kl.source =
+      prelude() +
+      entry(kl.name, kAppendThreads,
+            "const float* __restrict__ k, const float* __restrict__ v, const int* __restrict__ "
+            "table, const int* __restrict__ positions, yr_half* __restrict__ pool") +
+      fmt::format(R"(  for (long long i = blockIdx.x * {threads}ll + threadIdx.x; i < {work}ll;
+       i += gridDim.x * {threads}ll) {{
+    const long long r = i / ({kvh}ll * {d}ll), h = i / {d}ll % {kvh}ll, e = i % {d}ll;
+    const int p = positions[r];
+    if (p < 0 || p >= {limit}) continue;
+    const int b = table[r * {mb}ll + p / {bt}];
+    if (b < 0 || b >= {blocks}) continue;
+    const long long at = ((long long)b * 2 * {kvh} + h) * {bt}ll + p % {bt};
+    yr_store(pool + at * {d}ll + e, k[i]);
+    yr_store(pool + (at + {kvh}ll * {bt}ll) * {d}ll + e, v[i]);
+  }}
+}}
+)",
+                  fmt::arg("threads", kAppendThreads), fmt::arg("work", work),
+                  fmt::arg("kvh", s.kv_heads), fmt::arg("d", s.d),
+                  fmt::arg("limit", s.max_blocks * s.block_tokens), fmt::arg("mb", s.max_blocks),
+                  fmt::arg("bt", s.block_tokens), fmt::arg("blocks", s.blocks));
+  kl.waits_on_prior_grids = true;
+  return kl;
+}
+
+KernelLaunch attend(const ir::Node& node, const Shape& s, const std::vector<int>& in, int out,
+                    int pool) {
+  KernelLaunch kl;
+  kl.what = what_of(node);
+  kl.name = kernel_name(node, "_attend");
+  kl.args = {in[0], pool, in[4], in[5], out};
+  kl.threads = 32 * kAttentionWarps;
+  if (s.heads > 0x7fffffff || s.rows > 65535)
+    fail("cuda: {}: {} rows of {} heads exceed the grid", kl.what, s.rows, s.heads);
+  kl.grid = {unsigned(s.heads), unsigned(s.rows), 1};
+  const int64_t per_lane = (s.d + 31) / 32;
+  kl.source =
+      prelude() +
+      entry(kl.name, int(kl.threads),
+            "const float* __restrict__ q, const yr_half* __restrict__ pool, const int* "
+            "__restrict__ table, const int* __restrict__ positions, float* __restrict__ out") +
+      fmt::format(R"(  constexpr int WARPS = {warps}, E = {per_lane};
+  const int h = blockIdx.x, r = blockIdx.y, g = h / {group};
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int p = positions[r];
+  float* y = out + ((long long)r * {heads} + h) * {d}ll;
+  bool bad = p < -1 || p >= {limit};
+  for (int j = threadIdx.x; !bad && p >= 0 && j <= p / {bt}; j += 32 * WARPS) {{
+    const int b = table[r * {mb}ll + j];
+    if (b < 0 || b >= {blocks}) bad = true;
+  }}
+  bad = __syncthreads_or(bad);
+  if (bad || p < 0) {{
+    for (int e = threadIdx.x; e < {d}; e += 32 * WARPS)
+      y[e] = bad ? __int_as_float(0x7fc00000) : 0.0f;
+    return;
+  }}
+  const float* qr = q + ((long long)r * {heads} + h) * {d}ll;
+  float qv[E], acc[E];
+  for (int i = 0; i < E; ++i) {{
+    const int e = lane * E + i;
+    qv[i] = e < {d} ? qr[e] * {scale:.9e}f : 0.0f;
+    acc[i] = 0.0f;
+  }}
+  float top = -INFINITY, total = 0.0f;
+  for (int j = warp; j <= p; j += WARPS) {{
+    const long long at =
+        ((long long)table[r * {mb}ll + j / {bt}] * 2 * {kvh} + g) * {bt}ll + j % {bt};
+    const yr_half* kj = pool + at * {d}ll;
+    const yr_half* vj = pool + (at + {kvh}ll * {bt}ll) * {d}ll;
+    float score = 0.0f;
+    for (int i = 0; i < E; ++i) {{
+      const int e = lane * E + i;
+      if (e < {d}) score += qv[i] * yr_to_f(kj[e]);
+    }}
+    score = yr_warp_sum(score);
+    const float next = fmaxf(top, score), keep = expf(top - next), w = expf(score - next);
+    total = total * keep + w;
+    for (int i = 0; i < E; ++i) {{
+      const int e = lane * E + i;
+      if (e < {d}) acc[i] = acc[i] * keep + w * yr_to_f(vj[e]);
+    }}
+    top = next;
+  }}
+  __shared__ float tops[WARPS], totals[WARPS], accs[WARPS][{d}];
+  if (lane == 0) {{
+    tops[warp] = top;
+    totals[warp] = total;
+  }}
+  for (int i = 0; i < E; ++i) {{
+    const int e = lane * E + i;
+    if (e < {d}) accs[warp][e] = acc[i];
+  }}
+  __syncthreads();
+  float all = -INFINITY;
+  for (int w = 0; w < WARPS; ++w) all = fmaxf(all, tops[w]);
+  float sum = 0.0f;
+  for (int w = 0; w < WARPS; ++w) sum += tops[w] == -INFINITY ? 0.0f : totals[w] * expf(tops[w] - all);
+  for (int e = threadIdx.x; e < {d}; e += 32 * WARPS) {{
+    float a = 0.0f;
+    for (int w = 0; w < WARPS; ++w)
+      if (tops[w] != -INFINITY) a += accs[w][e] * expf(tops[w] - all);
+    y[e] = a / sum;
+  }}
+}}
+)",
+                  fmt::arg("warps", kAttentionWarps), fmt::arg("per_lane", per_lane),
+                  fmt::arg("group", s.heads / s.kv_heads), fmt::arg("heads", s.heads),
+                  fmt::arg("d", s.d), fmt::arg("limit", s.max_blocks * s.block_tokens),
+                  fmt::arg("bt", s.block_tokens), fmt::arg("mb", s.max_blocks),
+                  fmt::arg("blocks", s.blocks), fmt::arg("kvh", s.kv_heads),
+                  fmt::arg("scale", 1.0 / std::sqrt(double(s.d))));
+  kl.waits_on_prior_grids = true;
+  return kl;
+}
+
+}  // namespace
+
+std::vector<KernelLaunch> paged_attention_kernels(const ir::KernelGraph& graph,
+                                                  const ir::Node& node,
+                                                  const ir::PagedAttentionOp& op,
+                                                  const std::vector<int>& in,
+                                                  const std::vector<int>& out) {
+  const Shape s = shape_of(graph, node, op);
+  const int64_t pool_bytes = ir::num_elements(node.outputs[1].dims) * 2;
+  return {copy_pool(node, in[3], out[1], pool_bytes), append(node, s, in, out[1]),
+          attend(node, s, in, out[0], out[1])};
+}
+
+}  // namespace yirage::backend::cuda::detail
