@@ -73,6 +73,7 @@ struct Llm::Impl {
                            .memory_budget_bytes = options.memory_budget_bytes,
                            .fused_blocks = options.fused_blocks,
                            .backend = options.backend.get(),
+                           .attention_on_backend = options.attention_on_backend,
                            .progress = options.progress,
                            .detail = options.detail}),
         tokenizer(tokenizer_of(source)),

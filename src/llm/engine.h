@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -35,6 +36,9 @@ struct LlmOptions {
   // block runs on the hand-written kernels.
   bool fused_blocks = true;
   std::shared_ptr<backend::Backend> backend = {};
+  // RoPE, the KV cache and attention on the backend as well (ModelOptions); unset: where the
+  // backend's buffers are not host memory.
+  std::optional<bool> attention_on_backend = {};
   // Lines shown while the block graphs are optimized the first time; may be empty.
   std::function<void(const std::string&)> progress = {};
   // The tuning pipeline's lines (candidates, compile times, profiles); may be empty.

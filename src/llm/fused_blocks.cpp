@@ -99,6 +99,12 @@ ir::KernelGraph lm_head_graph(const LlamaConfig& c, const LlamaWeights& w) {
   return g;
 }
 
+// One layer's keys and values in a pool: a tensor of the attention graph's pool type.
+size_t pool_bytes(const LlamaConfig& c, const KvLayout& layout) {
+  return size_t(layout.blocks) * 2 * size_t(c.n_head_kv) * size_t(layout.block_rows) *
+         size_t(c.head_dim) * 2;
+}
+
 std::span<const std::byte> bytes_of(const void* data, size_t bytes) {
   return {static_cast<const std::byte*>(data), bytes};
 }
@@ -191,7 +197,12 @@ class FusedBlocks final : public HotBlocks {
       : c_(config),
         attention_(std::move(attention)),
         backend_(*options.backend),
-        activations_(backend_) {
+        activations_(backend_),
+        attention_on_backend_(options.attention_on_backend),
+        search_seconds_(options.search_seconds) {
+    if (attention_on_backend_)
+      if (std::string why = backend_attention_unsupported(c_); !why.empty())
+        fail("attention on the {} backend: {}", backend_.name(), why);
     const std::vector<NamedGraph> graphs = fused_block_graphs(c_, weights);
     std::vector<std::unique_ptr<backend::Module>> modules;
     for (size_t i = 0; i < graphs.size(); ++i)
@@ -218,6 +229,30 @@ class FusedBlocks final : public HotBlocks {
     }
     output_norm_ = placed(backend_, weights.output_norm);
     output_ = placed(backend_, weights.output);
+    if (attention_on_backend_)
+      for (const KvLayout& layout : options.kv_layouts) stack_for(layout, options);
+  }
+
+  // The layers of a step on the backend, in chunks of at most 64 rows, each padded to the bucket
+  // that holds it: x goes in once and out once, and between the layers' launches nothing leaves
+  // the backend. A chunk's rows see the appends of the chunks before it, as a prompt's should.
+  bool decoder_layers(std::span<const SequenceRows> sequences, int rows, const KvLayout& layout,
+                      float* x) override {
+    if (!attention_on_backend_) return false;
+    LayerStack& stack = stack_for(layout);
+    std::vector<std::pair<const SequenceRows*, int>> row_of;  // each row's sequence and position
+    for (const SequenceRows& s : sequences)
+      for (int i = 0; i < s.rows; ++i) row_of.emplace_back(&s, s.pos0 + i);
+    if (static_cast<int>(row_of.size()) != rows)
+      fail("decoder_layers: {} rows, but the sequences hold {}", rows, row_of.size());
+    for (int start = 0; start < rows; start += kRowBuckets.front()) {
+      const int n = std::min(rows - start, kRowBuckets.front());
+      size_t b = 0;
+      while (b + 1 < kRowBuckets.size() && kRowBuckets[b + 1] >= n) ++b;
+      run_chunk(stack, b, std::span(row_of).subspan(size_t(start), size_t(n)),
+                x + size_t(start) * c_.n_embd);
+    }
+    return true;
   }
 
   void norm_qkv(int layer, const float* x, int n, float* q, float* k, float* v) override {
@@ -329,6 +364,106 @@ class FusedBlocks final : public HotBlocks {
     return backend_.compile(result.chosen);
   }
 
+  // What decoder_layers keeps per KV layout: each layer's pool, the attention graph per bucket,
+  // and per bucket the activations, which stay on the backend between launches.
+  struct Activations {
+    std::unique_ptr<backend::Buffer> x, x_next, q, k, v, attention, table, positions, rope;
+  };
+  struct LayerStack {
+    KvLayout layout;
+    std::vector<std::unique_ptr<backend::Buffer>> pools;
+    std::array<std::unique_ptr<backend::Module>, kRowBuckets.size()> attention;
+    std::array<Activations, kRowBuckets.size()> buffers;
+  };
+
+  // The stack for `layout`, made (its graphs optimized, its pools allocated) on first use; with
+  // `options`' progress lines when the caller gives them (at load), silently otherwise.
+  LayerStack& stack_for(const KvLayout& layout, const FusedBlockOptions& options = {}) {
+    std::unique_ptr<LayerStack>& stack = stacks_[layout.owner];
+    if (stack) {
+      if (stack->layout.blocks != layout.blocks || stack->layout.block_rows != layout.block_rows ||
+          stack->layout.max_blocks != layout.max_blocks)
+        fail("decoder_layers: a KV cache changed its layout ({} -> {} blocks of {} positions)",
+             stack->layout.blocks, layout.blocks, layout.block_rows);
+      return *stack;
+    }
+    stack = std::make_unique<LayerStack>();
+    stack->layout = layout;
+    FusedBlockOptions o = options;
+    o.search_seconds = search_seconds_;
+    for (size_t b = 0; b < kRowBuckets.size(); ++b) {
+      const ir::KernelGraph g = attention_graph(c_, kRowBuckets[b], layout);
+      stack->attention[b] = optimized(g,
+                                      fmt::format("rope + paged attention, {} rows, {} KV blocks",
+                                                  kRowBuckets[b], layout.blocks),
+                                      b, kRowBuckets.size(), o);
+      Activations& a = stack->buffers[b];
+      const size_t rows = size_t(kRowBuckets[b]);
+      const size_t dq = size_t(c_.n_head) * c_.head_dim, dkv = size_t(c_.n_head_kv) * c_.head_dim;
+      a.x = backend_.allocate(rows * c_.n_embd * sizeof(float));
+      a.x_next = backend_.allocate(rows * c_.n_embd * sizeof(float));
+      a.q = backend_.allocate(rows * dq * sizeof(float));
+      a.k = backend_.allocate(rows * dkv * sizeof(float));
+      a.v = backend_.allocate(rows * dkv * sizeof(float));
+      a.attention = backend_.allocate(rows * dq * sizeof(float));
+      a.table = backend_.allocate(rows * size_t(layout.max_blocks) * sizeof(int32_t));
+      a.positions = backend_.allocate(rows * sizeof(int32_t));
+      a.rope = backend_.allocate(rows * sizeof(int32_t));
+    }
+    // Zeroed, so that a block is finite before its first append (nothing reads it before).
+    const std::vector<std::byte> zeros(pool_bytes(c_, layout));
+    for (int l = 0; l < c_.n_layer; ++l) {
+      stack->pools.push_back(backend_.allocate(zeros.size()));
+      stack->pools.back()->write(zeros);
+    }
+    return *stack;
+  }
+
+  // One chunk of at most a bucket's rows through every layer; padding rows have position -1.
+  void run_chunk(LayerStack& stack, size_t bucket,
+                 std::span<const std::pair<const SequenceRows*, int>> rows, float* x) {
+    const int capacity = kRowBuckets[bucket];
+    Activations& a = stack.buffers[bucket];
+    const size_t max_blocks = size_t(stack.layout.max_blocks);
+    const int block_rows = stack.layout.block_rows;
+    std::vector<int32_t> table(size_t(capacity) * max_blocks, 0), positions(size_t(capacity), -1),
+        rope(size_t(capacity), 0);
+    for (size_t r = 0; r < rows.size(); ++r) {
+      const auto [sequence, position] = rows[r];
+      positions[r] = rope[r] = position;
+      std::copy_n(sequence->blocks, position / block_rows + 1, table.begin() + r * max_blocks);
+    }
+    std::vector<float> staged(size_t(capacity) * c_.n_embd, 0.0f);
+    std::copy_n(x, rows.size() * c_.n_embd, staged.begin());
+    a.x->write(bytes_of(staged.data(), staged.size() * sizeof(float)));
+    a.table->write(bytes_of(table.data(), table.size() * sizeof(int32_t)));
+    a.positions->write(bytes_of(positions.data(), positions.size() * sizeof(int32_t)));
+    a.rope->write(bytes_of(rope.data(), rope.size() * sizeof(int32_t)));
+    for (int l = 0; l < c_.n_layer; ++l) {
+      const LayerBuffers& w = layers_[size_t(l)];
+      backend::Buffer* pool = stack.pools[size_t(l)].get();
+      run(*norm_qkv_[bucket], {a.x.get(), w.attn_norm.get(), w.wq.get(), w.wk.get(), w.wv.get()},
+          {a.q.get(), a.k.get(), a.v.get()});
+      run(*stack.attention[bucket],
+          {a.q.get(), a.k.get(), a.v.get(), pool, a.table.get(), a.positions.get(), a.rope.get()},
+          {a.attention.get(), pool});
+      run(*output_and_mlp_[bucket],
+          {a.attention.get(), a.x.get(), w.wo.get(), w.ffn_norm.get(), w.gate.get(), w.up.get(),
+           w.down.get()},
+          {a.x_next.get()});
+      std::swap(a.x, a.x_next);
+    }
+    backend_.synchronize();
+    a.x->read({reinterpret_cast<std::byte*>(staged.data()), staged.size() * sizeof(float)});
+    std::copy_n(staged.begin(), rows.size() * c_.n_embd, x);
+  }
+
+  static void run(backend::Module& module, std::initializer_list<backend::Buffer*> inputs,
+                  std::initializer_list<backend::Buffer*> outputs) {
+    const std::vector<backend::Buffer*> in(inputs), out(outputs);
+    module.launch(in, out);
+  }
+
   const LlamaConfig& c_;
   std::unique_ptr<HotBlocks> attention_;
   backend::Backend& backend_;
@@ -338,6 +473,9 @@ class FusedBlocks final : public HotBlocks {
   std::vector<LayerBuffers> layers_;
   std::unique_ptr<backend::Buffer> output_norm_, output_;
   std::vector<float> next_;
+  const bool attention_on_backend_;
+  const double search_seconds_;
+  std::map<const void*, std::unique_ptr<LayerStack>> stacks_;  // by KvLayout::owner
 };
 
 }  // namespace
@@ -352,6 +490,37 @@ std::vector<NamedGraph> fused_block_graphs(const LlamaConfig& config, const Llam
   }
   graphs.push_back({"final norm + lm head", lm_head_graph(config, weights)});
   return graphs;
+}
+
+ir::KernelGraph attention_graph(const LlamaConfig& c, int rows, const KvLayout& layout) {
+  const int64_t d = c.head_dim, heads = c.n_head, kv_heads = c.n_head_kv;
+  ir::KernelGraph g;
+  const ir::TensorRef q = g.input("q", {rows, heads * d}, ir::DType::f32);
+  const ir::TensorRef k = g.input("k", {rows, kv_heads * d}, ir::DType::f32);
+  const ir::TensorRef v = g.input("v", {rows, kv_heads * d}, ir::DType::f32);
+  const ir::TensorRef pool =
+      g.input("pool", {layout.blocks, 2 * kv_heads, layout.block_rows, d}, ir::DType::f16);
+  const ir::TensorRef table = g.input("table", {rows, layout.max_blocks}, ir::DType::i32);
+  const ir::TensorRef positions = g.input("positions", {rows}, ir::DType::i32);
+  const ir::TensorRef rope_positions = g.input("rope_positions", {rows}, ir::DType::i32);
+  // ggml's "normal" rope, as the host engine's (cpu_blocks.cpp): adjacent pairs rotate.
+  auto rotated = [&](ir::TensorRef x, int64_t n) {
+    return g.rope(g.reshape(x, {rows, n, d}), rope_positions, c.rope_base,
+                  ir::RopeStyle::interleaved);
+  };
+  const std::vector<ir::TensorRef> out =
+      g.paged_attention(rotated(q, heads), rotated(k, kv_heads), g.reshape(v, {rows, kv_heads, d}),
+                        pool, table, positions, layout.block_rows);
+  g.mark_output(out[0], "attention");
+  g.mark_output(out[1], "pool_out");
+  return g;
+}
+
+std::string backend_attention_unsupported(const LlamaConfig& config) {
+  if (config.rope_dim != config.head_dim)
+    return fmt::format("RoPE rotates {} of each head's {} dimensions; the graph rotates all",
+                       config.rope_dim, config.head_dim);
+  return {};
 }
 
 std::string fused_blocks_unsupported(const LlamaConfig& config, const LlamaWeights& weights,

@@ -32,6 +32,13 @@ struct FusedBlockOptions {
   std::function<void(const std::string&)> progress;
   // The tuning pipeline's own lines (candidates, compile, profile); may be empty.
   std::function<void(const std::string&)> detail;
+  // RoPE, the KV cache and attention as a graph on the backend as well (attention_graph below),
+  // the keys and values in pools of the backend's (HotBlocks::decoder_layers): a step's layers
+  // then run with one copy of x in and one out. Off: attention runs on `attention`'s kernels.
+  bool attention_on_backend = false;
+  // With attention_on_backend: the KV caches to make pools for at load, with progress lines (the
+  // model's own). Others get theirs at their first step, optimized without progress lines.
+  std::vector<KvLayout> kv_layouts;
 };
 
 struct NamedGraph {
@@ -44,6 +51,16 @@ struct NamedGraph {
 // norm with the LM head. They read only the first layer's weights' types and shapes (every layer's
 // are the same), never their bytes, so the CUDA compile tests build them from shapes alone.
 std::vector<NamedGraph> fused_block_graphs(const LlamaConfig& config, const LlamaWeights& weights);
+
+// A layer's attention over a pool of `layout.blocks` KV blocks for `rows` rows: RoPE on q and k
+// (rows of the rmsnorm+qkv graph's outputs), then ir's paged_attention. Inputs q, k, v, pool,
+// table, positions (-1 for a padding row) and rope_positions (the same, 0 for a padding row);
+// outputs the attention and the pool with this step's keys and values.
+ir::KernelGraph attention_graph(const LlamaConfig& config, int rows, const KvLayout& layout);
+
+// Why attention cannot run as a kernel graph for this model (its RoPE rotates part of each
+// head), or empty when it can.
+std::string backend_attention_unsupported(const LlamaConfig& config);
 
 // Why the model's hot blocks cannot run as kernel graphs on `backend` (a weight type quant_matmul
 // has no format for, no backend or an unavailable one), or empty when they can.

@@ -158,11 +158,24 @@ std::string unfused_reason(const ModelOptions& options, const LlamaConfig& confi
 }
 
 // Where the hot blocks run, for LlamaModel::hot_path.
-std::string hot_path_of(const ModelOptions& options, const std::string& unfused_why) {
+std::string hot_path_of(const ModelOptions& options, const std::string& unfused_why,
+                        bool attention_on_backend) {
   if (!unfused_why.empty()) return "hand-written kernels (" + unfused_why + ")";
   const backend::Backend& b = *options.backend;
-  return fmt::format("fused kernel graphs on the {} backend{}", b.name(),
-                     b.buffer_type().host_visible ? "" : ", attention on the host");
+  // Where the backend's buffers are host memory, attention on the host is no round trip.
+  const char* attention = attention_on_backend           ? ", attention on the backend"
+                          : b.buffer_type().host_visible ? ""
+                                                         : ", attention on the host";
+  return fmt::format("fused kernel graphs on the {} backend{}", b.name(), attention);
+}
+
+// Whether RoPE, the KV cache and attention run on the backend too (ModelOptions).
+bool attention_on_backend(const ModelOptions& options, const LlamaConfig& config,
+                          const std::string& unfused_why) {
+  if (!unfused_why.empty()) return false;
+  const bool wanted =
+      options.attention_on_backend.value_or(!options.backend->buffer_type().host_visible);
+  return wanted && backend_attention_unsupported(config).empty();
 }
 
 uint64_t linear_bytes(const Linear& l) {
@@ -220,23 +233,38 @@ LlamaModel::LlamaModel(LlamaConfig config, LlamaWeights weights, const ModelOpti
     : config_(std::move(config)),
       weights_(std::move(weights)),
       unfused_why_(unfused_reason(options, config_, weights_)),
-      hot_path_(hot_path_of(options, unfused_why_)),
+      attention_on_backend_(attention_on_backend(options, config_, unfused_why_)),
+      hot_path_(hot_path_of(options, unfused_why_, attention_on_backend_)),
       pool_(options.threads,
             unfused_why_.empty() ? ThreadPool::Workers::openmp : ThreadPool::Workers::own),
       kernels_(&best_kernels()),
       cache_(config_, checked_capacity(config_, weights_, options)) {
   blocks_ = make_cpu_blocks(config_, weights_, cache_.capacity, pool_, *kernels_);
   if (unfused_why_.empty())
-    blocks_ = make_fused_blocks(
-        config_, weights_, std::move(blocks_),
-        {options.backend, options.search_seconds, options.progress, options.detail});
+    blocks_ = make_fused_blocks(config_, weights_, std::move(blocks_),
+                                {options.backend,
+                                 options.search_seconds,
+                                 options.progress,
+                                 options.detail,
+                                 attention_on_backend_,
+                                 {own_layout()}});
   logits_.resize(static_cast<size_t>(config_.n_vocab));
+  // The model's own cache as a block table: one sequence whose blocks are 0, 1, 2, ...
+  const KvLayout own = own_layout();
+  own_blocks_.resize(static_cast<size_t>(own.blocks));
+  for (int b = 0; b < own.blocks; ++b) own_blocks_[size_t(b)] = b;
 }
 
 LlamaModel::~LlamaModel() = default;
 
 std::string LlamaModel::hot_path() const {
   return hot_path_;
+}
+
+KvLayout LlamaModel::own_layout() const {
+  constexpr int kBlockRows = 16;
+  const int blocks = (cache_.capacity + kBlockRows - 1) / kBlockRows;
+  return {&cache_, blocks, kBlockRows, blocks};
 }
 
 void LlamaModel::truncate(int position) {
@@ -265,11 +293,13 @@ std::span<const float> LlamaModel::forward(std::span<const TokenId> tokens, bool
     v_.resize(k_.size());
     attn_.resize(q_.size());
     embed(tokens.subspan(start, static_cast<size_t>(n)), x_.data());
-    for (int l = 0; l < c.n_layer; ++l) {
-      blocks_->norm_qkv(l, x_.data(), n, q_.data(), k_.data(), v_.data());
-      blocks_->attention(l, position_, n, q_.data(), k_.data(), v_.data(), cache_, attn_.data());
-      blocks_->output_and_mlp(l, attn_.data(), n, x_.data());
-    }
+    const SequenceRows sequence{own_blocks_.data(), position_, n};
+    if (!blocks_->decoder_layers({&sequence, 1}, n, own_layout(), x_.data()))
+      for (int l = 0; l < c.n_layer; ++l) {
+        blocks_->norm_qkv(l, x_.data(), n, q_.data(), k_.data(), v_.data());
+        blocks_->attention(l, position_, n, q_.data(), k_.data(), v_.data(), cache_, attn_.data());
+        blocks_->output_and_mlp(l, attn_.data(), n, x_.data());
+      }
     if (all_logits) {
       for (int i = 0; i < n; ++i)
         blocks_->final_norm_lm_head(x_.data() + i * d,
@@ -335,12 +365,15 @@ std::span<const float> LlamaModel::forward_batch(std::span<const BatchEntry> ent
     embed(e.tokens, x_.data() + row * d);
     row += e.tokens.size();
   }
-  for (int l = 0; l < c.n_layer; ++l) {
-    blocks_->norm_qkv(l, x_.data(), rows, q_.data(), k_.data(), v_.data());
-    blocks_->paged_attention(l, batch_sequences_, q_.data(), k_.data(), v_.data(), cache,
-                             attn_.data());
-    blocks_->output_and_mlp(l, attn_.data(), rows, x_.data());
-  }
+  const KvLayout layout{&cache, cache.total_blocks(), cache.block_rows(),
+                        cache.blocks_for(cache_.capacity)};
+  if (!blocks_->decoder_layers(batch_sequences_, rows, layout, x_.data()))
+    for (int l = 0; l < c.n_layer; ++l) {
+      blocks_->norm_qkv(l, x_.data(), rows, q_.data(), k_.data(), v_.data());
+      blocks_->paged_attention(l, batch_sequences_, q_.data(), k_.data(), v_.data(), cache,
+                               attn_.data());
+      blocks_->output_and_mlp(l, attn_.data(), rows, x_.data());
+    }
   grow(batch_last_x_, static_cast<size_t>(wanted) * d);
   grow(batch_logits_, static_cast<size_t>(wanted) * c.n_vocab);
   row = 0;

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -101,9 +102,28 @@ struct SequenceRows {
   int rows = 0;
 };
 
+// The KV cache that a step's block tables index: `blocks` blocks of `block_rows` positions, a
+// sequence holding up to `max_blocks` of them. `owner` tells caches apart (the model's own, a
+// server's PagedKvCache).
+struct KvLayout {
+  const void* owner = nullptr;
+  int blocks = 0;
+  int block_rows = 0;
+  int max_blocks = 0;
+};
+
 class HotBlocks {
  public:
   virtual ~HotBlocks() = default;
+  // Optional: every decoder layer of a step in one call, for blocks that keep the keys and values
+  // themselves, in a pool of their backend's with the blocks of `layout` (the host's cache then
+  // holds none of them): x[rows][n_embd] in, the last layer's output out. False where the blocks
+  // do not; the model then runs the three calls below layer by layer.
+  virtual bool decoder_layers(std::span<const SequenceRows> sequences, int rows,
+                              const KvLayout& layout, float* x) {
+    (void)sequences, (void)rows, (void)layout, (void)x;
+    return false;
+  }
   // q[n][n_head·hd], k/v[n][n_head_kv·hd] = RMSNorm(x)·Wq/Wk/Wv for n rows of x[n][n_embd].
   virtual void norm_qkv(int layer, const float* x, int n, float* q, float* k, float* v) = 0;
   // RoPE on q and k at positions pos0.., k and v appended to the cache, and causal attention
@@ -144,7 +164,11 @@ struct ModelOptions {
   // buffers the host cannot address (a GPU) runs the graphs or refuses the model with the reason.
   bool fused_blocks = true;
   backend::Backend* backend = nullptr;  // must outlive the model
-  double search_seconds = 2;            // per block graph, the first time on this device
+  // With fused blocks: RoPE, the KV cache and attention as a kernel graph on the backend too, the
+  // cache in a pool of its own (HotBlocks::decoder_layers). Unset: where the backend's buffers
+  // are not host memory (a GPU), so that a step does not go to the host and back every layer.
+  std::optional<bool> attention_on_backend = {};
+  double search_seconds = 2;  // per block graph, the first time on this device
   std::function<void(const std::string&)> progress = {};  // optimization progress; may be empty
   std::function<void(const std::string&)> detail = {};    // the tuning pipeline's lines
 };
@@ -190,6 +214,7 @@ class LlamaModel {
   LlamaConfig config_;
   LlamaWeights weights_;
   std::string unfused_why_;  // empty when the hot blocks run as fused kernel graphs
+  bool attention_on_backend_;
   std::string hot_path_;
   ThreadPool pool_;
   const KernelTable* kernels_;
@@ -197,6 +222,9 @@ class LlamaModel {
   std::unique_ptr<HotBlocks> blocks_;
   LlamaModel(const LlamaConfig& config, const GgufFile& file, const ModelOptions& options);
 
+  // cache_ as the blocks of one sequence, for blocks that keep the keys and values themselves.
+  KvLayout own_layout() const;
+  std::vector<int32_t> own_blocks_;
   int position_ = 0;
   std::vector<float> x_, q_, k_, v_, attn_, logits_, all_logits_;
   // forward_batch's: per sequence, and the rows whose logits are wanted.

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <span>
 #include <string>
 #include <vector>
@@ -128,7 +129,8 @@ class DeviceBackend : public ::testing::Test {
   CopyingBackend backend_{ledger_};
 };
 
-// One load (optimizing seven graphs for a backend of its own takes a while), every check on it.
+// One load (optimizing seven graphs for a backend of its own takes a while), every check on it;
+// with attention on the host, as it ran before attention went onto the backend.
 TEST_F(DeviceBackend, WeightsAreWrittenOnceEachStepCopiesOnlyActivationsAndTheLogitsHold) {
   const std::vector<std::byte> bytes = write_tiny_llama(TinyLlama{});  // Q4_1, Q8_0 LM head
   GgufFile file = GgufFile::from_memory(bytes);
@@ -139,6 +141,7 @@ TEST_F(DeviceBackend, WeightsAreWrittenOnceEachStepCopiesOnlyActivationsAndTheLo
       file, ModelOptions{.threads = 2,
                          .context_length = 64,
                          .backend = &backend_,
+                         .attention_on_backend = false,
                          .search_seconds = 0.2,
                          .progress = [&](const std::string& line) { progress.push_back(line); }});
   EXPECT_EQ(model.hot_path(), "fused kernel graphs on the copying backend, attention on the host");
@@ -209,6 +212,109 @@ TEST_F(DeviceBackend, WeightsAreWrittenOnceEachStepCopiesOnlyActivationsAndTheLo
   for (int i = 0; i < c.n_vocab; ++i)
     to_alone = std::max(to_alone, double(std::abs(rows[size_t(i)] - logits[size_t(i)])));
   EXPECT_LE(to_alone, 1e-3 * scale);
+}
+
+// The bucket of rows a chunk of `rows` runs in (fused_blocks.cpp's kRowBuckets).
+size_t bucket_of(size_t rows) {
+  for (size_t b : {1, 4, 16, 64})
+    if (rows <= b) return b;
+  return 64;
+}
+
+// Attention on the backend (the default there): RoPE, the KV pool and attention are a graph of
+// the backend's, so a step writes x, the block table and the positions once, not every layer,
+// and synchronizes once; the logits are the reference's and the host attention's, alone and
+// batched; and the cpu backend gives the same when asked to run attention as a graph too.
+TEST_F(DeviceBackend, AttentionOnTheBackendCopiesXOnceAStepAndTheLogitsHold) {
+  const std::vector<std::byte> bytes = write_tiny_llama(TinyLlama{});
+  GgufFile file = GgufFile::from_memory(bytes);
+  const auto want = reference_logits(file, kTinyPrompt);
+  std::vector<std::string> progress;
+  LlamaModel model(
+      file, ModelOptions{.threads = 2,
+                         .context_length = 64,
+                         .backend = &backend_,
+                         .search_seconds = 0.2,
+                         .progress = [&](const std::string& line) { progress.push_back(line); }});
+  EXPECT_EQ(model.hot_path(),
+            "fused kernel graphs on the copying backend, attention on the backend");
+  // Nine block graphs, the weights' two lines, then the attention graph per bucket of rows.
+  ASSERT_EQ(progress.size(), 9u + 2u + 4u);
+  EXPECT_THAT(progress.back(), HasSubstr("rope + paged attention, 1 rows, 4 KV blocks"));
+
+  const LlamaConfig& c = model.config();
+  const size_t max_blocks = 4;  // 64 positions in blocks of 16
+  const auto step_bytes = [&](size_t rows) {
+    const size_t b = bucket_of(rows);
+    return b * (size_t(c.n_embd) * sizeof(float) + max_blocks * 4 + 2 * 4) +
+           size_t(c.n_embd) * sizeof(float);  // x, table, positions twice; the LM head's row
+  };
+  const std::span<const TokenId> prompt(kTinyPrompt);
+  const size_t n = prompt.size() - 1;
+  ledger_ = {};
+  model.forward(prompt.first(n));
+  EXPECT_EQ(ledger_.bytes_written, step_bytes(n));
+  ledger_ = {};
+  const std::span<const float> step = model.forward(prompt.last(1));
+  const std::vector<float> logits(step.begin(), step.end());
+  EXPECT_EQ(ledger_.bytes_written, step_bytes(1));
+  EXPECT_EQ(ledger_.writes, 4u + 1u);
+  EXPECT_EQ(ledger_.synchronizes, 1u + 1u);
+
+  LlamaModel on_cpu(
+      file, ModelOptions{.threads = 2, .context_length = 64, .backend = testing::cpu_backend()});
+  const std::span<const float> host_attention = on_cpu.forward(kTinyPrompt);
+  const std::vector<float> cpu_logits(host_attention.begin(), host_attention.end());
+  LlamaModel graph_on_cpu(file, ModelOptions{.threads = 2,
+                                             .context_length = 64,
+                                             .backend = testing::cpu_backend(),
+                                             .attention_on_backend = true});
+  EXPECT_EQ(graph_on_cpu.hot_path(),
+            "fused kernel graphs on the cpu backend, attention on the backend");
+  const std::span<const float> graph_logits = graph_on_cpu.forward(kTinyPrompt);
+  double to_reference = 0, host_to_reference = 0, to_cpu = 0, graph_to_device = 0, scale = 0;
+  for (size_t i = 0; i < want.back().size(); ++i) {
+    to_reference = std::max(to_reference, std::abs(logits[i] - want.back()[i]));
+    host_to_reference = std::max(host_to_reference, std::abs(cpu_logits[i] - want.back()[i]));
+    to_cpu = std::max(to_cpu, double(std::abs(logits[i] - cpu_logits[i])));
+    graph_to_device = std::max(graph_to_device, double(std::abs(graph_logits[i] - logits[i])));
+    scale = std::max(scale, std::abs(want.back()[i]));
+  }
+  std::printf(
+      "max |logit difference| / max |logit|: graph attention to the reference %.2g, "
+      "host attention to the reference %.2g, graph to host %.2g\n",
+      to_reference / scale, host_to_reference / scale, to_cpu / scale);
+  EXPECT_GT(scale, 1.0);
+  EXPECT_LE(to_reference, 0.03 * scale);
+  // The host's attention rounds q and the probabilities to f16, as llama.cpp does; the graph's
+  // keeps them in f32. The two differ by that, within the reference's tolerance.
+  EXPECT_LE(to_cpu, 0.03 * scale);
+  // The same graphs on the cpu backend itself.
+  EXPECT_LE(graph_to_device, 1e-4 * scale);
+
+  // Two sequences in one step through a server's paged cache: the pool mirrors its blocks, and
+  // each row's logits are the single sequence's.
+  PagedKvCache paged(c, 8 * 8192, 16);
+  std::vector<int32_t> blocks_a, blocks_b;
+  ASSERT_TRUE(paged.allocate(paged.blocks_for(int(prompt.size())), blocks_b));
+  ASSERT_TRUE(paged.allocate(paged.blocks_for(int(prompt.size())), blocks_a));
+  const std::span<const TokenId> half = prompt.first(prompt.size() / 2);
+  const std::vector<BatchEntry> batch = {{prompt, 0, blocks_a, true}, {half, 0, blocks_b, true}};
+  const std::span<const float> rows = model.forward_batch(batch, paged);
+  ASSERT_EQ(rows.size(), 2 * size_t(c.n_vocab));
+  double to_alone = 0;
+  for (int i = 0; i < c.n_vocab; ++i)
+    to_alone = std::max(to_alone, double(std::abs(rows[size_t(i)] - logits[size_t(i)])));
+  EXPECT_LE(to_alone, 1e-3 * scale);
+  // The half prompt continued alone on the cpu engine's host attention: the same next logits.
+  LlamaModel half_on_cpu(
+      file, ModelOptions{.threads = 2, .context_length = 64, .backend = testing::cpu_backend()});
+  const std::span<const float> half_logits = half_on_cpu.forward(half);
+  double half_to_cpu = 0;
+  for (int i = 0; i < c.n_vocab; ++i)
+    half_to_cpu = std::max(half_to_cpu,
+                           double(std::abs(rows[size_t(c.n_vocab + i)] - half_logits[size_t(i)])));
+  EXPECT_LE(half_to_cpu, 0.03 * scale);
 }
 
 TEST_F(DeviceBackend, AModelItCannotRunIsRefusedWithTheReasonNotRunOnTheHost) {
