@@ -6,11 +6,14 @@
 // later loads are cache hits. The graphs are optimized for, and run on, the backend the caller
 // gives: on one whose buffers are host memory (cpu) the winners read the weights in place in the
 // mapped file and write the model's own arrays; on a device backend the weights are copied into
-// its buffers once, at load, and each block's activations are copied in and its results out. The
-// attention core (RoPE, the KV cache, scores, softmax) stays on the hand-written
-// kernels: as a kernel graph it was slower at decode, and the search's summation orders, met by
-// the f16 rounding of the probabilities, broke token-for-token agreement with llama.cpp. It runs on
-// the host whatever the backend, which LlamaModel::hot_path says.
+// its buffers once, at load. Attention (RoPE, the KV cache, scores, softmax) runs one of two ways:
+//  - on the host's hand-written kernels, the default where the backend's buffers are host memory:
+//    they round q and the probabilities to f16 as llama.cpp does, which keeps the cpu engine's
+//    tokens equal to llama.cpp's, and each block's activations cross to the backend and back;
+//  - as a kernel graph of the backend's (attention_graph: RoPE, then ir's paged_attention over a
+//    pool of f16 keys and values that the backend holds), the default on a device backend: a
+//    step's layers then run with x copied in once and out once (HotBlocks::decoder_layers).
+// LlamaModel::hot_path says which.
 #pragma once
 
 #include <functional>

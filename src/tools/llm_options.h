@@ -36,6 +36,7 @@ struct LlmCliOptions {
   std::string backend = std::string(kLlmDefaultBackend);
   int context = 0;
   bool hand_written = false;
+  std::string attention = "auto";
   bool verbose = false;
   llm::GenerateOptions generate;
 };
@@ -65,6 +66,12 @@ inline void add_llm_options(CLI::App& cmd, LlmCliOptions& o) {
       ->check(CLI::NonNegativeNumber);
   cmd.add_flag("--hand-written", o.hand_written,
                "Run every block on the hand-written kernels instead of the superoptimized graphs");
+  cmd.add_option("--attention", o.attention,
+                 "Where RoPE, the KV cache and attention run: on the host's hand-written kernels, "
+                 "as a kernel graph on the backend, or auto (the backend where its memory is not "
+                 "the host's)")
+      ->check(CLI::IsMember({"auto", "host", "backend"}))
+      ->capture_default_str();
   cmd.add_flag("--verbose", o.verbose,
                "Show the superoptimizer's candidates and timings while the blocks are optimized");
 }
@@ -74,6 +81,7 @@ inline llm::Llm open_llm(const LlmCliOptions& o) {
   llm::LlmOptions options{.threads = o.threads, .context_length = o.context};
   options.fused_blocks = !o.hand_written;
   options.backend = create_llm_backend(o.backend, o.threads);
+  if (o.attention != "auto") options.attention_on_backend = o.attention == "backend";
   options.progress = [](const std::string& line) { fmt::print(stderr, "optimizing {}\n", line); };
   if (o.verbose) options.detail = [](const std::string& line) { fmt::print(stderr, "{}\n", line); };
   llm::Llm model = llm::Llm::open(o.model, options);
