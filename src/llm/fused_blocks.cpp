@@ -255,6 +255,14 @@ class FusedBlocks final : public HotBlocks {
     return true;
   }
 
+  void prepare_kv(const KvLayout& layout,
+                  const std::function<void(const std::string&)>& progress) override {
+    if (!attention_on_backend_) return;
+    FusedBlockOptions options;
+    options.progress = progress;
+    stack_for(layout, options);
+  }
+
   void norm_qkv(int layer, const float* x, int n, float* q, float* k, float* v) override {
     const LayerBuffers& l = layers_[static_cast<size_t>(layer)];
     const size_t dq = static_cast<size_t>(c_.n_head) * c_.head_dim;

@@ -267,6 +267,15 @@ KvLayout LlamaModel::own_layout() const {
   return {&cache_, blocks, kBlockRows, blocks};
 }
 
+KvLayout LlamaModel::layout_of(const PagedKvCache& cache) const {
+  return {&cache, cache.total_blocks(), cache.block_rows(), cache.blocks_for(cache_.capacity)};
+}
+
+void LlamaModel::prepare_batch_cache(const PagedKvCache& cache,
+                                     const std::function<void(const std::string&)>& progress) {
+  blocks_->prepare_kv(layout_of(cache), progress);
+}
+
 void LlamaModel::truncate(int position) {
   if (position < 0 || position > position_)
     fail("truncate to {}: the cache holds {} positions", position, position_);
@@ -365,8 +374,7 @@ std::span<const float> LlamaModel::forward_batch(std::span<const BatchEntry> ent
     embed(e.tokens, x_.data() + row * d);
     row += e.tokens.size();
   }
-  const KvLayout layout{&cache, cache.total_blocks(), cache.block_rows(),
-                        cache.blocks_for(cache_.capacity)};
+  const KvLayout layout = layout_of(cache);
   if (!blocks_->decoder_layers(batch_sequences_, rows, layout, x_.data()))
     for (int l = 0; l < c.n_layer; ++l) {
       blocks_->norm_qkv(l, x_.data(), rows, q_.data(), k_.data(), v_.data());

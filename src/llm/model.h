@@ -124,6 +124,12 @@ class HotBlocks {
     (void)sequences, (void)rows, (void)layout, (void)x;
     return false;
   }
+  // Optional: makes ready what decoder_layers needs for `layout` (pools, graphs), with lines
+  // saying what is optimized; otherwise its first step does, silently.
+  virtual void prepare_kv(const KvLayout& layout,
+                          const std::function<void(const std::string&)>& progress) {
+    (void)layout, (void)progress;
+  }
   // q[n][n_head·hd], k/v[n][n_head_kv·hd] = RMSNorm(x)·Wq/Wk/Wv for n rows of x[n][n_embd].
   virtual void norm_qkv(int layer, const float* x, int n, float* q, float* k, float* v) = 0;
   // RoPE on q and k at positions pos0.., k and v appended to the cache, and causal attention
@@ -209,6 +215,10 @@ class LlamaModel {
   // with `logits` set, in order, n_vocab floats each (valid until the next call). Each row's result
   // does not depend on the other rows of the step. Leaves this model's own cache untouched.
   std::span<const float> forward_batch(std::span<const BatchEntry> entries, PagedKvCache& cache);
+  // Where the blocks keep the keys and values on their backend: makes the pools and graphs for
+  // `cache` now (a server's startup), with `progress` lines, rather than at its first step.
+  void prepare_batch_cache(const PagedKvCache& cache,
+                           const std::function<void(const std::string&)>& progress);
 
  private:
   LlamaConfig config_;
@@ -224,6 +234,7 @@ class LlamaModel {
 
   // cache_ as the blocks of one sequence, for blocks that keep the keys and values themselves.
   KvLayout own_layout() const;
+  KvLayout layout_of(const PagedKvCache& cache) const;
   std::vector<int32_t> own_blocks_;
   int position_ = 0;
   std::vector<float> x_, q_, k_, v_, attn_, logits_, all_logits_;

@@ -111,6 +111,7 @@ Scheduler::Scheduler(LlamaModel& model, const Tokenizer& tokenizer, const Schedu
       options.step_prompt_tokens_decoding < 1)
     fail("prefill chunk {} and step prompt tokens {} (while decoding {}) must be at least 1",
          options.prefill_chunk, options.step_prompt_tokens, options.step_prompt_tokens_decoding);
+  model_.prepare_batch_cache(cache_, options.progress);
   running_.reserve(static_cast<size_t>(options.max_batch));
   entries_.reserve(static_cast<size_t>(options.max_batch) * 2);
   update_counters();

@@ -74,6 +74,8 @@ struct SchedulerOptions {
   // full budget of new prompts would stall every stream for several (its ITL p99).
   int step_prompt_tokens_decoding = 32;
   bool prefix_caching = true;  // reuse the cached blocks of a prompt prefix (paged_kv.h)
+  // Lines saying what is optimized for the pool (LlamaModel::prepare_batch_cache); may be empty.
+  std::function<void(const std::string&)> progress = {};
 };
 
 // The scheduler's counters, readable from any thread.

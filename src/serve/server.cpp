@@ -67,9 +67,10 @@ struct Server::Impl {
                                                     .fused_blocks = o.fused_blocks,
                                                     .backend = o.backend,
                                                     .progress = o.progress})),
-        scheduler(
-            llm.model(), llm.tokenizer(),
-            llm::SchedulerOptions{.kv_memory_bytes = o.kv_memory_bytes, .max_batch = o.max_batch}),
+        scheduler(llm.model(), llm.tokenizer(),
+                  llm::SchedulerOptions{.kv_memory_bytes = o.kv_memory_bytes,
+                                        .max_batch = o.max_batch,
+                                        .progress = o.progress}),
         model_name(std::filesystem::path(o.model).filename().string()) {
     if (o.max_queue < 1) fail("max queue {} must be at least 1", o.max_queue);
     if (o.port < 0 || o.port > 65535) fail("port {} is out of range", o.port);

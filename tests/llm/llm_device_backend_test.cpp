@@ -4,6 +4,7 @@
 // backend's buffers once, at load; per step only the activations copied; the logits those of the
 // reference; and a model the backend cannot run refused with the reason, never handed to the
 // host's kernels.
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -300,6 +301,10 @@ TEST_F(DeviceBackend, AttentionOnTheBackendCopiesXOnceAStepAndTheLogitsHold) {
   ASSERT_TRUE(paged.allocate(paged.blocks_for(int(prompt.size())), blocks_a));
   const std::span<const TokenId> half = prompt.first(prompt.size() / 2);
   const std::vector<BatchEntry> batch = {{prompt, 0, blocks_a, true}, {half, 0, blocks_b, true}};
+  progress.clear();
+  model.prepare_batch_cache(paged, [&](const std::string& line) { progress.push_back(line); });
+  ASSERT_EQ(progress.size(), 4u);  // the attention graph per bucket, for the pool's blocks
+  EXPECT_THAT(progress[0], HasSubstr(fmt::format("{} KV blocks", paged.total_blocks())));
   const std::span<const float> rows = model.forward_batch(batch, paged);
   ASSERT_EQ(rows.size(), 2 * size_t(c.n_vocab));
   double to_alone = 0;
