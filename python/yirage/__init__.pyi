@@ -134,7 +134,9 @@ class LLM:
         threads: int = 2,
         context_length: int = 0,
         fused_blocks: bool = True,
+        backend: str = "cpu",
         progress: Optional[Callable[[str], Any]] = None,
+        attention: str = "auto",
     ) -> None: ...
     @property
     def hot_path(self) -> str: ...

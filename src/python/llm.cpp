@@ -83,13 +83,17 @@ void bind_llm(nb::module_& m) {
   cls.def(
       "__init__",
       [](llm::Llm* self, const std::string& path, int threads, int context_length,
-         bool fused_blocks, const std::string& backend_name, nb::handle progress) {
+         bool fused_blocks, const std::string& backend_name, nb::handle progress,
+         const std::string& attention) {
         if (!progress.is_none() && !PyCallable_Check(progress.ptr()))
           fail("LLM: progress must be a callable taking a str, or None");
+        if (attention != "auto" && attention != "host" && attention != "backend")
+          fail("LLM: attention \"{}\" is not one of auto, host, backend", attention);
         llm::LlmOptions options;
         options.threads = threads;
         options.context_length = context_length;
         options.fused_blocks = fused_blocks;
+        if (attention != "auto") options.attention_on_backend = attention == "backend";
         options.backend = backend::create_backend(
             backend_name == "auto" ? backend::default_backend_name() : backend_name,
             {.threads = threads});
@@ -112,14 +116,17 @@ void bind_llm(nb::module_& m) {
         }
       },
       "path"_a, "threads"_a = 2, "context_length"_a = 0, "fused_blocks"_a = true,
-      "backend"_a = "cpu", "progress"_a = nb::none(),
+      "backend"_a = "cpu", "progress"_a = nb::none(), "attention"_a = "auto",
       "Opens the GGUF model at path. threads: worker threads; context_length: tokens the KV\n"
       "cache holds (0: the model's training context, capped at 4096). Errors name the file.\n"
       "fused_blocks: run the hot blocks as superoptimized kernel graphs where the weights\n"
       "allow (the first load on a machine optimizes them, later loads find them in the\n"
       "tuning cache); backend: where they run, a name from get_available_backends() or\n"
       "\"auto\" (an unavailable one is an error with the reason; the default, cpu, is the one\n"
-      "compared with llama.cpp); progress, when given, is called with one line per block graph.");
+      "compared with llama.cpp); progress, when given, is called with one line per block graph;\n"
+      "attention: where RoPE, the KV cache and attention run, \"host\" (the hand-written\n"
+      "kernels), \"backend\" (a kernel graph there) or \"auto\" (the backend where its memory\n"
+      "is not the host's).");
   cls.def_prop_ro(
       "hot_path", [](llm::Llm& model) { return model.model().hot_path(); },
       "Where the hot blocks run: the fused kernel graphs, or the hand-written kernels and why.");

@@ -70,6 +70,14 @@ def test_the_backend_is_chosen_by_name_and_an_unavailable_one_is_an_error(model_
     assert yr.LLM(model_path, backend="cpu").hot_path == "fused kernel graphs on the cpu backend"
 
 
+def test_attention_runs_as_a_graph_on_the_backend_when_asked(model_path):
+    with pytest.raises(yr.Error, match='attention "gpu" is not one of auto, host, backend'):
+        yr.LLM(model_path, attention="gpu")
+    graph = yr.LLM(model_path, threads=2, context_length=64, attention="backend")
+    assert graph.hot_path == "fused kernel graphs on the cpu backend, attention on the backend"
+    assert "Paris" in graph.generate("The capital of France is", max_tokens=8)
+
+
 def test_fused_blocks_report_progress_and_can_be_turned_off(model_path):
     lines = []
     fused = yr.LLM(model_path, threads=2, progress=lines.append)
