@@ -123,7 +123,9 @@ void make_paged_attention_indices_valid(const KernelGraph& graph, std::vector<Ho
     for (int64_t r = 0; r < rows; ++r) {
       // Row r stores to token (r / blocks) of block r mod blocks: distinct for every row the
       // pool can hold. That block is entry j of its table, the others follow it round the pool.
-      const int64_t j = 7 * r % max_blocks;
+      // Contexts of up to 8 blocks: long enough to cross blocks, short enough that the float
+      // check's reference (in double) stays quick at a model's pool sizes.
+      const int64_t j = 7 * r % std::min<int64_t>(max_blocks, 8);
       for (int64_t i = 0; i < max_blocks; ++i)
         table->set_i32(r * max_blocks + i, int32_t(((r + i - j) % blocks + blocks) % blocks));
       positions->set_i32(r, r < blocks * tokens ? int32_t(j * tokens + r / blocks % tokens) : -1);

@@ -79,7 +79,7 @@ TEST(CudaLlmEngine, GreedyTokensAgreeWithTheCpuEnginesUpToANearTie) {
   Engines e = engines_or_skip();
   if (!e.cuda) GTEST_SKIP() << "no CUDA device or no SmolLM2 file";
   EXPECT_EQ(e.cuda->model().hot_path(),
-            "fused kernel graphs on the cuda backend, attention on the host");
+            "fused kernel graphs on the cuda backend, attention on the backend");
   GenerateOptions greedy;
   greedy.max_tokens = 32;
   greedy.stop_at_end_of_generation = false;

@@ -144,6 +144,8 @@ KernelLaunch attend(const ir::Node& node, const Shape& s, const std::vector<int>
     acc[i] = 0.0f;
   }}
   float top = -INFINITY, total = 0.0f;
+  // Unrolled so that the loads of the next keys are in flight while one key's sum reduces.
+#pragma unroll 4
   for (int j = warp; j <= p; j += WARPS) {{
     const long long at =
         ((long long)table[r * {mb}ll + j / {bt}] * 2 * {kvh} + g) * {bt}ll + j % {bt};
