@@ -72,7 +72,7 @@ TEST(CudaLlmCompile, EmbeddingAndRopeInBothConventionsLowerAndCompile) {
 }
 
 // paged_attention at each model's heads, for one row and for 64: the pool copy, the appends and
-// the attention.
+// the attention, split over keys with a combine where one row's heads are too few for the GPU.
 TEST(CudaLlmCompile, PagedAttentionLowersAndCompiles) {
   std::set<std::string> seen;
   for (const cuda_llm::ModelShape& m : cuda_llm::model_shapes())
@@ -85,8 +85,9 @@ TEST(CudaLlmCompile, PagedAttentionLowersAndCompiles) {
                                            32,
                                            std::vector<int32_t>(rows, 0),
                                            std::vector<std::vector<int32_t>>(rows)};
+      // One row of few heads splits the keys: a combine follows the attention.
       EXPECT_EQ(compile_all(paged_attention_cases::graph_of(b), m.name, seen, {"paged_attention"}),
-                3)
+                rows == 1 ? 4 : 3)
           << m.name << ", " << rows << " rows";
     }
 }

@@ -478,7 +478,9 @@ Program lower(const ir::KernelGraph& graph, const CodegenOptions& options) {
       program.kernels.push_back(
           detail::lower_fused(*fused->body, node.name, in, out, options, std::move(strides)));
     } else {
-      for (KernelLaunch& k : detail::lower_op(graph, node, in, out, options))
+      const size_t extra = detail::op_scratch_bytes(graph, node);
+      const int scratch_slot = extra > 0 ? add_slot(SlotKind::scratch, scratch++, extra) : -1;
+      for (KernelLaunch& k : detail::lower_op(graph, node, in, out, options, scratch_slot))
         program.kernels.push_back(std::move(k));
     }
   }

@@ -104,27 +104,74 @@ KernelLaunch append(const ir::Node& node, const Shape& s, const std::vector<int>
   return kl;
 }
 
-KernelLaunch attend(const ir::Node& node, const Shape& s, const std::vector<int>& in, int out,
+// Splits of the keys: as many as keep twice the H200's or H100's 132 multiprocessors busy when
+// a step has few rows and heads (decode of one sequence), at most 16 and each reaching at least 64
+// of the table's positions. One split writes the output itself; more write partial results to
+// scratch, which combine() merges.
+int64_t key_splits(const Shape& s) {
+  const int64_t blocks = std::max<int64_t>(s.rows * s.heads, 1),
+                limit = s.max_blocks * s.block_tokens;
+  return std::clamp<int64_t>(264 / blocks, 1, std::clamp<int64_t>((limit + 63) / 64, 1, 16));
+}
+
+// A split's partial result: its running max, its sum of exps, and its D weighted values.
+int64_t partial_floats(const Shape& s) {
+  return s.d + 2;
+}
+
+KernelLaunch attend(const ir::Node& node, const Shape& s, const std::vector<int>& in, int result,
                     int pool) {
+  const int64_t splits = key_splits(s), limit = s.max_blocks * s.block_tokens;
   KernelLaunch kl;
   kl.what = what_of(node);
   kl.name = kernel_name(node, "_attend");
-  kl.args = {in[0], pool, in[4], in[5], out};
+  kl.args = {in[0], pool, in[4], in[5], result};
   kl.threads = 32 * kAttentionWarps;
   if (s.heads > 0x7fffffff || s.rows > 65535)
     fail("cuda: {}: {} rows of {} heads exceed the grid", kl.what, s.rows, s.heads);
-  kl.grid = {unsigned(s.heads), unsigned(s.rows), 1};
+  kl.grid = {unsigned(s.heads), unsigned(s.rows), unsigned(splits)};
   const int64_t per_lane = (s.d + 31) / 32;
-  kl.source =
-      prelude() +
-      entry(kl.name, int(kl.threads),
-            "const float* __restrict__ q, const yr_half* __restrict__ pool, const int* "
-            "__restrict__ table, const int* __restrict__ positions, float* __restrict__ out") +
-      fmt::format(R"(  constexpr int WARPS = {warps}, E = {per_lane};
+  // One split normalizes and stores the row's output; several store their partials.
+  const std::string store =
+      splits == 1
+          ? R"(  float* y = out + ((long long)r * {heads} + h) * {d}ll;
+  for (int e = threadIdx.x; e < {d}; e += 32 * WARPS) {{
+    float a = 0.0f;
+    for (int w = 0; w < WARPS; ++w)
+      if (tops[w] != -INFINITY) a += accs[w][e] * expf(tops[w] - all);
+    y[e] = a / sum;
+  }}
+)"
+          : R"(  float* part = out + (((long long)r * {heads} + h) * {splits} + blockIdx.z) * {floats}ll;
+  if (threadIdx.x == 0) {{
+    part[0] = all;
+    part[1] = sum;
+  }}
+  for (int e = threadIdx.x; e < {d}; e += 32 * WARPS) {{
+    float a = 0.0f;
+    for (int w = 0; w < WARPS; ++w)
+      if (tops[w] != -INFINITY) a += accs[w][e] * expf(tops[w] - all);
+    part[2 + e] = a;
+  }}
+)";
+  // A bad row's output is NaN, a padding row's 0; with splits, its partials say so (a NaN sum,
+  // an empty split) and combine() writes them.
+  const std::string skip =
+      splits == 1
+          ? R"(    float* y = out + ((long long)r * {heads} + h) * {d}ll;
+    for (int e = threadIdx.x; e < {d}; e += 32 * WARPS)
+      y[e] = bad ? __int_as_float(0x7fc00000) : 0.0f;
+)"
+          : R"(    float* part = out + (((long long)r * {heads} + h) * {splits} + blockIdx.z) * {floats}ll;
+    if (threadIdx.x == 0) {{
+      part[0] = -INFINITY;
+      part[1] = bad ? __int_as_float(0x7fc00000) : 0.0f;
+    }}
+)";
+  const std::string body = R"(  constexpr int WARPS = {warps}, E = {per_lane};
   const int h = blockIdx.x, r = blockIdx.y, g = h / {group};
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int p = positions[r];
-  float* y = out + ((long long)r * {heads} + h) * {d}ll;
   bool bad = p < -1 || p >= {limit};
   for (int j = threadIdx.x; !bad && p >= 0 && j <= p / {bt}; j += 32 * WARPS) {{
     const int b = table[r * {mb}ll + j];
@@ -132,9 +179,7 @@ KernelLaunch attend(const ir::Node& node, const Shape& s, const std::vector<int>
   }}
   bad = __syncthreads_or(bad);
   if (bad || p < 0) {{
-    for (int e = threadIdx.x; e < {d}; e += 32 * WARPS)
-      y[e] = bad ? __int_as_float(0x7fc00000) : 0.0f;
-    return;
+)" + skip + R"(    return;
   }}
   const float* qr = q + ((long long)r * {heads} + h) * {d}ll;
   float qv[E], acc[E];
@@ -144,9 +189,10 @@ KernelLaunch attend(const ir::Node& node, const Shape& s, const std::vector<int>
     acc[i] = 0.0f;
   }}
   float top = -INFINITY, total = 0.0f;
+  const int last = min(p, int(blockIdx.z + 1) * {chunk} - 1);
   // Unrolled so that the loads of the next keys are in flight while one key's sum reduces.
 #pragma unroll 4
-  for (int j = warp; j <= p; j += WARPS) {{
+  for (int j = int(blockIdx.z) * {chunk} + warp; j <= last; j += WARPS) {{
     const long long at =
         ((long long)table[r * {mb}ll + j / {bt}] * 2 * {kvh} + g) * {bt}ll + j % {bt};
     const yr_half* kj = pool + at * {d}ll;
@@ -178,36 +224,95 @@ KernelLaunch attend(const ir::Node& node, const Shape& s, const std::vector<int>
   float all = -INFINITY;
   for (int w = 0; w < WARPS; ++w) all = fmaxf(all, tops[w]);
   float sum = 0.0f;
-  for (int w = 0; w < WARPS; ++w) sum += tops[w] == -INFINITY ? 0.0f : totals[w] * expf(tops[w] - all);
-  for (int e = threadIdx.x; e < {d}; e += 32 * WARPS) {{
+  for (int w = 0; w < WARPS; ++w)
+    if (tops[w] != -INFINITY) sum += totals[w] * expf(tops[w] - all);
+)" + store + "}}\n";
+  kl.source = prelude() +
+              entry(kl.name, int(kl.threads),
+                    "const float* __restrict__ q, const yr_half* __restrict__ pool, const int* "
+                    "__restrict__ table, const int* __restrict__ positions, float* __restrict__ "
+                    "out") +
+              fmt::format(fmt::runtime(body), fmt::arg("warps", kAttentionWarps),
+                          fmt::arg("per_lane", per_lane), fmt::arg("group", s.heads / s.kv_heads),
+                          fmt::arg("heads", s.heads), fmt::arg("d", s.d), fmt::arg("limit", limit),
+                          fmt::arg("bt", s.block_tokens), fmt::arg("mb", s.max_blocks),
+                          fmt::arg("blocks", s.blocks), fmt::arg("kvh", s.kv_heads),
+                          fmt::arg("splits", splits), fmt::arg("floats", partial_floats(s)),
+                          fmt::arg("chunk", (limit + splits - 1) / splits),
+                          fmt::arg("scale", 1.0 / std::sqrt(double(s.d))));
+  kl.waits_on_prior_grids = true;
+  return kl;
+}
+
+// The splits' partials merged into the output: a block per (head, row), a thread per element.
+KernelLaunch combine(const ir::Node& node, const Shape& s, int partials, int positions, int out) {
+  const int64_t splits = key_splits(s);
+  KernelLaunch kl;
+  kl.what = what_of(node);
+  kl.name = kernel_name(node, "_combine");
+  kl.args = {partials, positions, out};
+  kl.threads = 128;
+  kl.grid = {unsigned(s.heads), unsigned(s.rows), 1};
+  kl.source = prelude() +
+              entry(kl.name, int(kl.threads),
+                    "const float* __restrict__ partials, const int* __restrict__ positions, float* "
+                    "__restrict__ out") +
+              fmt::format(R"(  const int h = blockIdx.x, r = blockIdx.y;
+  float* y = out + ((long long)r * {heads} + h) * {d}ll;
+  const float* part = partials + ((long long)r * {heads} + h) * {splits} * {floats}ll;
+  if (positions[r] == -1) {{
+    for (int e = threadIdx.x; e < {d}; e += 128) y[e] = 0.0f;
+    return;
+  }}
+  float all = -INFINITY;
+  for (int s = 0; s < {splits}; ++s) all = fmaxf(all, part[s * {floats}ll]);
+  float sum = 0.0f;
+  for (int s = 0; s < {splits}; ++s) {{
+    const float m = part[s * {floats}ll], l = part[s * {floats}ll + 1];
+    sum += isnan(l) ? l : (m == -INFINITY ? 0.0f : l * expf(m - all));
+  }}
+  for (int e = threadIdx.x; e < {d}; e += 128) {{
     float a = 0.0f;
-    for (int w = 0; w < WARPS; ++w)
-      if (tops[w] != -INFINITY) a += accs[w][e] * expf(tops[w] - all);
+    for (int s = 0; s < {splits}; ++s) {{
+      const float m = part[s * {floats}ll];
+      if (m != -INFINITY) a += part[s * {floats}ll + 2 + e] * expf(m - all);
+    }}
     y[e] = a / sum;
   }}
 }}
 )",
-                  fmt::arg("warps", kAttentionWarps), fmt::arg("per_lane", per_lane),
-                  fmt::arg("group", s.heads / s.kv_heads), fmt::arg("heads", s.heads),
-                  fmt::arg("d", s.d), fmt::arg("limit", s.max_blocks * s.block_tokens),
-                  fmt::arg("bt", s.block_tokens), fmt::arg("mb", s.max_blocks),
-                  fmt::arg("blocks", s.blocks), fmt::arg("kvh", s.kv_heads),
-                  fmt::arg("scale", 1.0 / std::sqrt(double(s.d))));
+                          fmt::arg("heads", s.heads), fmt::arg("d", s.d),
+                          fmt::arg("splits", splits), fmt::arg("floats", partial_floats(s)));
   kl.waits_on_prior_grids = true;
   return kl;
 }
 
 }  // namespace
 
+size_t paged_attention_scratch_bytes(const ir::KernelGraph& graph, const ir::Node& node,
+                                     const ir::PagedAttentionOp& op) {
+  const Shape s = shape_of(graph, node, op);
+  const int64_t splits = key_splits(s);
+  return splits == 1 ? 0 : size_t(s.rows * s.heads * splits * partial_floats(s)) * sizeof(float);
+}
+
 std::vector<KernelLaunch> paged_attention_kernels(const ir::KernelGraph& graph,
                                                   const ir::Node& node,
                                                   const ir::PagedAttentionOp& op,
                                                   const std::vector<int>& in,
-                                                  const std::vector<int>& out) {
+                                                  const std::vector<int>& out, int scratch) {
   const Shape s = shape_of(graph, node, op);
   const int64_t pool_bytes = ir::num_elements(node.outputs[1].dims) * 2;
-  return {copy_pool(node, in[3], out[1], pool_bytes), append(node, s, in, out[1]),
-          attend(node, s, in, out[0], out[1])};
+  std::vector<KernelLaunch> launches{copy_pool(node, in[3], out[1], pool_bytes),
+                                     append(node, s, in, out[1])};
+  if (key_splits(s) == 1) {
+    launches.push_back(attend(node, s, in, out[0], out[1]));
+    return launches;
+  }
+  if (scratch < 0) fail("cuda: {}: its split attention needs scratch memory", what_of(node));
+  launches.push_back(attend(node, s, in, scratch, out[1]));
+  launches.push_back(combine(node, s, scratch, in[5], out[0]));
+  return launches;
 }
 
 }  // namespace yirage::backend::cuda::detail

@@ -505,9 +505,15 @@ std::optional<LibraryGemm> library_gemm(const ir::KernelGraph& graph, const ir::
   return g;
 }
 
+size_t op_scratch_bytes(const ir::KernelGraph& graph, const ir::Node& node) {
+  if (const auto* op = std::get_if<ir::PagedAttentionOp>(&node.op))
+    return paged_attention_scratch_bytes(graph, node, *op);
+  return 0;
+}
+
 std::vector<KernelLaunch> lower_op(const ir::KernelGraph& graph, const ir::Node& node,
                                    const std::vector<int>& in, const std::vector<int>& out,
-                                   const CodegenOptions& options) {
+                                   const CodegenOptions& options, int scratch_slot) {
   auto unsupported = [&]() -> std::vector<KernelLaunch> {
     fail("cuda: cannot lower node '{}': op '{}' has no CUDA kernel yet", node.name,
          ir::op_name(node.op));
@@ -574,7 +580,7 @@ std::vector<KernelLaunch> lower_op(const ir::KernelGraph& graph, const ir::Node&
             return {quant_matmul_kernel(graph, node, op, in, out, options)};
           },
           [&](const ir::PagedAttentionOp& op) -> std::vector<KernelLaunch> {
-            return paged_attention_kernels(graph, node, op, in, out);
+            return paged_attention_kernels(graph, node, op, in, out, scratch_slot);
           },
           [&](const ir::FusedOp&) { return unsupported(); },
       },

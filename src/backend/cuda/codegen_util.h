@@ -36,7 +36,7 @@ std::string identifier(const std::string& text);
 std::vector<KernelLaunch> lower_op(const ir::KernelGraph& graph, const ir::Node& node,
                                    const std::vector<int>& input_slots,
                                    const std::vector<int>& output_slots,
-                                   const CodegenOptions& options);
+                                   const CodegenOptions& options, int scratch_slot = -1);
 // The cuBLAS form of a kernel-level matmul node, or nothing when it is not a matmul or its batch
 // dims broadcast in a way one stride per operand cannot express.
 std::optional<LibraryGemm> library_gemm(const ir::KernelGraph& graph, const ir::Node& node);
@@ -57,11 +57,16 @@ KernelLaunch rope_kernel(const ir::KernelGraph& graph, const ir::Node& node, con
 
 // Attention over a paged KV pool (codegen_attention.cpp): the pool copied where its input and
 // output are two buffers, the appends, then the attention.
-std::vector<KernelLaunch> paged_attention_kernels(const ir::KernelGraph& graph,
-                                                  const ir::Node& node,
-                                                  const ir::PagedAttentionOp& op,
-                                                  const std::vector<int>& input_slots,
-                                                  const std::vector<int>& output_slots);
+// `scratch` is a slot of paged_attention_scratch_bytes() (-1 when that is 0): the partial results
+// of the attention split over keys, when a step has too few rows and heads to fill the device.
+std::vector<KernelLaunch> paged_attention_kernels(
+    const ir::KernelGraph& graph, const ir::Node& node, const ir::PagedAttentionOp& op,
+    const std::vector<int>& input_slots, const std::vector<int>& output_slots, int scratch);
+size_t paged_attention_scratch_bytes(const ir::KernelGraph& graph, const ir::Node& node,
+                                     const ir::PagedAttentionOp& op);
+
+// Bytes of scratch memory a kernel-level node's launches need besides its outputs (0 for most).
+size_t op_scratch_bytes(const ir::KernelGraph& graph, const ir::Node& node);
 
 // The generated kernels' names ("yr_" and the node's name as an identifier, then `suffix`), the
 // node as messages name it, and a kernel's opening line up to its first act,
