@@ -438,8 +438,12 @@ class FusedBlocks final : public HotBlocks {
         rope(size_t(capacity), 0);
     for (size_t r = 0; r < rows.size(); ++r) {
       const auto [sequence, position] = rows[r];
+      const size_t used = size_t(position / block_rows + 1);
+      if (used > max_blocks)
+        fail("decoder_layers: position {} needs {} blocks of {}; a sequence holds at most {}",
+             position, used, block_rows, max_blocks);
       positions[r] = rope[r] = position;
-      std::copy_n(sequence->blocks, position / block_rows + 1, table.begin() + r * max_blocks);
+      std::copy_n(sequence->blocks, used, table.begin() + ptrdiff_t(r * max_blocks));
     }
     std::vector<float> staged(size_t(capacity) * c_.n_embd, 0.0f);
     std::copy_n(x, rows.size() * c_.n_embd, staged.begin());
