@@ -54,7 +54,9 @@ KernelLaunch copy_pool(const ir::Node& node, int from, int to, int64_t bytes) {
   // 16-byte words where the size allows (a pool's rows are D halves, D even), else 2-byte ones.
   const bool wide = bytes % 16 == 0;
   const int64_t words = bytes / (wide ? 16 : 2);
-  kl.grid = {grid_for(words, kCopyThreads), 1, 1};
+  // Two blocks a multiprocessor copy at full bandwidth; more would only make the aliased
+  // launch's empty grid longer (4096 blocks took 4 µs on an H200, 32 times a token).
+  kl.grid = {unsigned(std::min<int64_t>(grid_for(words, kCopyThreads), 264)), 1, 1};
   kl.source = prelude() +
               entry(kl.name, kCopyThreads,
                     fmt::format("const {0}* __restrict__ from, {0}* __restrict__ to",
