@@ -145,7 +145,9 @@ struct QuantMatmulOp {
 // √D) · v in the safe form. Rows of one sequence in one step (a prompt's chunk) share a table and
 // see each other's appends. A row with position -1 is padding: it stores nothing and its output
 // is 0. A table entry outside the pool, a position past the table, or two rows storing to one
-// slot is an error in the reference executor; backends leave such rows' pool slots alone.
+// slot is an error in the reference executor and the cpu backend; the cuda backend, which cannot
+// raise one, gives the rows with a bad entry or position NaN outputs and stores nothing for them
+// (two rows storing to one slot it does not detect).
 //
 // The pool output is meant to be bound to the pool input's buffer (Node aliasing is the caller's:
 // backends that see two buffers copy the pool first). A kernel-level op: the search keeps it as

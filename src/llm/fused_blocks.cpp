@@ -388,13 +388,11 @@ class FusedBlocks final : public HotBlocks {
   // `options`' progress lines when the caller gives them (at load), silently otherwise.
   LayerStack& stack_for(const KvLayout& layout, const FusedBlockOptions& options = {}) {
     std::unique_ptr<LayerStack>& stack = stacks_[layout.owner];
-    if (stack) {
-      if (stack->layout.blocks != layout.blocks || stack->layout.block_rows != layout.block_rows ||
-          stack->layout.max_blocks != layout.max_blocks)
-        fail("decoder_layers: a KV cache changed its layout ({} -> {} blocks of {} positions)",
-             stack->layout.blocks, layout.blocks, layout.block_rows);
+    // Another cache at the address of one that is gone, of another size, gets its own stack.
+    if (stack && stack->layout.blocks == layout.blocks &&
+        stack->layout.block_rows == layout.block_rows &&
+        stack->layout.max_blocks == layout.max_blocks)
       return *stack;
-    }
     stack = std::make_unique<LayerStack>();
     stack->layout = layout;
     FusedBlockOptions o = options;
