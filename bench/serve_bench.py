@@ -245,7 +245,9 @@ class Server:
 def yirage_command(args, port):
     command = [args.yirage, "serve", "--model", args.model, "--host", "127.0.0.1", "--port",
                str(port), "--threads", str(args.threads), "--max-batch", str(max(args.streams)),
-               "--context", str(args.context)]
+               "--context", str(args.context), "--backend", args.backend]
+    if args.kv_memory is not None:
+        command += ["--kv-memory", str(args.kv_memory)]
     return command + (["--hand-written"] if args.hand_written else [])
 
 
@@ -370,7 +372,9 @@ def parse_args(argv=None):
         epilog=f"llama-server: {BUILD_HINT} (llama.cpp as llama-cpp-python's sdist vendors it).")
     parser.add_argument("--yirage", type=executable, default="build/release/yirage",
                         help="the yirage binary, built with the server (default %(default)s)")
-    parser.add_argument("--model", required=True, help="the GGUF file both servers load")
+    parser.add_argument("--model", required=True,
+                        help="the GGUF file both servers load; without --llama-server also a "
+                             "Hugging Face directory")
     parser.add_argument("--llama-server", type=executable, metavar="PATH",
                         help=f"llama.cpp's server binary; {BUILD_HINT}. Without it, yirage alone")
     parser.add_argument("--streams", type=positive_int, nargs="+", default=[1, 4, 16, 64],
@@ -387,11 +391,18 @@ def parse_args(argv=None):
                         help="repeats of every measurement (default %(default)s)")
     parser.add_argument("--timeout", type=positive_int, default=600,
                         help="seconds one request may take before it counts as failed")
+    parser.add_argument("--backend", default="cpu",
+                        help="yirage serve's --backend (default %(default)s; cuda on a GPU)")
+    parser.add_argument("--kv-memory", type=positive_int, metavar="MIB",
+                        help="yirage serve's --kv-memory (default: the server's)")
     parser.add_argument("--hand-written", action="store_true",
                         help="yirage on its hand-written kernels instead of the fused graphs")
     parser.add_argument("--out", help="also write the report to this file")
     args = parser.parse_args(argv)
-    if not os.path.isfile(args.model):
+    if os.path.isdir(args.model):
+        if args.llama_server:
+            parser.error(f"--model {args.model} is a directory; llama-server reads GGUF files")
+    elif not os.path.isfile(args.model):
         parser.error(f"--model {args.model}: no such file")
     if args.context <= 8 + args.max_tokens:
         parser.error(f"--context {args.context} leaves no room for a prompt and --max-tokens "
@@ -411,7 +422,7 @@ def main(argv=None):
     out(f"# {shlex.join(['python3'] + sys.argv)}")
     out(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {machine()}; load average at "
         f"start {load_average()}")
-    out(f"# model {os.path.basename(args.model)}; {args.threads} threads each; streams "
+    out(f"# model {os.path.basename(os.path.normpath(args.model))}; {args.threads} threads each; streams "
         f"{args.streams}, {args.requests_per_stream} requests per stream, greedy, max_tokens "
         f"{args.max_tokens}; {args.runs} runs, median [min-max]")
     out(f"# ours: {shlex.join(yirage_command(args, 0)).replace('--port 0', '--port P')}")

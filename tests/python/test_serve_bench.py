@@ -64,6 +64,24 @@ def test_bad_arguments_end_with_one_line_naming_them(sb, yirage_bin, model_file,
     assert message in capsys.readouterr().err
 
 
+def test_backend_and_kv_memory_reach_yirage_serve(sb, yirage_bin, model_file):
+    ours = sb.yirage_command(sb.parse_args(["--yirage", yirage_bin, "--model", model_file]), 1)
+    assert ours[ours.index("--backend") + 1] == "cpu" and "--kv-memory" not in ours
+    args = sb.parse_args(["--yirage", yirage_bin, "--model", model_file, "--backend", "cuda",
+                          "--kv-memory", "4096"])
+    ours = sb.yirage_command(args, 1)
+    assert ours[ours.index("--backend") + 1] == "cuda"
+    assert ours[ours.index("--kv-memory") + 1] == "4096"
+
+
+def test_a_model_directory_is_for_yirage_alone(sb, yirage_bin, tmp_path, capsys):
+    assert sb.parse_args(["--yirage", yirage_bin, "--model", str(tmp_path)]).model == str(tmp_path)
+    with pytest.raises(SystemExit):
+        sb.parse_args(["--yirage", yirage_bin, "--model", str(tmp_path), "--llama-server",
+                       yirage_bin])
+    assert "is a directory; llama-server reads GGUF files" in capsys.readouterr().err
+
+
 def test_missing_model_is_named(sb, yirage_bin, capsys):
     with pytest.raises(SystemExit):
         sb.parse_args(["--yirage", yirage_bin, "--model", "/no/model.gguf"])
