@@ -99,12 +99,6 @@ ir::KernelGraph lm_head_graph(const LlamaConfig& c, const LlamaWeights& w) {
   return g;
 }
 
-// One layer's keys and values in a pool: a tensor of the attention graph's pool type.
-size_t pool_bytes(const LlamaConfig& c, const KvLayout& layout) {
-  return size_t(layout.blocks) * 2 * size_t(c.n_head_kv) * size_t(layout.block_rows) *
-         size_t(c.head_dim) * 2;
-}
-
 std::span<const std::byte> bytes_of(const void* data, size_t bytes) {
   return {static_cast<const std::byte*>(data), bytes};
 }
@@ -240,7 +234,8 @@ class FusedBlocks final : public HotBlocks {
                       float* x) override {
     if (!attention_on_backend_) return false;
     LayerStack& stack = stack_for(layout);
-    std::vector<std::pair<const SequenceRows*, int>> row_of;  // each row's sequence and position
+    std::vector<std::pair<const SequenceRows*, int>>& row_of = row_of_;
+    row_of.clear();
     for (const SequenceRows& s : sequences)
       for (int i = 0; i < s.rows; ++i) row_of.emplace_back(&s, s.pos0 + i);
     if (static_cast<int>(row_of.size()) != rows)
@@ -344,10 +339,10 @@ class FusedBlocks final : public HotBlocks {
       for (; n - row >= kRowBuckets[b]; row += kRowBuckets[b]) run(b, row, kRowBuckets[b]);
   }
 
+  // A launch whose outputs the host reads back (ActivationBuffers) as soon as it ends.
   void launch(backend::Module& module, std::initializer_list<backend::Buffer*> inputs,
               std::initializer_list<backend::Buffer*> outputs) {
-    const std::vector<backend::Buffer*> in(inputs), out(outputs);
-    module.launch(in, out);
+    run(module, inputs, outputs);
     activations_.finish();
   }
 
@@ -376,6 +371,9 @@ class FusedBlocks final : public HotBlocks {
   // and per bucket the activations, which stay on the backend between launches.
   struct Activations {
     std::unique_ptr<backend::Buffer> x, x_next, q, k, v, attention, table, positions, rope;
+    // Their host sides, kept so that a step allocates nothing.
+    std::vector<int32_t> host_table, host_positions, host_rope;
+    std::vector<float> host_x;
   };
   struct LayerStack {
     KvLayout layout;
@@ -417,7 +415,11 @@ class FusedBlocks final : public HotBlocks {
       a.rope = backend_.allocate(rows * sizeof(int32_t));
     }
     // Zeroed, so that a block is finite before its first append (nothing reads it before).
-    const std::vector<std::byte> zeros(pool_bytes(c_, layout));
+    // One layer's pool is the attention graph's input 3 (q, k, v, pool, ...), whatever its rows.
+    const ir::KernelGraph one_row = attention_graph(c_, 1, layout);
+    const ir::TensorType& pool = one_row.type(one_row.inputs()[3]);
+    const std::vector<std::byte> zeros(size_t(ir::num_elements(pool.dims)) *
+                                       ir::dtype_size(pool.dtype));
     for (int l = 0; l < c_.n_layer; ++l) {
       stack->pools.push_back(backend_.allocate(zeros.size()));
       stack->pools.back()->write(zeros);
@@ -432,8 +434,10 @@ class FusedBlocks final : public HotBlocks {
     Activations& a = stack.buffers[bucket];
     const size_t max_blocks = size_t(stack.layout.max_blocks);
     const int block_rows = stack.layout.block_rows;
-    std::vector<int32_t> table(size_t(capacity) * max_blocks, 0), positions(size_t(capacity), -1),
-        rope(size_t(capacity), 0);
+    std::vector<int32_t>&table = a.host_table, &positions = a.host_positions, &rope = a.host_rope;
+    table.assign(size_t(capacity) * max_blocks, 0);
+    positions.assign(size_t(capacity), -1);
+    rope.assign(size_t(capacity), 0);
     for (size_t r = 0; r < rows.size(); ++r) {
       const auto [sequence, position] = rows[r];
       const size_t used = size_t(position / block_rows + 1);
@@ -443,7 +447,8 @@ class FusedBlocks final : public HotBlocks {
       positions[r] = rope[r] = position;
       std::copy_n(sequence->blocks, used, table.begin() + ptrdiff_t(r * max_blocks));
     }
-    std::vector<float> staged(size_t(capacity) * c_.n_embd, 0.0f);
+    std::vector<float>& staged = a.host_x;
+    staged.assign(size_t(capacity) * c_.n_embd, 0.0f);
     std::copy_n(x, rows.size() * c_.n_embd, staged.begin());
     a.x->write(bytes_of(staged.data(), staged.size() * sizeof(float)));
     a.table->write(bytes_of(table.data(), table.size() * sizeof(int32_t)));
@@ -468,6 +473,7 @@ class FusedBlocks final : public HotBlocks {
     std::copy_n(staged.begin(), rows.size() * c_.n_embd, x);
   }
 
+  // A launch whose buffers stay on the backend.
   static void run(backend::Module& module, std::initializer_list<backend::Buffer*> inputs,
                   std::initializer_list<backend::Buffer*> outputs) {
     const std::vector<backend::Buffer*> in(inputs), out(outputs);
@@ -486,6 +492,8 @@ class FusedBlocks final : public HotBlocks {
   const bool attention_on_backend_;
   const double search_seconds_;
   std::map<const void*, std::unique_ptr<LayerStack>> stacks_;  // by KvLayout::owner
+  std::vector<std::pair<const SequenceRows*, int>> row_of_;    // decoder_layers': each row's
+                                                               // sequence and position
 };
 
 }  // namespace
