@@ -52,6 +52,12 @@ std::optional<ChatTemplate> chat_template_of(const ModelSource& source) {
 
 }  // namespace
 
+std::optional<bool> attention_placement(std::string_view name) {
+  if (name == "auto") return std::nullopt;
+  if (name == "host" || name == "backend") return name == "backend";
+  fail("attention \"{}\" is not one of auto, host, backend", name);
+}
+
 double GenerateStats::prefill_tokens_per_second() const {
   return prefill_seconds > 0 ? prompt_tokens / prefill_seconds : 0;
 }

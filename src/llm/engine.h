@@ -38,12 +38,16 @@ struct LlmOptions {
   std::shared_ptr<backend::Backend> backend = {};
   // RoPE, the KV cache and attention on the backend as well (ModelOptions); unset: where the
   // backend's buffers are not host memory.
-  std::optional<bool> attention_on_backend = {};
+  std::optional<bool> attention_on_backend = {};  // attention_placement() reads it from a name
   // Lines shown while the block graphs are optimized the first time; may be empty.
   std::function<void(const std::string&)> progress = {};
   // The tuning pipeline's lines (candidates, compile times, profiles); may be empty.
   std::function<void(const std::string&)> detail = {};
 };
+
+// LlmOptions::attention_on_backend from the front ends' names for it: "auto" (unset), "host" or
+// "backend"; anything else is an error naming the valid ones.
+std::optional<bool> attention_placement(std::string_view name);
 
 struct GenerateOptions {
   int max_tokens = 128;

@@ -87,13 +87,11 @@ void bind_llm(nb::module_& m) {
          const std::string& attention) {
         if (!progress.is_none() && !PyCallable_Check(progress.ptr()))
           fail("LLM: progress must be a callable taking a str, or None");
-        if (attention != "auto" && attention != "host" && attention != "backend")
-          fail("LLM: attention \"{}\" is not one of auto, host, backend", attention);
         llm::LlmOptions options;
         options.threads = threads;
         options.context_length = context_length;
         options.fused_blocks = fused_blocks;
-        if (attention != "auto") options.attention_on_backend = attention == "backend";
+        options.attention_on_backend = llm::attention_placement(attention);
         options.backend = backend::create_backend(
             backend_name == "auto" ? backend::default_backend_name() : backend_name,
             {.threads = threads});

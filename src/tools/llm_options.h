@@ -81,7 +81,7 @@ inline llm::Llm open_llm(const LlmCliOptions& o) {
   llm::LlmOptions options{.threads = o.threads, .context_length = o.context};
   options.fused_blocks = !o.hand_written;
   options.backend = create_llm_backend(o.backend, o.threads);
-  if (o.attention != "auto") options.attention_on_backend = o.attention == "backend";
+  options.attention_on_backend = llm::attention_placement(o.attention);
   options.progress = [](const std::string& line) { fmt::print(stderr, "optimizing {}\n", line); };
   if (o.verbose) options.detail = [](const std::string& line) { fmt::print(stderr, "{}\n", line); };
   llm::Llm model = llm::Llm::open(o.model, options);
