@@ -65,8 +65,10 @@ inline Batch random_batch(int64_t heads, int64_t kv_heads, int64_t d, int64_t se
   return b;
 }
 
-inline ir::KernelGraph graph_of(const Batch& b, const std::string& name = "attn") {
-  ir::KernelGraph g;
+// The op in `g` over six new inputs in the order inputs_of fills them (q, k, v, pool, table,
+// positions): {out, pool_out}.
+inline std::vector<ir::TensorRef> add_attention(ir::KernelGraph& g, const Batch& b,
+                                                const std::string& name = "attn") {
   const int64_t rows = b.rows();
   const ir::TensorRef q = g.input("q", {rows, b.heads, b.d}, ir::DType::f32);
   const ir::TensorRef k = g.input("k", {rows, b.kv_heads, b.d}, ir::DType::f32);
@@ -75,8 +77,12 @@ inline ir::KernelGraph graph_of(const Batch& b, const std::string& name = "attn"
       g.input("pool", {b.blocks, 2 * b.kv_heads, b.block_tokens, b.d}, ir::DType::f16);
   const ir::TensorRef table = g.input("table", {rows, b.max_blocks}, ir::DType::i32);
   const ir::TensorRef positions = g.input("positions", {rows}, ir::DType::i32);
-  const std::vector<ir::TensorRef> out =
-      g.add_node(ir::PagedAttentionOp{b.block_tokens}, {q, k, v, pool, table, positions}, name);
+  return g.add_node(ir::PagedAttentionOp{b.block_tokens}, {q, k, v, pool, table, positions}, name);
+}
+
+inline ir::KernelGraph graph_of(const Batch& b, const std::string& name = "attn") {
+  ir::KernelGraph g;
+  const std::vector<ir::TensorRef> out = add_attention(g, b, name);
   g.mark_output(out[0], "out");
   g.mark_output(out[1], "pool_out");
   return g;

@@ -79,17 +79,7 @@ TEST(PagedAttention, TheTunerSearchesAroundItChecksAndProfiles) {
   const Batch b = mixed_batch();
   // graph_of's op, its output projected by a matmul the search may work on.
   ir::KernelGraph projected;
-  const int64_t rows = b.rows();
-  // Inputs in graph_of's order, which inputs_of relies on.
-  const ir::TensorRef q = projected.input("q", {rows, b.heads, b.d}, ir::DType::f32);
-  const ir::TensorRef k = projected.input("k", {rows, b.kv_heads, b.d}, ir::DType::f32);
-  const ir::TensorRef v = projected.input("v", {rows, b.kv_heads, b.d}, ir::DType::f32);
-  const ir::TensorRef pool =
-      projected.input("pool", {b.blocks, 2 * b.kv_heads, b.block_tokens, b.d}, ir::DType::f16);
-  const ir::TensorRef table = projected.input("table", {rows, b.max_blocks}, ir::DType::i32);
-  const ir::TensorRef positions = projected.input("positions", {rows}, ir::DType::i32);
-  const std::vector<ir::TensorRef> out =
-      projected.paged_attention(q, k, v, pool, table, positions, b.block_tokens);
+  const std::vector<ir::TensorRef> out = add_attention(projected, b);
   projected.mark_output(
       projected.matmul(out[0], projected.input("w", {b.heads * b.d, 16}, ir::DType::f32)), "y");
   projected.mark_output(out[1], "pool_out");

@@ -124,6 +124,20 @@ size_t block_weight_bytes(const LlamaWeights& w) {
   return bytes;
 }
 
+// The largest |a[i] - b[i]| over the first n elements, and the largest |a[i]|.
+template <typename A, typename B>
+double max_difference(const A& a, const B& b, size_t n) {
+  double worst = 0;
+  for (size_t i = 0; i < n; ++i) worst = std::max(worst, std::abs(double(a[i]) - double(b[i])));
+  return worst;
+}
+template <typename A>
+double max_magnitude(const A& a) {
+  double worst = 0;
+  for (const auto& x : a) worst = std::max(worst, std::abs(double(x)));
+  return worst;
+}
+
 class DeviceBackend : public ::testing::Test {
  protected:
   CopyLedger ledger_;
@@ -185,12 +199,10 @@ TEST_F(DeviceBackend, WeightsAreWrittenOnceEachStepCopiesOnlyActivationsAndTheLo
   LlamaModel on_cpu(
       file, ModelOptions{.threads = 2, .context_length = 64, .backend = testing::cpu_backend()});
   const std::span<const float> cpu_logits = on_cpu.forward(kTinyPrompt);
-  double to_reference = 0, to_cpu = 0, scale = 0;
-  for (size_t i = 0; i < want.back().size(); ++i) {
-    to_reference = std::max(to_reference, std::abs(logits[i] - want.back()[i]));
-    to_cpu = std::max(to_cpu, double(std::abs(logits[i] - cpu_logits[i])));
-    scale = std::max(scale, std::abs(want.back()[i]));
-  }
+  const size_t n_vocab = want.back().size();
+  const double to_reference = max_difference(logits, want.back(), n_vocab),
+               to_cpu = max_difference(logits, cpu_logits, n_vocab),
+               scale = max_magnitude(want.back());
   EXPECT_GT(scale, 1.0);
   EXPECT_LE(to_reference, 0.03 * scale);
   EXPECT_LE(to_cpu, 1e-3 * scale);
@@ -209,10 +221,7 @@ TEST_F(DeviceBackend, WeightsAreWrittenOnceEachStepCopiesOnlyActivationsAndTheLo
   const int batch_rows = int(prompt.size() + half.size());
   EXPECT_EQ(ledger_.bytes_written, activation_bytes(batch_rows) + size_t(c.n_embd) * sizeof(float));
   ASSERT_EQ(rows.size(), 2 * size_t(c.n_vocab));
-  double to_alone = 0;
-  for (int i = 0; i < c.n_vocab; ++i)
-    to_alone = std::max(to_alone, double(std::abs(rows[size_t(i)] - logits[size_t(i)])));
-  EXPECT_LE(to_alone, 1e-3 * scale);
+  EXPECT_LE(max_difference(rows, logits, n_vocab), 1e-3 * scale);
 }
 
 // The bucket of rows a chunk of `rows` runs in (fused_blocks.cpp's kRowBuckets).
@@ -273,14 +282,12 @@ TEST_F(DeviceBackend, AttentionOnTheBackendCopiesXOnceAStepAndTheLogitsHold) {
   EXPECT_EQ(graph_on_cpu.hot_path(),
             "fused kernel graphs on the cpu backend, attention on the backend");
   const std::span<const float> graph_logits = graph_on_cpu.forward(kTinyPrompt);
-  double to_reference = 0, host_to_reference = 0, to_cpu = 0, graph_to_device = 0, scale = 0;
-  for (size_t i = 0; i < want.back().size(); ++i) {
-    to_reference = std::max(to_reference, std::abs(logits[i] - want.back()[i]));
-    host_to_reference = std::max(host_to_reference, std::abs(cpu_logits[i] - want.back()[i]));
-    to_cpu = std::max(to_cpu, double(std::abs(logits[i] - cpu_logits[i])));
-    graph_to_device = std::max(graph_to_device, double(std::abs(graph_logits[i] - logits[i])));
-    scale = std::max(scale, std::abs(want.back()[i]));
-  }
+  const size_t n_vocab = want.back().size();
+  const double to_reference = max_difference(logits, want.back(), n_vocab),
+               host_to_reference = max_difference(cpu_logits, want.back(), n_vocab),
+               to_cpu = max_difference(logits, cpu_logits, n_vocab),
+               graph_to_device = max_difference(graph_logits, logits, n_vocab),
+               scale = max_magnitude(want.back());
   std::printf(
       "max |logit difference| / max |logit|: graph attention to the reference %.2g, "
       "host attention to the reference %.2g, graph to host %.2g\n",
@@ -307,19 +314,12 @@ TEST_F(DeviceBackend, AttentionOnTheBackendCopiesXOnceAStepAndTheLogitsHold) {
   EXPECT_THAT(progress[0], HasSubstr(fmt::format("{} KV blocks", paged.total_blocks())));
   const std::span<const float> rows = model.forward_batch(batch, paged);
   ASSERT_EQ(rows.size(), 2 * size_t(c.n_vocab));
-  double to_alone = 0;
-  for (int i = 0; i < c.n_vocab; ++i)
-    to_alone = std::max(to_alone, double(std::abs(rows[size_t(i)] - logits[size_t(i)])));
-  EXPECT_LE(to_alone, 1e-3 * scale);
+  EXPECT_LE(max_difference(rows, logits, n_vocab), 1e-3 * scale);
   // The half prompt continued alone on the cpu engine's host attention: the same next logits.
   LlamaModel half_on_cpu(
       file, ModelOptions{.threads = 2, .context_length = 64, .backend = testing::cpu_backend()});
   const std::span<const float> half_logits = half_on_cpu.forward(half);
-  double half_to_cpu = 0;
-  for (int i = 0; i < c.n_vocab; ++i)
-    half_to_cpu = std::max(half_to_cpu,
-                           double(std::abs(rows[size_t(c.n_vocab + i)] - half_logits[size_t(i)])));
-  EXPECT_LE(half_to_cpu, 0.03 * scale);
+  EXPECT_LE(max_difference(rows.subspan(n_vocab), half_logits, n_vocab), 0.03 * scale);
 }
 
 TEST_F(DeviceBackend, AModelItCannotRunIsRefusedWithTheReasonNotRunOnTheHost) {
