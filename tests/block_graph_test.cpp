@@ -252,22 +252,121 @@ TEST(BlockGraph, RescaledSumCountsItsRunningMax) {
 TEST(BlockGraph, ValidateEnforcesLimits) {
   BlockGraph g = testing::gated_mlp_block(DType::f32);
   const int64_t in_loop = g.in_loop_bytes(), total = g.total_bytes();
-  g.validate({in_loop, total, 4});  // every limit exactly met
+  g.validate({in_loop, total, 4, {}});  // every limit exactly met
   EXPECT_EQ(
       error_of([&] {
-        g.validate({in_loop - 1, 0, 0});
+        g.validate({in_loop - 1, 0, 0, {}});
       }),
       fmt::format("block graph: the loop body's tiles take {} bytes, more than the limit of {}",
                   in_loop, in_loop - 1));
   EXPECT_EQ(error_of([&] {
-              g.validate({0, total - 1, 0});
+              g.validate({0, total - 1, 0, {}});
             }),
             fmt::format("block graph: the tiles take {} bytes in all, more than the limit of {}",
                         total, total - 1));
   EXPECT_EQ(error_of([&] {
-              g.validate({0, 0, 3});
+              g.validate({0, 0, 3, {}});
             }),
             "block graph: the grid [2, 2, 1] has 4 blocks, more than the limit of 3");
+}
+
+// x [rows, 4096] times a 16-bit weight [4096, cols * blocks] in 8 iterations of K, the
+// product summed over the loop: the streamed weights' form (StreamedWeights).
+BlockGraph streamed_product(int64_t rows, int64_t cols, DType dtype = DType::f16,
+                            bool finish = true) {
+  const int64_t blocks = 6144 / cols;
+  BlockGraph g({{blocks, 1, 1}}, 8, {{dtype, {rows, 4096}}, {dtype, {4096, 6144}}});
+  const int32_t x = g.iterator(0, kAllReplicated, 1);               // [rows, 512]
+  const int32_t w = g.iterator(1, {1, kReplicate, kReplicate}, 0);  // [512, cols]
+  const int32_t product = g.add(MatmulOp{}, {x, w});
+  if (finish) g.save(g.accumulate(AccumFn::sum, product), {1, kReplicate, kReplicate});
+  return g;
+}
+
+const StreamedWeights kStreamed{.max_rows = 16,
+                                .k_multiple = 128,
+                                .column_widths = {32, 64},
+                                .max_staged_bytes = 1 << 16,
+                                .max_blocks = 132};
+
+TEST(BlockGraph, AWeightTileAProductStreamsIsNotHeld) {
+  const BlockGraph g = streamed_product(1, 64);
+  const int32_t w = 1;
+  EXPECT_TRUE(g.streams(w, kStreamed));
+  EXPECT_FALSE(g.streams(0, kStreamed));  // x is A, walked along its second dim
+  EXPECT_FALSE(g.streams(w, {}));         // a description without streamed weights
+  const int64_t held = 2 * 512 + 4 * 64;  // x's tile and the product's
+  EXPECT_EQ(g.in_loop_bytes(), held + 2 * 512 * 64);
+  EXPECT_EQ(g.in_loop_bytes(kStreamed), held);
+  EXPECT_EQ(g.total_bytes(kStreamed), held + 4 * 64);  // and the sum
+  EXPECT_EQ(g.staged_bytes(kStreamed), 1 * 4096 * 2);  // A for all 8 iterations
+  const int64_t total = g.total_bytes(kStreamed) + g.staged_bytes(kStreamed);
+  g.validate({held, total, 96, kStreamed});
+  EXPECT_THAT(error_of([&] {
+                g.validate({held, total, 96, {}});
+              }),
+              HasSubstr("the loop body's tiles take 66816 bytes"));
+  // An A too large to stage: the weight is held.
+  StreamedWeights small = kStreamed;
+  small.max_staged_bytes = 4096;
+  EXPECT_FALSE(g.streams(w, small));
+  EXPECT_THAT(error_of([&] {
+                g.validate({held, total, 96, small});
+              }),
+              HasSubstr("the loop body's tiles take 66816 bytes"));
+}
+
+TEST(BlockGraph, ProductsOfTwoAsStageBoth) {
+  BlockGraph g({{96, 1, 1}}, 8,
+               {{DType::f16, {1, 4096}},
+                {DType::f16, {1, 4096}},
+                {DType::f16, {4096, 6144}},
+                {DType::f16, {4096, 6144}}});
+  const int32_t x1 = g.iterator(0, kAllReplicated, 1), x2 = g.iterator(1, kAllReplicated, 1);
+  const int32_t w1 = g.iterator(2, {1, kReplicate, kReplicate}, 0),
+                w2 = g.iterator(3, {1, kReplicate, kReplicate}, 0);
+  const int32_t a = g.accumulate(AccumFn::sum, g.add(MatmulOp{}, {x1, w1}));
+  const int32_t b = g.accumulate(AccumFn::sum, g.add(MatmulOp{}, {x2, w2}));
+  g.save(g.add(BinaryOp{BinaryFn::add}, {a, b}), {1, kReplicate, kReplicate});
+  StreamedWeights one_a = kStreamed;
+  one_a.max_staged_bytes = 12000;  // each A alone (8192 bytes) fits, both do not
+  EXPECT_TRUE(g.streams(w1, one_a) && g.streams(w2, one_a));
+  EXPECT_EQ(g.staged_bytes(one_a), 2 * 8192);
+  EXPECT_EQ(error_of([&] {
+              g.validate({0, 0, 0, one_a});
+            }),
+            "block graph: the streamed products hold 16384 bytes of A, more than the limit of "
+            "12000");
+}
+
+TEST(BlockGraph, OnlyFewRowProductsOfAWeightReadOnceStream) {
+  EXPECT_FALSE(streamed_product(32, 64).streams(1, kStreamed));             // rows
+  EXPECT_FALSE(streamed_product(1, 128).streams(1, kStreamed));             // width
+  EXPECT_FALSE(streamed_product(1, 64, DType::f32).streams(1, kStreamed));  // 32-bit weight
+  StreamedWeights one_wave = kStreamed;
+  one_wave.max_blocks = 64;  // the grid is 96 blocks
+  EXPECT_FALSE(streamed_product(1, 64).streams(1, one_wave));
+  StreamedWeights k1024 = kStreamed;
+  k1024.k_multiple = 1024;  // the tile's K is 512
+  EXPECT_FALSE(streamed_product(1, 64).streams(1, k1024));
+
+  // A graph being built: the weight nothing reads yet, then its product nothing reads yet.
+  BlockGraph g({{96, 1, 1}}, 8, {{DType::f16, {1, 4096}}, {DType::f16, {4096, 6144}}});
+  const int32_t x = g.iterator(0, kAllReplicated, 1);
+  const int32_t w = g.iterator(1, {1, kReplicate, kReplicate}, 0);
+  EXPECT_FALSE(g.streams(w, kStreamed));
+  EXPECT_TRUE(g.streams(w, kStreamed, true));
+  const int32_t product = g.add(MatmulOp{}, {x, w});
+  EXPECT_FALSE(g.streams(w, kStreamed));
+  EXPECT_TRUE(g.streams(w, kStreamed, true));
+  EXPECT_EQ(g.staged_bytes(kStreamed, true), 4096 * 2);
+  // Read twice, or its product read by anything but a sum accumulator: held.
+  BlockGraph twice = g;
+  twice.add(UnaryOp{UnaryFn::exp}, {w});
+  EXPECT_FALSE(twice.streams(w, kStreamed, true));
+  BlockGraph scaled = g;
+  scaled.add(UnaryOp{UnaryFn::square}, {product});
+  EXPECT_FALSE(scaled.streams(w, kStreamed, true));
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -354,29 +354,22 @@ int64_t BlockGraph::tile_bytes(int32_t id) const {
   return bytes;
 }
 
-int64_t BlockGraph::in_loop_bytes() const {
-  int64_t bytes = 0;
-  for (size_t id = 0; id < nodes_.size(); ++id)
-    if (phases_[id] == BlockPhase::in_loop) bytes += tile_bytes(int32_t(id));
-  return bytes;
-}
-
-int64_t BlockGraph::total_bytes() const {
-  int64_t bytes = 0;
-  for (size_t id = 0; id < nodes_.size(); ++id) bytes += tile_bytes(int32_t(id));
-  return bytes;
-}
-
 void BlockGraph::validate(const BlockLimits& limits) const {
   check_structure();
   if (limits.max_grid_blocks > 0 && grid_.blocks() > limits.max_grid_blocks)
     fail("block graph: the grid [{}] has {} blocks, more than the limit of {}",
          fmt::join(grid_.extent, ", "), grid_.blocks(), limits.max_grid_blocks);
-  if (limits.max_tile_bytes_in_loop > 0 && in_loop_bytes() > limits.max_tile_bytes_in_loop)
-    fail("block graph: the loop body's tiles take {} bytes, more than the limit of {}",
-         in_loop_bytes(), limits.max_tile_bytes_in_loop);
-  if (limits.max_tile_bytes_total > 0 && total_bytes() > limits.max_tile_bytes_total)
-    fail("block graph: the tiles take {} bytes in all, more than the limit of {}", total_bytes(),
+  const int64_t in_loop = in_loop_bytes(limits.streamed);
+  if (limits.max_tile_bytes_in_loop > 0 && in_loop > limits.max_tile_bytes_in_loop)
+    fail("block graph: the loop body's tiles take {} bytes, more than the limit of {}", in_loop,
+         limits.max_tile_bytes_in_loop);
+  const int64_t staged = staged_bytes(limits.streamed);
+  if (staged > limits.streamed.max_staged_bytes)
+    fail("block graph: the streamed products hold {} bytes of A, more than the limit of {}", staged,
+         limits.streamed.max_staged_bytes);
+  const int64_t total = total_bytes(limits.streamed) + staged;
+  if (limits.max_tile_bytes_total > 0 && total > limits.max_tile_bytes_total)
+    fail("block graph: the tiles take {} bytes in all, more than the limit of {}", total,
          limits.max_tile_bytes_total);
 }
 

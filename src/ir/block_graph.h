@@ -124,11 +124,24 @@ std::optional<Op> shared_kernel_op(const BlockOp& op);
 // The block op for a kernel-level op that may run on tiles; nullopt for the others.
 std::optional<BlockOp> shared_block_op(const Op& op);
 
+// Weights a backend reads from memory straight into a product of few rows instead of holding
+// them as a tile (the cuda backend's streamed weights, codegen_block_stream.cpp). Such a tile is
+// not counted in the tile limits; the product's A is held instead, for every iteration at once,
+// in 16 bits. BlockGraph::streams() states which tiles qualify. max_rows 0: none stream.
+struct StreamedWeights {
+  int64_t max_rows = 0;                // rows of the product at most
+  int64_t k_multiple = 1;              // the tile's K (rows) a multiple of this
+  std::vector<int64_t> column_widths;  // the tile's N (columns) one of these
+  int64_t max_staged_bytes = 0;        // A's held copies together, every iteration's
+  int64_t max_blocks = 0;              // grids of at most this many blocks (0: any)
+};
+
 // What a backend allows a block to hold; the search reads these from the device description.
 struct BlockLimits {
   int64_t max_tile_bytes_in_loop = 0;  // all in-loop tiles of one iteration together
   int64_t max_tile_bytes_total = 0;    // in-loop tiles plus accumulators and post-loop tiles
   int64_t max_grid_blocks = 0;
+  StreamedWeights streamed;
 };
 
 struct BlockNode {
@@ -171,10 +184,24 @@ class BlockGraph {
   // element, except an iterator's, which holds operand data at the operand's element size, and a
   // saver's, which is its operand's tile. A rescaled_sum also keeps its running max.
   int64_t tile_bytes(int32_t node) const;
-  int64_t in_loop_bytes() const;  // the in-loop tiles of one iteration
-  int64_t total_bytes() const;    // every tile
+  // The in-loop tiles of one iteration, and every tile, less the tiles that stream under
+  // `streamed` (with `pending`, as streams() counts them in a graph still being built).
+  int64_t in_loop_bytes(const StreamedWeights& streamed = {}, bool pending = false) const;
+  int64_t total_bytes(const StreamedWeights& streamed = {}, bool pending = false) const;
+
+  // Whether iterator `node`'s tile streams under `s`: a 2-D tile of a 16-bit 2-D operand that the
+  // loop walks along its first dim, of s's K multiple and column widths, in a grid of at most
+  // s.max_blocks, read by one node only, an in-loop matmul of at most s.max_rows rows that takes
+  // it as B, whose A for every iteration fits s.max_staged_bytes, and whose result one sum
+  // accumulator alone reads. `pending`: a graph still being built, in which a tile nothing reads
+  // yet, or a matmul nothing reads yet, may still become that.
+  bool streams(int32_t node, const StreamedWeights& s, bool pending = false) const;
+  // What the streamed tiles' products hold instead: each one's A, rows x K x range, in 16 bits,
+  // once for products that share it.
+  int64_t staged_bytes(const StreamedWeights& s, bool pending = false) const;
 
  private:
+  int64_t staged_a_bytes(const BlockNode& matmul) const;
   TensorType infer_tile(BlockOp& op, const std::vector<TensorType>& tiles) const;
   TensorType iterator_tile(const InputIteratorOp& it, size_t operand_count) const;
   BlockPhase infer_phase(const BlockOp& op, const std::vector<int32_t>& inputs,

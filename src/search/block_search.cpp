@@ -28,7 +28,8 @@
 //     applies it to (the shift x - max x of a max on x, the row sum of an exp, the chunk mean of
 //     a square), since the abstraction, which drops signs and repeated sums, finds sub(s, s) and
 //     mean(mean x) parts of the target too;
-//   - memory: the loop body's tiles and all tiles within capabilities.search;
+//   - memory: the loop body's tiles and all tiles within capabilities.search, less the weights
+//     a product streams (ir::StreamedWeights);
 //   - arity: the unread tiles must still be reducible to the outputs with the ops left.
 #include <algorithm>
 #include <functional>
@@ -612,10 +613,16 @@ class Enumerator {
     return true;
   }
 
+  // Tiles that may still stream (the product that would read them not yet added) count as
+  // streamed until complete() validates the finished graph.
   bool fits(const ir::BlockGraph& g) const {
+    const ir::StreamedWeights& s = space_.streamed;
+    const int64_t staged = g.staged_bytes(s, true);
     return (space_.max_tile_bytes_in_loop <= 0 ||
-            g.in_loop_bytes() <= space_.max_tile_bytes_in_loop) &&
-           (space_.max_tile_bytes_total <= 0 || g.total_bytes() <= space_.max_tile_bytes_total);
+            g.in_loop_bytes(s, true) <= space_.max_tile_bytes_in_loop) &&
+           staged <= s.max_staged_bytes &&
+           (space_.max_tile_bytes_total <= 0 ||
+            g.total_bytes(s, true) + staged <= space_.max_tile_bytes_total);
   }
 
   void in_loop(const ir::BlockGraph& g, const std::vector<TileInfo>& tiles, int ops,
@@ -735,9 +742,7 @@ class Enumerator {
     ir::BlockGraph g2 = g;
     try {
       for (size_t j = 0; j < outputs; ++j) g2.save(saved[j], config_.omaps[j]);
-      ir::BlockLimits limits{space_.max_tile_bytes_in_loop, space_.max_tile_bytes_total,
-                             space_.max_grid_blocks};
-      g2.validate(limits);
+      g2.validate(space_.limits());
       std::vector<ir::TensorType> want;
       for (const ir::GraphOutput& o : group_.target.outputs())
         want.push_back(group_.target.type(o.tensor));

@@ -16,9 +16,10 @@
 // into aligned tiles (6144 = 96 tiles of 64); and, for the grid, the divisor with aligned tiles
 // that fills the device's waves of parallel units best. That is at most about 2·log2(extent) + 1
 // options per variable whatever the extent's factors: an odd dim gets 1, itself and its wave fit.
-// The tile limits still bound the loop from below: a loop-body tile that a backend would stream
-// rather than hold (the H200's hand-built rmsnorm_linear n64_k4096, whose 96-block grid is in
-// the space but whose 512 KiB weight tile is not; tests/search/grid_space_test.cpp) stays out.
+// The tile limits still bound the loop from below, except for a weight tile that the backend
+// streams into a product of few rows instead of holding it (capabilities.search.streamed_weights,
+// ir::StreamedWeights): such a tile is left out of the limits (its traffic still counts in the
+// load model), and the product's A, held for every iteration, counts against the staged limit.
 //
 // To keep the block-level enumeration within budget, each loop choice keeps the configurations
 // that a load model ranks best: (bytes loaded by all blocks and iterations) / (bandwidth times
@@ -321,6 +322,41 @@ std::vector<BlockConfig> block_configs(const ir::KernelGraph& target, const Sear
     return it == vs.end() ? ir::kReplicate : int(it - vs.begin());
   };
 
+  // The A, and its bytes, that a product streaming input `in` holds (ir::StreamedWeights, as
+  // BlockGraph::streams() decides for the block graph), or 0 bytes when `in` cannot stream: a
+  // 16-bit 2-D weight walked along its first dim that one matmul alone reads, as B, with few rows.
+  struct StreamedA {
+    ir::TensorRef a;
+    int64_t bytes = 0;
+  };
+  auto streamed_a = [&](ir::TensorRef in, int fmap, const ir::Dims& tile, const ir::GridDims& grid,
+                        const std::vector<std::pair<int, int>>& axis_var) -> StreamedA {
+    const ir::StreamedWeights& sw = space.streamed;
+    const ir::TensorType& type = target.type(in);
+    if (sw.max_rows <= 0 || fmap != 0 || type.dims.size() != 2 ||
+        (type.dtype != ir::DType::f16 && type.dtype != ir::DType::bf16) ||
+        (sw.max_blocks > 0 && grid.blocks() > sw.max_blocks) || tile[0] % sw.k_multiple != 0 ||
+        std::count(sw.column_widths.begin(), sw.column_widths.end(), tile[1]) == 0)
+      return {};
+    const ir::Node* product = nullptr;
+    for (const ir::Node& node : target.nodes())
+      for (const ir::TensorRef& t : node.inputs)
+        if (t == in) {
+          if (product) return {};
+          product = &node;
+        }
+    if (!product || !std::holds_alternative<ir::MatmulOp>(product->op) ||
+        product->inputs.size() != 2 || product->inputs[1] != in || product->inputs[0] == in)
+      return {};
+    const ir::Dims& a = target.type(product->inputs[0]).dims;
+    if (a.size() != 2) return {};
+    int64_t rows = a[0];
+    for (auto [axis, v] : axis_var)
+      if (v == vars.var(product->inputs[0], 0)) rows /= grid.extent[size_t(axis)];
+    if (rows > sw.max_rows) return {};
+    return {product->inputs[0], rows * a[1] * 2};
+  };
+
   std::vector<BlockConfig> all;
   for (int loop : loop_vars) {
     struct Scored {
@@ -350,7 +386,8 @@ std::vector<BlockConfig> block_configs(const ir::KernelGraph& target, const Sear
             axis_var.push_back({axis++, grid_vars[i]});
           }
         if (space.max_grid_blocks > 0 && c.grid.blocks() > space.max_grid_blocks) continue;
-        int64_t in_loop = 0;
+        int64_t in_loop = 0, streamed_bytes = 0, staged = 0;
+        std::vector<ir::TensorRef> staged_as;
         for (size_t i = 0; i < inputs.size(); ++i) {
           ir::InputIteratorOp it{int(i),
                                  {ir::kReplicate, ir::kReplicate, ir::kReplicate},
@@ -362,7 +399,20 @@ std::vector<BlockConfig> block_configs(const ir::KernelGraph& target, const Sear
               tile[size_t(it.imap[size_t(a)])] /= c.grid.extent[size_t(a)];
           }
           if (it.fmap != ir::kReplicate) tile[size_t(it.fmap)] /= range;
-          in_loop += ir::num_elements(tile) * int64_t(ir::dtype_size(target.type(inputs[i]).dtype));
+          const int64_t bytes =
+              ir::num_elements(tile) * int64_t(ir::dtype_size(target.type(inputs[i]).dtype));
+          in_loop += bytes;
+          // Products that share A share its staged copy; a weight whose product's A would
+          // overflow the staged copies is held instead.
+          const StreamedA a = streamed_a(inputs[i], it.fmap, tile, c.grid, axis_var);
+          const bool shared = std::count(staged_as.begin(), staged_as.end(), a.a) > 0;
+          if (a.bytes > 0 && (shared || staged + a.bytes <= space.streamed.max_staged_bytes)) {
+            streamed_bytes += bytes;
+            if (!shared) {
+              staged += a.bytes;
+              staged_as.push_back(a.a);
+            }
+          }
           c.iterators.push_back(it);
         }
         int64_t out_bytes = 0;
@@ -405,10 +455,11 @@ std::vector<BlockConfig> block_configs(const ir::KernelGraph& target, const Sear
           (walked ? loop_tiles : other_tiles) += tiles * elements * 4;
           if (!walked && sums_walked) loop_tiles += elements * 4;
         }
-        if (space.max_tile_bytes_in_loop > 0 && in_loop + loop_tiles > space.max_tile_bytes_in_loop)
+        const int64_t held = in_loop - streamed_bytes;
+        if (space.max_tile_bytes_in_loop > 0 && held + loop_tiles > space.max_tile_bytes_in_loop)
           continue;
         if (space.max_tile_bytes_total > 0 &&
-            in_loop + loop_tiles + other_tiles + out_bytes > space.max_tile_bytes_total)
+            held + staged + loop_tiles + other_tiles + out_bytes > space.max_tile_bytes_total)
           continue;
         const double busy =
             double(std::min(c.grid.blocks(), space.parallel_units)) / double(space.parallel_units);

@@ -47,10 +47,33 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-int64_t positive_int(const nlohmann::json& s, const char* key, const std::string& device) {
+int64_t positive_int(const nlohmann::json& s, const char* key, const std::string& device,
+                     std::string_view object = "search") {
   if (!s.contains(key) || !s[key].is_number_integer() || s[key].get<int64_t>() < 1)
-    fail("device '{}': capabilities.search.{} must be a positive integer", device, key);
+    fail("device '{}': capabilities.{}.{} must be a positive integer", device, object, key);
   return s[key].get<int64_t>();
+}
+
+// capabilities.search.streamed_weights (ir::StreamedWeights), optional.
+ir::StreamedWeights streamed_weights(const nlohmann::json& s, const std::string& device) {
+  ir::StreamedWeights w;
+  if (!s.contains("streamed_weights")) return w;
+  const nlohmann::json& j = s["streamed_weights"];
+  constexpr std::string_view kStreamed = "search.streamed_weights";
+  const std::string at = fmt::format("device '{}': capabilities.{}", device, kStreamed);
+  if (!j.is_object()) fail("{} must be an object", at);
+  w.max_rows = positive_int(j, "max_rows", device, kStreamed);
+  w.k_multiple = positive_int(j, "k_multiple", device, kStreamed);
+  w.max_staged_bytes = positive_int(j, "max_staged_bytes", device, kStreamed);
+  w.max_blocks = positive_int(j, "max_blocks", device, kStreamed);
+  if (!j.contains("column_widths") || !j["column_widths"].is_array())
+    fail("{}.column_widths must be an array of positive integers", at);
+  for (const nlohmann::json& width : j["column_widths"]) {
+    if (!width.is_number_integer() || width.get<int64_t>() < 1)
+      fail("{}.column_widths must be an array of positive integers", at);
+    w.column_widths.push_back(width.get<int64_t>());
+  }
+  return w;
 }
 
 struct Variant {
@@ -298,6 +321,7 @@ SearchSpace search_space(const backend::DeviceDescription& device) {
   space.max_tile_bytes_total = positive_int(s, "max_tile_bytes_total", device.name);
   space.max_grid_blocks = positive_int(s, "max_grid_blocks", device.name);
   space.parallel_units = positive_int(s, "parallel_units", device.name);
+  space.streamed = streamed_weights(s, device.name);
   space.rates = cost::device_from_capabilities(device.capabilities, device.name);
   return space;
 }

@@ -173,8 +173,12 @@ struct SearchSpace {
   int64_t max_tile_bytes_in_loop = 0;
   int64_t max_tile_bytes_total = 0;
   int64_t max_grid_blocks = 0;
-  int64_t parallel_units = 1;  // SMs or cores: the cost model's waves, and a grid extent's fit
-  cost::Device rates;          // from the capabilities, or SearchOptions::rates when set
+  int64_t parallel_units = 1;    // SMs or cores: the cost model's waves, and a grid extent's fit
+  ir::StreamedWeights streamed;  // capabilities.search.streamed_weights; none when absent
+  cost::Device rates;            // from the capabilities, or SearchOptions::rates when set
+  ir::BlockLimits limits() const {
+    return {max_tile_bytes_in_loop, max_tile_bytes_total, max_grid_blocks, streamed};
+  }
 };
 SearchSpace search_space(const backend::DeviceDescription& device);
 

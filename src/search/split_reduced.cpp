@@ -272,8 +272,7 @@ ir::KernelGraph split_kernel_graph(const ir::KernelGraph& target, const SplitBod
 std::vector<BlockCandidate> split_candidates(const BlockCandidate& c, const SearchSpace& space) {
   std::vector<BlockCandidate> out;
   if (c.finish) return out;
-  const ir::BlockLimits limits{space.max_tile_bytes_in_loop, space.max_tile_bytes_total,
-                               space.max_grid_blocks};
+  const ir::BlockLimits limits = space.limits();
   for (int64_t s : split_counts(c.body->grid(), c.body->forloop_range(), space)) {
     // Splits beyond filling the device's parallel units only add partials to write and read.
     if (c.body->grid().blocks() * s > 2 * space.parallel_units) break;

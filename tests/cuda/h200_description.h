@@ -15,7 +15,8 @@ inline backend::DeviceDescription h200_description() {
                     {"sm_arch", "sm_90"},
                     {"multiprocessors", 132},
                     {"shared_memory_per_block_optin_bytes", 232448}};
-  d.capabilities["search"] = backend::cuda::search_space(132, 232448);
+  d.capabilities["search"] =
+      backend::cuda::search_space(backend::cuda::default_codegen_options(d, false, false));
   return d;
 }
 

@@ -1,12 +1,14 @@
 // The search driver's contract: determinism, budgets, checkpoints, clear messages, counting.
 #include <filesystem>
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "block_test_graphs.h"
 #include "search/search.h"
 #include "search_targets.h"
 #include "support/error.h"
+#include "test_util.h"
 
 namespace yirage::search {
 namespace {
@@ -176,6 +178,29 @@ TEST(Search, DescriptionWithoutSearchSpaceIsAnError) {
   d.capabilities = testing::cpu_like_device().capabilities;
   d.capabilities["search"]["max_grid_blocks"] = 0;
   EXPECT_THROW(search_space(d), Error);
+}
+
+TEST(Search, StreamedWeightsAreReadFromTheDescription) {
+  backend::DeviceDescription d = testing::cpu_like_device();
+  EXPECT_EQ(search_space(d).streamed.max_rows, 0);  // absent: no weight streams
+  d.capabilities["search"]["streamed_weights"] = {{"max_rows", 16},
+                                                  {"k_multiple", 128},
+                                                  {"column_widths", {32, 64}},
+                                                  {"max_staged_bytes", 4096},
+                                                  {"max_blocks", 8}};
+  const SearchSpace s = search_space(d);
+  EXPECT_EQ(s.streamed.max_rows, 16);
+  EXPECT_EQ(s.streamed.column_widths, (std::vector<int64_t>{32, 64}));
+  EXPECT_EQ(s.limits().streamed.max_staged_bytes, 4096);
+  d.capabilities["search"]["streamed_weights"]["max_rows"] = -1;
+  EXPECT_THAT(test_util::error_of([&] { search_space(d); }),
+              ::testing::EndsWith(
+                  "capabilities.search.streamed_weights.max_rows must be a positive integer"));
+  d.capabilities["search"]["streamed_weights"]["max_rows"] = 16;
+  d.capabilities["search"]["streamed_weights"]["column_widths"] = {32, "wide"};
+  EXPECT_THAT(test_util::error_of([&] { search_space(d); }),
+              ::testing::EndsWith("streamed_weights.column_widths must be an array of positive "
+                                  "integers"));
 }
 
 TEST(Search, HostCpuDescriptionHasASearchSpace) {

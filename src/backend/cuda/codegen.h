@@ -132,4 +132,9 @@ struct CodegenOptions {
 // Throws yirage::Error naming the node and op it cannot lower.
 Program lower(const ir::KernelGraph& graph, const CodegenOptions& options = {});
 
+// Which weight tiles lower() streams through registers under `options`, as the search reads it
+// (capabilities.search.streamed_weights, ir::StreamedWeights): a subset of what it streams, so
+// that every body the search admits this way lowers. Null when register_weights is off.
+nlohmann::json streamed_weights_space(const CodegenOptions& options);
+
 }  // namespace yirage::backend::cuda

@@ -408,3 +408,23 @@ std::string stream_sum_partials(const std::string& out, int64_t mn, int64_t spli
 }
 
 }  // namespace yirage::backend::cuda::detail
+
+namespace yirage::backend::cuda {
+
+// streams_b() and register_streamable() for the search: at most 16 rows, K a multiple of
+// 16 x kBlockWarps (so that the units divide over the warps whatever the column groups), and the
+// column widths whose 32- or 64-column groups the 8 warps share evenly; A's staged copies within
+// the budget less their pads; one wave of blocks.
+nlohmann::json streamed_weights_space(const CodegenOptions& options) {
+  using namespace detail;
+  if (!options.register_weights) return nullptr;
+  const int64_t budget = std::min(kMaxStagedBytes, options.max_shared_bytes - kLoopReserve) -
+                         kMaxRows * kStagedPad * 2;
+  return {{"max_rows", kMaxRows},
+          {"k_multiple", 16 * kBlockWarps},
+          {"column_widths", {32, 64, 128, 256, 512}},
+          {"max_staged_bytes", budget},
+          {"max_blocks", options.multiprocessors > 0 ? options.multiprocessors : 1}};
+}
+
+}  // namespace yirage::backend::cuda

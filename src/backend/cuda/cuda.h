@@ -10,15 +10,15 @@
 
 namespace yirage::backend::cuda {
 
-// The search space (backend.h's capabilities["search"]) of a GPU with this many multiprocessors
-// and this much opt-in shared memory per block.
-nlohmann::json search_space(int64_t multiprocessors, int64_t shared_memory_per_block);
-
 // The options the backend lowers with on `device` (its capabilities: compute_capability,
 // multiprocessors, shared_memory_per_block_optin_bytes), before the YIRAGE_CUDA_* switches that
 // turn features off: with cuBLAS where `library_matmul`, and TMA where the driver encodes tensor
 // maps. Also for describing a GPU that is not present, as the compile-only benchmark does.
 CodegenOptions default_codegen_options(const DeviceDescription& device, bool library_matmul,
                                        bool tensor_map_encoding);
+
+// The search space (backend.h's capabilities["search"]) of a GPU lowered with `options`: its
+// multiprocessors, its shared memory per block, and the weights it streams.
+nlohmann::json search_space(const CodegenOptions& options);
 
 }  // namespace yirage::backend::cuda

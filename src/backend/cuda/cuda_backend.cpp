@@ -87,9 +87,10 @@ DeviceDescription describe_gpu(CUdevice device, int device_count, int driver_ver
       {"driver_version", driver_version},
       {"device_count", device_count},
   };
-  description.capabilities["search"] = cuda::search_space(
-      description.capabilities["multiprocessors"].get<int64_t>(),
-      description.capabilities["shared_memory_per_block_optin_bytes"].get<int64_t>());
+  // The weights stream through tensor-core fragments (sm_80 and later) unless switched off.
+  CodegenOptions options = cuda::default_codegen_options(description, false, false);
+  options.register_weights = major >= 8 && !turned_off("YIRAGE_CUDA_STREAM");
+  description.capabilities["search"] = cuda::search_space(options);
   description.capabilities["quant_matmul_formats"] = {"q4_0", "q4_1", "q8_0", "f16", "bf16"};
   return description;
 }
@@ -607,16 +608,20 @@ namespace cuda {
 // so a body of more than a third did not compile); a grid of up to 64 blocks per SM. The rates are
 // rough per-SM figures of recent data-centre GPUs, used only to rank candidates until profiles
 // exist.
-nlohmann::json search_space(int64_t multiprocessors, int64_t shared_memory_per_block) {
-  return {
-      {"max_tile_bytes_in_loop", shared_memory_per_block / 3},
-      {"max_tile_bytes_total", shared_memory_per_block},
+nlohmann::json search_space(const CodegenOptions& options) {
+  const int64_t multiprocessors = std::max<int64_t>(options.multiprocessors, 1);
+  nlohmann::json space = {
+      {"max_tile_bytes_in_loop", options.max_shared_bytes / 3},
+      {"max_tile_bytes_total", options.max_shared_bytes},
       {"max_grid_blocks", multiprocessors * 64},
       {"parallel_units", multiprocessors},
       {"bytes_per_second", 25e9 * double(multiprocessors)},
       {"flops_per_second", 2e12 * double(multiprocessors)},
       {"launch_seconds", 4e-6},
   };
+  if (nlohmann::json streamed = streamed_weights_space(options); !streamed.is_null())
+    space["streamed_weights"] = std::move(streamed);
+  return space;
 }
 
 CodegenOptions default_codegen_options(const DeviceDescription& device, bool library_matmul,

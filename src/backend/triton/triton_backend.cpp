@@ -77,12 +77,18 @@ std::string find_gpu(TritonProbe& probe) {
     const int shared = device_attribute(probe.ordinal, kAttrMaxSharedMemoryPerBlockOptin);
     probe.arch = major * 10 + minor;
     probe.device.name = name;
+    // The cuda backend's space, less its weights streamed through registers: Triton's programs
+    // hold every tile they load.
+    cuda::CodegenOptions lowering;
+    lowering.multiprocessors = sms;
+    lowering.max_shared_bytes = shared;
+    lowering.register_weights = false;
     probe.device.capabilities = {
         {"compute_capability", fmt::format("{}.{}", major, minor)},
         {"multiprocessors", sms},
         {"shared_memory_per_block_optin_bytes", shared},
         {"memory_bytes", memory},
-        {"search", cuda::search_space(sms, shared)},
+        {"search", cuda::search_space(lowering)},
     };
   } catch (const Error& e) {
     return fmt::format("no usable CUDA device ({})", e.what());
