@@ -100,6 +100,9 @@ struct GroupChoice {
 struct GraphValues {
   std::vector<ir::HostTensor> outputs;
   std::map<ir::TensorRef, ir::HostTensor> results;  // of every op
+  // verify::widened_reference, made once a candidate misses the formula's tolerance.
+  std::optional<verify::WidenedReference> widened;
+  bool widened_made = false;
 };
 using ReferenceOutputs = std::map<verify::InputDistribution, GraphValues>;
 
@@ -263,7 +266,20 @@ FloatCheck float_check(const ir::KernelGraph& graph, const ir::KernelGraph& cand
                : run_candidate(graph, candidate, rest, inputs, reference[d]);
     if (want.valid()) reference[d] = want.get();
     ++check.reference_runs;
-    const verify::Comparison c = verify::compare(got, reference[d].outputs, k, d);
+    GraphValues& values = reference[d];
+    verify::Comparison c = verify::compare(got, values.outputs, k, d);
+    // Over the formula's tolerance but finite: the input graph may be ill-conditioned here, a
+    // poor oracle in its own dtype (verify::widened_reference).
+    if (!c.passed && c.new_non_finite == 0 && c.reference_non_finite == 0) {
+      if (!values.widened_made) {
+        values.widened = verify::widened_reference(graph, inputs, values.outputs);
+        values.widened_made = true;
+        ++check.reference_runs;
+      }
+      if (values.widened &&
+          values.widened->rounding_error > c.tolerance / verify::kRoundingAllowance)
+        c = verify::compare(got, values.widened->outputs, k, d, values.widened->rounding_error);
+    }
     check.max_error = std::max(check.max_error, c.max_error);
     if (d == verify::InputDistribution::uniform) check.tolerance = c.tolerance;
     parts.push_back(fmt::format("{}: {}", verify::distribution_name(d), c.summary()));

@@ -3,9 +3,13 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <random>
 
 #include <fmt/format.h>
+
+#include "support/error.h"
+#include "verify/verify.h"
 
 namespace yirage::verify {
 namespace {
@@ -202,17 +206,82 @@ std::string Comparison::summary() const {
   if (new_non_finite > 0)
     s += fmt::format("{} non-finite value{} where the input graph is finite ({}); ", new_non_finite,
                      new_non_finite == 1 ? "" : "s", first_new_non_finite);
+  if (rounding_error > 0)
+    s += fmt::format(
+        "against the input graph in f32, from which the input graph itself is {:.2g} away "
+        "(tolerance {:g}x that); ",
+        rounding_error, kRoundingAllowance);
   return s + fmt::format("max error {:.3g}, tolerance {:.2g}: {}", max_error, tolerance,
                          passed ? "ok" : "FAILED");
 }
 
+namespace {
+
+// `graph` with its f16/bf16 inputs as f32, so that every op computes and rounds in f32; nullopt
+// where an op does not accept that (its type rules name other dtypes) or nothing widens.
+std::optional<ir::KernelGraph> widened_to_f32(const ir::KernelGraph& graph) {
+  ir::KernelGraph wide;
+  std::map<ir::TensorRef, ir::TensorRef> mapped;
+  bool widened = false;
+  try {
+    for (size_t id = 0; id < graph.nodes().size(); ++id) {
+      const ir::Node& node = graph.nodes()[id];
+      if (std::holds_alternative<ir::InputOp>(node.op)) {
+        ir::DType t = node.outputs.at(0).dtype;
+        if (t == ir::DType::f16 || t == ir::DType::bf16) t = ir::DType::f32, widened = true;
+        mapped[{int32_t(id), 0}] = wide.input(node.name, node.outputs[0].dims, t);
+        continue;
+      }
+      std::vector<ir::TensorRef> inputs;
+      for (const ir::TensorRef& in : node.inputs) inputs.push_back(mapped.at(in));
+      const std::vector<ir::TensorRef> outs = wide.add_node(node.op, inputs, node.name);
+      for (size_t p = 0; p < outs.size(); ++p) mapped[{int32_t(id), int32_t(p)}] = outs[p];
+    }
+    for (const ir::GraphOutput& o : graph.outputs()) {
+      const ir::TensorRef t = mapped.at(o.tensor);
+      if (wide.type(t).dtype != ir::DType::f32) return std::nullopt;
+      wide.mark_output(t, o.name);
+    }
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+  if (!widened) return std::nullopt;
+  return wide;
+}
+
+}  // namespace
+
+std::optional<WidenedReference> widened_reference(const ir::KernelGraph& graph,
+                                                  const std::vector<ir::HostTensor>& inputs,
+                                                  const std::vector<ir::HostTensor>& outputs) {
+  const std::optional<ir::KernelGraph> wide = widened_to_f32(graph);
+  if (!wide) return std::nullopt;
+  std::vector<ir::HostTensor> wide_inputs;
+  const std::vector<ir::TensorRef> refs = wide->inputs();
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    ir::HostTensor t(wide->type(refs.at(i)));
+    for (int64_t e = 0; e < t.size(); ++e) t.set(e, inputs[i].get(e));
+    wide_inputs.push_back(std::move(t));
+  }
+  WidenedReference r;
+  r.outputs = run_reference(*wide, wide_inputs);
+  // The outputs in their dtype against the widened ones, as compare() measures a candidate.
+  r.rounding_error = compare(outputs, r.outputs, 1).max_error;
+  return r;
+}
+
 Comparison compare(const std::vector<ir::HostTensor>& actual,
                    const std::vector<ir::HostTensor>& expected, int64_t reduction_length,
-                   InputDistribution d) {
+                   InputDistribution d, double rounding_error) {
   Comparison c;
+  for (const ir::HostTensor& e : expected)
+    c.tolerance = std::max(c.tolerance, tolerance(e.type.dtype, reduction_length, d));
+  if (kRoundingAllowance * rounding_error > c.tolerance) {
+    c.tolerance = kRoundingAllowance * rounding_error;
+    c.rounding_error = rounding_error;
+  }
   for (size_t o = 0; o < expected.size(); ++o) {
     const ir::HostTensor &a = actual.at(o), &e = expected[o];
-    c.tolerance = std::max(c.tolerance, tolerance(e.type.dtype, reduction_length, d));
     double sum_squares = 0;
     int64_t finite = 0;
     for (int64_t i = 0; i < e.size(); ++i)

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,7 +54,10 @@ double tolerance(ir::DType dtype, int64_t reduction_length,
 // A candidate's outputs against the input graph's, on one set of inputs.
 struct Comparison {
   double max_error = 0;  // max |actual - expected| / (|expected| + rms), where both are finite
-  double tolerance = 0;  // the largest over the outputs' dtypes
+  double tolerance = 0;  // the largest over the outputs' dtypes, or the rounding allowance
+  // Set when the comparison was against the input graph widened to f32 (widened_reference):
+  // how far the input graph's own outputs lie from that, else 0.
+  double rounding_error = 0;
   int64_t new_non_finite = 0;        // elements non-finite in the candidate only
   int64_t reference_non_finite = 0;  // elements non-finite in the input graph (not compared)
   std::string first_new_non_finite;  // "output 0 element 12: nan where the input graph gives 0.5"
@@ -72,8 +76,28 @@ struct Comparison {
 // against the output's scale, so an element near zero in a sum of large terms is not held to a
 // relative error its rounding cannot meet. Elements the input graph gives as inf or NaN are not
 // compared: a candidate may match them (see Comparison::passed).
+// With `rounding_error` (a WidenedReference's, `expected` its outputs), the tolerance is at least
+// kRoundingAllowance times it.
 Comparison compare(const std::vector<ir::HostTensor>& actual,
                    const std::vector<ir::HostTensor>& expected, int64_t reduction_length,
-                   InputDistribution d = InputDistribution::uniform);
+                   InputDistribution d = InputDistribution::uniform, double rounding_error = 0);
+
+// The input graph with every float input and op widened to f32, on the same inputs, and how far
+// the input graph's outputs in its own dtype (`outputs`) lie from it by compare()'s measure: what
+// the dtype's rounding alone costs here. tolerance()'s formula assumes a well-conditioned graph,
+// where a rounding moves an output by about as much; a norm over values far from their mean, or
+// exp of large logits, magnifies it, and then the input graph in its dtype is a poor oracle: a
+// candidate that keeps its tiles in f32 is as far from it as it is from exact. Such a candidate
+// is compared with the widened graph instead, allowed kRoundingAllowance times the input graph's
+// own error. nullopt for graphs already in f32 and for those whose ops do not widen (quantized
+// weights, an f16 KV pool).
+struct WidenedReference {
+  std::vector<ir::HostTensor> outputs;
+  double rounding_error = 0;
+};
+std::optional<WidenedReference> widened_reference(const ir::KernelGraph& graph,
+                                                  const std::vector<ir::HostTensor>& inputs,
+                                                  const std::vector<ir::HostTensor>& outputs);
+inline constexpr double kRoundingAllowance = 2;
 
 }  // namespace yirage::verify

@@ -148,6 +148,61 @@ TEST(Numerics, NewNonFiniteValuesFailOnlyWhereTheInputGraphIsFinite) {
   EXPECT_TRUE(verify::compare(tensor({nan, 0, 3}), tensor({inf, 0, 2}), 4).passed);
 }
 
+// A layer norm of X + 600 with X in [0, 1): the f16 input graph rounds the sum to f16's spacing
+// there (0.5 between 512 and 1024), a large error against the rows' spread, so its own outputs
+// lie far from exact. A candidate that keeps its tiles in f32, as a fused kernel does, is as far
+// from them, beyond the formula's tolerance (which assumes a well-conditioned graph); against the
+// input graph widened to f32 it is close, and a wrong one is not.
+TEST(Numerics, AnIllConditionedInputGraphIsJudgedInF32) {
+  auto graph = [](DType t) {
+    KernelGraph g;
+    const ir::TensorRef x = g.input("X", {4, 64}, t), b = g.input("B", {4, 64}, t);
+    g.mark_output(g.layer_norm(g.add(x, b), {64}), "out");
+    return g;
+  };
+  auto inputs = [](const KernelGraph& g) {
+    ir::HostTensor x(g.type(g.inputs()[0])), b(g.type(g.inputs()[1]));
+    for (int64_t i = 0; i < x.size(); ++i) x.set(i, 0.125 * double((i * 7) % 8)), b.set(i, 600);
+    return std::vector<ir::HostTensor>{x, b};
+  };
+  const KernelGraph g = graph(DType::f16), wide = graph(DType::f32);
+  const std::vector<ir::HostTensor> want = verify::run_reference(g, inputs(g));
+  // In f32 throughout, rounded to f16 once at the end, as a fused kernel's saver does.
+  const std::vector<ir::HostTensor> exact = verify::run_reference(wide, inputs(wide));
+  ir::HostTensor candidate(g.type(g.outputs()[0].tensor));
+  for (int64_t i = 0; i < candidate.size(); ++i) candidate.set(i, exact[0].get(i));
+
+  const std::optional<verify::WidenedReference> widened =
+      verify::widened_reference(g, inputs(g), want);
+  ASSERT_TRUE(widened.has_value());
+  const double rounding = widened->rounding_error;
+  EXPECT_GT(rounding, verify::tolerance(DType::f16, 64));
+  const verify::Comparison by_formula = verify::compare({candidate}, want, 64);
+  EXPECT_FALSE(by_formula.passed) << by_formula.summary();
+  const verify::Comparison in_f32 = verify::compare({candidate}, widened->outputs, 64,
+                                                    verify::InputDistribution::uniform, rounding);
+  EXPECT_TRUE(in_f32.passed) << in_f32.summary();
+  EXPECT_LT(in_f32.max_error, verify::tolerance(DType::f16, 64));
+  EXPECT_EQ(in_f32.rounding_error, rounding);
+  EXPECT_NE(in_f32.summary().find("against the input graph in f32"), std::string::npos)
+      << in_f32.summary();
+  // The input graph's own outputs are within the allowance too, by construction.
+  EXPECT_TRUE(
+      verify::compare(want, widened->outputs, 64, verify::InputDistribution::uniform, rounding)
+          .passed);
+  ir::HostTensor wrong = candidate;  // each row's values rotated by one
+  for (int64_t i = 0; i < wrong.size(); ++i)
+    wrong.set(i, candidate.get(i / 64 * 64 + (i + 1) % 64));
+  const verify::Comparison rotated =
+      verify::compare({wrong}, widened->outputs, 64, verify::InputDistribution::uniform, rounding);
+  EXPECT_FALSE(rotated.passed) << rotated.summary();
+  ::testing::Test::RecordProperty("candidate", in_f32.summary());
+  ::testing::Test::RecordProperty("rotated", rotated.summary());
+
+  // Nothing to widen in f32.
+  EXPECT_FALSE(verify::widened_reference(wide, inputs(wide), exact).has_value());
+}
+
 // The tolerance of f16 and bf16 is what their rounding needs: the search targets keep a fused
 // µGraph in both, on every distribution; gemm_softmax too, now that its softmax is built safe.
 TEST(Numerics, HalfPrecisionTargetsKeepTheirFusedMugraphs) {
