@@ -41,11 +41,17 @@ class Evaluator {
   bool has_reference() const { return !expected_.empty(); }
 
  private:
+  // The original graph widened to f32 on distribution i's inputs (verify::widened_reference),
+  // made the first time a candidate misses the formula's tolerance there.
+  const std::optional<verify::WidenedReference>& widened(size_t i);
+
   backend::Backend& backend_;
+  ir::KernelGraph original_;
   ProfileOptions profile_;
   int64_t reduction_length_;
   std::vector<std::vector<ir::HostTensor>> inputs_;    // per distribution
   std::vector<std::vector<ir::HostTensor>> expected_;  // per distribution; empty: no reference
+  std::vector<std::optional<std::optional<verify::WidenedReference>>> widened_;
 };
 
 }  // namespace yirage::tune

@@ -271,6 +271,32 @@ TEST(Optimize, ACandidateThatOverflowsIsRejectedWithItsReason) {
   EXPECT_NE(r.entry.chosen, 1);
 }
 
+// Issue 35: GEMM + LayerNorm in f16 on the near-overflow inputs, whose rows of large products
+// differ little: the unfused graph rounds the products to f16 before the norm and lands about
+// 0.4 (relative to the outputs' scale) from exact, so the fused candidates, which keep the
+// products in f32, were rejected as mismatches against it at the formula's 0.088. Both programs
+// are now held to the graph widened to f32 there, and every candidate the search made is kept.
+TEST(Optimize, FusedCandidatesOfAnIllConditionedHalfGraphAreKept) {
+  ir::KernelGraph graph;
+  const ir::TensorRef x = graph.input("X", {8, 1024}, ir::DType::f16);
+  const ir::TensorRef w = graph.input("W", {1024, 64}, ir::DType::f16);
+  graph.mark_output(graph.layer_norm(graph.matmul(x, w), {64}), "out");
+  tune::OptimizeOptions o;
+  o.cache_path = fresh_cache_db("ill-conditioned");
+  o.search.budget_seconds = 30;
+  o.profile.min_seconds = 0.01;
+  o.profile.min_repetitions = 3;
+  o.library_variants = false;
+  const tune::OptimizeResult r = tune::optimize(graph, cpu_backend(), o);
+  ASSERT_GE(r.entry.candidates.size(), 2u);
+  for (const tune::CandidateRecord& c : r.entry.candidates) {
+    EXPECT_EQ(c.status, "ok") << c.label << ": " << c.message;
+    if (c.label == "unfused") continue;
+    EXPECT_NE(c.message.find("near_overflow: against the input graph in f32"), std::string::npos)
+        << c.label << ": " << c.message;
+  }
+}
+
 TEST(Optimize, TheDefaultCandidatesComeFromTheSearch) {
   const fs::path db = fresh_cache_db("search");
   tune::OptimizeOptions o;
