@@ -23,6 +23,9 @@ struct DeviceDescription {
   //   parallel_units          blocks that run at once (cores, SMs)
   //   bytes_per_second, flops_per_second, launch_seconds
   //                           rough rates for ranking candidates until they are profiled
+  //   streamed_weights        optional: the weight tiles a product of few rows reads from memory
+  //                           without holding them ({max_rows, k_multiple, column_widths,
+  //                           max_staged_bytes, max_blocks}; ir::StreamedWeights says which)
   // "memory_bytes", the device's memory, which compile() checks every graph against
   // (check_fits_memory); and "library_matmul", which a backend that can run kernel-level matmuls
   // as library calls (ir::MatmulOp::library) fills the same way: {"name": "OpenBLAS 0.3.21",
