@@ -261,6 +261,51 @@ TEST(CudaCompile, SkinnyProductsStreamWeights) {
   EXPECT_EQ(tma.tensor_maps.size(), 1u);
 }
 
+// The search counts a weight tile as streamed where the description's rule
+// (streamed_weights_space, ir::BlockGraph::streams) says so; the lowering must then stream it, or
+// the body the search admitted would need more shared memory than it counted. Over the rule's
+// rows, column widths, K tiles and loop lengths, with TMA (H200) and through registers (A100).
+TEST(CudaCompile, EveryWeightTileTheSearchCountsAsStreamedStreams) {
+  const CodegenOptions h200{
+      .max_shared_bytes = 227 * 1024, .multiprocessors = 132, .tensor_maps = true};
+  const CodegenOptions a100{.max_shared_bytes = 163 * 1024, .multiprocessors = 108};
+  int checked = 0;
+  for (const CodegenOptions& options : {h200, a100}) {
+    const nlohmann::json rule = streamed_weights_space(options);
+    ir::StreamedWeights s{.max_rows = rule["max_rows"],
+                          .k_multiple = rule["k_multiple"],
+                          .column_widths = rule["column_widths"].get<std::vector<int64_t>>(),
+                          .max_staged_bytes = rule["max_staged_bytes"],
+                          .max_blocks = rule["max_blocks"]};
+    for (int64_t rows : {1, 8, 16, 17})
+      for (int64_t width : s.column_widths)
+        for (int64_t k : {128, 512})
+          for (int64_t range : {2, 8}) {
+            const int64_t blocks = 64;
+            ir::BlockGraph g({{blocks, 1, 1}}, range,
+                             {{ir::DType::f16, {rows, k * range}},
+                              {ir::DType::f16, {k * range, width * blocks}}});
+            const int32_t x = g.iterator(0, ir::testing::kAllReplicated, 1);
+            const int32_t w = g.iterator(1, {1, ir::kReplicate, ir::kReplicate}, 0);
+            g.save(g.accumulate(ir::AccumFn::sum, g.add(ir::MatmulOp{}, {x, w})),
+                   {1, ir::kReplicate, ir::kReplicate});
+            const std::string what =
+                fmt::format("{} rows, [{}, {}] weight tiles, {} iterations, {}", rows, k, width,
+                            range, options.tensor_maps ? "TMA" : "registers");
+            const bool counted = g.streams(w, s);
+            // A's staged copy (rows x K x iterations, 16-bit) within the budget too: 16 rows at
+            // 4096 deep exceed the A100's.
+            EXPECT_EQ(counted, rows <= 16 && rows * k * range * 2 <= s.max_staged_bytes) << what;
+            if (!counted) continue;
+            const ir::KernelGraph graph = ir::testing::single_fused_graph(g, "streamed");
+            for (const KernelLaunch& kernel : lower(graph, options).kernels)
+              EXPECT_NE(kernel.source.find("B streamed"), std::string::npos) << what;
+            ++checked;
+          }
+  }
+  EXPECT_EQ(checked, 2 * 3 * 5 * 2 * 2 - 5);  // less the A100's five 16-row, 4096-deep ones
+}
+
 // With clusters (sm_90), a stream whose doubled grid is still one wave runs each block as a
 // pair, each streaming half of the weight; the pair's halves meet in shared memory.
 TEST(CudaCompile, StreamsSplitOverBlockPairs) {
