@@ -244,5 +244,31 @@ TEST(HandBuiltWinner, TheSearchFusesRmsnormLinearIntoOneKernelOnTheH200) {
       fmt::format("grid [{}] range {}", fmt::join(body.grid().extent, ", "), body.forloop_range()));
 }
 
+// What the streamed weights change in what the search proposes, not only in what its space
+// holds: gated_mlp at bs1 under the H200 description ranks first one kernel whose gate and up
+// products both stream their weights (grid 128, 4 iterations of 1024: hand-built n32_k1024, 23.8
+// µs on the H200), whose two [1024, 32] f16 weight tiles, 128 KiB, a block could not hold.
+TEST(StreamedWeights, TheSearchRanksFirstAGatedMlpThatStreamsBothWeights) {
+  const ir::KernelGraph graph = suite::build_workload("gated_mlp", 1, ir::DType::f16);
+  SearchOptions o;
+  o.budget_seconds = 120;
+  o.threads = 2;
+  o.fingerprint.seed = 7;
+  const SearchResult r = superoptimize(graph, h200_description(), o);
+  ASSERT_FALSE(r.ranked.empty());
+  const Candidate& best = r.ranked.front();
+  ASSERT_EQ(best.kernels, 1);
+  EXPECT_TRUE(best.proof.equivalent && best.proof.bound_met);
+  EXPECT_TRUE(best.float_check.passed) << best.float_check.summary;
+  const ir::BlockGraph& body = fused_body(best.mugraph);
+  const SearchSpace space = search_space(h200_description());
+  int streamed = 0;
+  for (int32_t id = 0; id < int32_t(body.nodes().size()); ++id)
+    streamed += body.streams(id, space.streamed) ? 1 : 0;
+  EXPECT_EQ(streamed, 2);
+  EXPECT_EQ(body.grid(), (ir::GridDims{{128, 1, 1}}));
+  EXPECT_EQ(body.forloop_range(), 4);
+}
+
 }  // namespace
 }  // namespace yirage::search
