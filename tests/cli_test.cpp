@@ -545,6 +545,7 @@ TEST(CliVerify, ACorrectMuGraphIsVerifiedWithItsBoundAssumptionsAndFloatChecks) 
   for (const nlohmann::json& check : doc["float_checks"]) {
     EXPECT_TRUE(check["passed"].get<bool>()) << check.dump();
     EXPECT_GT(check["tolerance"].get<double>(), 0) << check.dump();
+    EXPECT_TRUE(check["input_graph_error_from_f32"].is_null()) << "f32 graphs are not widened";
   }
 }
 

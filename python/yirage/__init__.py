@@ -107,8 +107,10 @@ def verify(
     Returns a dict: ``verified`` (bool), ``reason`` (one line when not verified, else None),
     ``trials``, ``false_accept_bound``, ``per_trial_bound``, ``bound_met``, ``assumptions`` (what
     the bound rests on), ``mismatch`` (the first differing output element, or None) and
-    ``float_checks`` (one per input distribution). Raises :class:`yirage.Error` when the two take
-    different inputs or produce different outputs."""
+    ``float_checks`` (one per input distribution: ``passed``, ``max_error``, ``tolerance``,
+    ``input_graph_error_from_f32`` where the input graph is ill-conditioned in its dtype and the
+    µGraph was held to the graph widened to f32 instead, else None, and ``summary``). Raises
+    :class:`yirage.Error` when the two take different inputs or produce different outputs."""
 
     def graph_of(g):
         return g if isinstance(g, KernelGraph) else load(_os.fspath(g))

@@ -55,6 +55,11 @@ nlohmann::json MuGraphVerdict::to_json() const {
                       {"passed", d.comparison.passed},
                       {"max_error", d.comparison.max_error},
                       {"tolerance", d.comparison.tolerance},
+                      // Held to the input graph widened to f32 (verify::widened_reference),
+                      // and the input graph's own error there; else null.
+                      {"input_graph_error_from_f32",
+                       d.comparison.rounding_error > 0 ? nlohmann::json(d.comparison.rounding_error)
+                                                       : nlohmann::json(nullptr)},
                       {"summary", d.comparison.summary()}});
   nlohmann::json mismatch = nullptr;
   if (proof.mismatch)

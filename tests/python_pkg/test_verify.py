@@ -17,6 +17,7 @@ def test_a_correct_mugraph_is_verified_with_bound_assumptions_and_float_checks(s
     checks = report["float_checks"]
     assert [c["distribution"] for c in checks] == ["uniform", "large", "outliers", "near_overflow"]
     assert all(c["passed"] and c["tolerance"] > 0 for c in checks)
+    assert all(c["input_graph_error_from_f32"] is None for c in checks)  # an f32 graph
 
 
 def test_a_wrong_mugraph_gets_a_one_line_reason(source_dir):
