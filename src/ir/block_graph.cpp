@@ -359,18 +359,19 @@ void BlockGraph::validate(const BlockLimits& limits) const {
   if (limits.max_grid_blocks > 0 && grid_.blocks() > limits.max_grid_blocks)
     fail("block graph: the grid [{}] has {} blocks, more than the limit of {}",
          fmt::join(grid_.extent, ", "), grid_.blocks(), limits.max_grid_blocks);
-  const int64_t in_loop = in_loop_bytes(limits.streamed);
-  if (limits.max_tile_bytes_in_loop > 0 && in_loop > limits.max_tile_bytes_in_loop)
-    fail("block graph: the loop body's tiles take {} bytes, more than the limit of {}", in_loop,
-         limits.max_tile_bytes_in_loop);
-  const int64_t staged = staged_bytes(limits.streamed);
-  if (staged > limits.streamed.max_staged_bytes)
-    fail("block graph: the streamed products hold {} bytes of A, more than the limit of {}", staged,
-         limits.streamed.max_staged_bytes);
-  const int64_t total = total_bytes(limits.streamed) + staged;
-  if (limits.max_tile_bytes_total > 0 && total > limits.max_tile_bytes_total)
-    fail("block graph: the tiles take {} bytes in all, more than the limit of {}", total,
-         limits.max_tile_bytes_total);
+  const TileOverrun over = tile_overrun(limits);
+  switch (over.kind) {
+    case TileOverrun::Kind::none: return;
+    case TileOverrun::Kind::in_loop:
+      fail("block graph: the loop body's tiles take {} bytes, more than the limit of {}",
+           over.bytes, over.limit);
+    case TileOverrun::Kind::staged:
+      fail("block graph: the streamed products hold {} bytes of A, more than the limit of {}",
+           over.bytes, over.limit);
+    case TileOverrun::Kind::total:
+      fail("block graph: the tiles take {} bytes in all, more than the limit of {}", over.bytes,
+           over.limit);
+  }
 }
 
 void BlockGraph::check_structure() const {

@@ -200,8 +200,21 @@ class BlockGraph {
   // once for products that share it.
   int64_t staged_bytes(const StreamedWeights& s, bool pending = false) const;
 
+  // The first of `limits`' tile limits the graph breaks (the loop body's tiles, the streamed
+  // products' staged A, all tiles with that A), with its bytes and the limit; kind none when it
+  // breaks none. validate() reports it; the search prunes by it while a graph is being built
+  // (`pending`, as streams() takes it). The grid limit is validate()'s alone.
+  struct TileOverrun {
+    enum class Kind { none, in_loop, staged, total } kind = Kind::none;
+    int64_t bytes = 0, limit = 0;
+  };
+  TileOverrun tile_overrun(const BlockLimits& limits, bool pending = false) const;
+
  private:
   int64_t staged_a_bytes(const BlockNode& matmul) const;
+  // streams() for every node, in one pass over the readers.
+  std::vector<bool> streamed_nodes(const StreamedWeights& s, bool pending) const;
+  int64_t staged_bytes(const std::vector<bool>& streamed) const;
   TensorType infer_tile(BlockOp& op, const std::vector<TensorType>& tiles) const;
   TensorType iterator_tile(const InputIteratorOp& it, size_t operand_count) const;
   BlockPhase infer_phase(const BlockOp& op, const std::vector<int32_t>& inputs,

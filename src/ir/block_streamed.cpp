@@ -17,38 +17,47 @@ bool is_16bit(DType t) {
 }  // namespace
 
 bool BlockGraph::streams(int32_t id, const StreamedWeights& s, bool pending) const {
-  const BlockNode& node = nodes_.at(size_t(id));
-  const auto* it = std::get_if<InputIteratorOp>(&node.op);
-  if (s.max_rows <= 0 || !it || it->fmap != 0) return false;
-  if (s.max_blocks > 0 && grid_.blocks() > s.max_blocks) return false;
-  const TensorType& operand = operands_.at(size_t(it->operand));
-  const Dims& tile = node.tile.dims;
-  if (operand.dims.size() != 2 || !is_16bit(operand.dtype) || tile.size() != 2 ||
-      tile[0] % s.k_multiple != 0 ||
-      std::find(s.column_widths.begin(), s.column_widths.end(), tile[1]) == s.column_widths.end())
-    return false;
-  std::vector<int32_t> readers;
-  for (size_t other = 0; other < nodes_.size(); ++other)
-    for (int32_t in : nodes_[other].inputs)
-      if (in == id) readers.push_back(int32_t(other));
-  if (readers.empty()) return pending;
-  if (readers.size() != 1) return false;
-  const int32_t product = readers[0];
-  const BlockNode& matmul = nodes_[size_t(product)];
-  if (!std::holds_alternative<MatmulOp>(matmul.op) || staged_a_bytes(matmul) > s.max_staged_bytes ||
-      phases_[size_t(product)] != BlockPhase::in_loop || matmul.inputs.at(1) != id ||
-      matmul.inputs.at(0) == id || matmul.tile.dims.size() != 2 || matmul.tile.dims[0] > s.max_rows)
-    return false;
-  int readers_of_product = 0;
-  bool summed = false;
-  for (const BlockNode& other : nodes_)
-    for (int32_t in : other.inputs)
-      if (in == product) {
-        ++readers_of_product;
-        const auto* acc = std::get_if<AccumulatorOp>(&other.op);
-        summed = acc && acc->fn == AccumFn::sum;
-      }
-  return readers_of_product == 0 ? pending : readers_of_product == 1 && summed;
+  return streamed_nodes(s, pending).at(size_t(id));
+}
+
+// One pass over the nodes' inputs finds every node's readers; then each iterator is held to the
+// rule of streams() (block_graph.h).
+std::vector<bool> BlockGraph::streamed_nodes(const StreamedWeights& s, bool pending) const {
+  std::vector<bool> streamed(nodes_.size(), false);
+  if (s.max_rows <= 0 || (s.max_blocks > 0 && grid_.blocks() > s.max_blocks)) return streamed;
+  std::vector<std::vector<int32_t>> readers(nodes_.size());
+  for (size_t id = 0; id < nodes_.size(); ++id)
+    for (int32_t in : nodes_[id].inputs) readers[size_t(in)].push_back(int32_t(id));
+  for (size_t id = 0; id < nodes_.size(); ++id) {
+    const auto* it = std::get_if<InputIteratorOp>(&nodes_[id].op);
+    if (!it || it->fmap != 0) continue;
+    const TensorType& operand = operands_.at(size_t(it->operand));
+    const Dims& tile = nodes_[id].tile.dims;
+    if (operand.dims.size() != 2 || !is_16bit(operand.dtype) || tile.size() != 2 ||
+        tile[0] % s.k_multiple != 0 ||
+        std::find(s.column_widths.begin(), s.column_widths.end(), tile[1]) == s.column_widths.end())
+      continue;
+    if (readers[id].empty()) {
+      streamed[id] = pending;
+      continue;
+    }
+    if (readers[id].size() != 1) continue;
+    const int32_t product = readers[id][0];
+    const BlockNode& matmul = nodes_[size_t(product)];
+    if (!std::holds_alternative<MatmulOp>(matmul.op) ||
+        phases_[size_t(product)] != BlockPhase::in_loop || matmul.inputs.at(1) != int32_t(id) ||
+        matmul.inputs.at(0) == int32_t(id) || matmul.tile.dims.size() != 2 ||
+        matmul.tile.dims[0] > s.max_rows || staged_a_bytes(matmul) > s.max_staged_bytes)
+      continue;
+    const std::vector<int32_t>& sums = readers[size_t(product)];
+    if (sums.empty()) {
+      streamed[id] = pending;
+      continue;
+    }
+    const auto* acc = std::get_if<AccumulatorOp>(&nodes_[size_t(sums[0])].op);
+    streamed[id] = sums.size() == 1 && acc && acc->fn == AccumFn::sum;
+  }
+  return streamed;
 }
 
 int64_t BlockGraph::staged_a_bytes(const BlockNode& matmul) const {
@@ -57,36 +66,57 @@ int64_t BlockGraph::staged_a_bytes(const BlockNode& matmul) const {
 }
 
 // Products that share A share its staged copy.
-int64_t BlockGraph::staged_bytes(const StreamedWeights& s, bool pending) const {
+int64_t BlockGraph::staged_bytes(const std::vector<bool>& streamed) const {
   int64_t bytes = 0;
   std::vector<int32_t> staged;
-  for (size_t id = 0; id < nodes_.size(); ++id) {
-    if (!std::holds_alternative<InputIteratorOp>(nodes_[id].op) ||
-        !streams(int32_t(id), s, pending))
+  for (const BlockNode& matmul : nodes_) {
+    if (!std::holds_alternative<MatmulOp>(matmul.op) || !streamed[size_t(matmul.inputs.at(1))] ||
+        std::count(staged.begin(), staged.end(), matmul.inputs[0]) > 0)
       continue;
-    for (const BlockNode& matmul : nodes_)
-      if (std::holds_alternative<MatmulOp>(matmul.op) && matmul.inputs.at(1) == int32_t(id) &&
-          std::count(staged.begin(), staged.end(), matmul.inputs[0]) == 0) {
-        staged.push_back(matmul.inputs[0]);
-        bytes += staged_a_bytes(matmul);
-      }
+    staged.push_back(matmul.inputs[0]);
+    bytes += staged_a_bytes(matmul);
   }
   return bytes;
 }
 
+int64_t BlockGraph::staged_bytes(const StreamedWeights& s, bool pending) const {
+  return staged_bytes(streamed_nodes(s, pending));
+}
+
 int64_t BlockGraph::in_loop_bytes(const StreamedWeights& s, bool pending) const {
+  const std::vector<bool> streamed = streamed_nodes(s, pending);
   int64_t bytes = 0;
   for (size_t id = 0; id < nodes_.size(); ++id)
-    if (phases_[id] == BlockPhase::in_loop && !streams(int32_t(id), s, pending))
-      bytes += tile_bytes(int32_t(id));
+    if (phases_[id] == BlockPhase::in_loop && !streamed[id]) bytes += tile_bytes(int32_t(id));
   return bytes;
 }
 
 int64_t BlockGraph::total_bytes(const StreamedWeights& s, bool pending) const {
+  const std::vector<bool> streamed = streamed_nodes(s, pending);
   int64_t bytes = 0;
   for (size_t id = 0; id < nodes_.size(); ++id)
-    if (!streams(int32_t(id), s, pending)) bytes += tile_bytes(int32_t(id));
+    if (!streamed[id]) bytes += tile_bytes(int32_t(id));
   return bytes;
+}
+
+BlockGraph::TileOverrun BlockGraph::tile_overrun(const BlockLimits& limits, bool pending) const {
+  const std::vector<bool> streamed = streamed_nodes(limits.streamed, pending);
+  int64_t in_loop = 0, held = 0;
+  for (size_t id = 0; id < nodes_.size(); ++id) {
+    if (streamed[id]) continue;
+    const int64_t bytes = tile_bytes(int32_t(id));
+    held += bytes;
+    if (phases_[id] == BlockPhase::in_loop) in_loop += bytes;
+  }
+  using Kind = TileOverrun::Kind;
+  if (limits.max_tile_bytes_in_loop > 0 && in_loop > limits.max_tile_bytes_in_loop)
+    return {Kind::in_loop, in_loop, limits.max_tile_bytes_in_loop};
+  const int64_t staged = staged_bytes(streamed);
+  if (staged > limits.streamed.max_staged_bytes)
+    return {Kind::staged, staged, limits.streamed.max_staged_bytes};
+  if (limits.max_tile_bytes_total > 0 && held + staged > limits.max_tile_bytes_total)
+    return {Kind::total, held + staged, limits.max_tile_bytes_total};
+  return {};
 }
 
 }  // namespace yirage::ir

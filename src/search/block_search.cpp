@@ -297,6 +297,7 @@ class Enumerator {
       : group_(group),
         config_(config),
         space_(space),
+        limits_(space.limits()),
         budget_(budget),
         vocab_(make_vocab(group.target, config.range > 1)),
         memo_(exprs_, budget) {
@@ -616,13 +617,7 @@ class Enumerator {
   // Tiles that may still stream (the product that would read them not yet added) count as
   // streamed until complete() validates the finished graph.
   bool fits(const ir::BlockGraph& g) const {
-    const ir::StreamedWeights& s = space_.streamed;
-    const int64_t staged = g.staged_bytes(s, true);
-    return (space_.max_tile_bytes_in_loop <= 0 ||
-            g.in_loop_bytes(s, true) <= space_.max_tile_bytes_in_loop) &&
-           staged <= s.max_staged_bytes &&
-           (space_.max_tile_bytes_total <= 0 ||
-            g.total_bytes(s, true) + staged <= space_.max_tile_bytes_total);
+    return g.tile_overrun(limits_, true).kind == ir::BlockGraph::TileOverrun::Kind::none;
   }
 
   void in_loop(const ir::BlockGraph& g, const std::vector<TileInfo>& tiles, int ops,
@@ -742,7 +737,7 @@ class Enumerator {
     ir::BlockGraph g2 = g;
     try {
       for (size_t j = 0; j < outputs; ++j) g2.save(saved[j], config_.omaps[j]);
-      g2.validate(space_.limits());
+      g2.validate(limits_);
       std::vector<ir::TensorType> want;
       for (const ir::GraphOutput& o : group_.target.outputs())
         want.push_back(group_.target.type(o.tensor));
@@ -766,6 +761,7 @@ class Enumerator {
   const Group& group_;
   const BlockConfig& config_;
   const SearchSpace& space_;
+  const ir::BlockLimits limits_;  // space_'s, kept: fits() runs on every state
   Budget& budget_;
   Vocab vocab_;
   int32_t eps_index(const ir::AccumulatorOp& acc) const {
