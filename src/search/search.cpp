@@ -100,9 +100,9 @@ struct GroupChoice {
 struct GraphValues {
   std::vector<ir::HostTensor> outputs;
   std::map<ir::TensorRef, ir::HostTensor> results;  // of every op
-  // verify::widened_reference, made once a candidate misses the formula's tolerance.
-  std::optional<verify::WidenedReference> widened;
-  bool widened_made = false;
+  // verify::widened_reference, made once a candidate misses the formula's tolerance (the
+  // outer optional: made or not).
+  std::optional<std::optional<verify::WidenedReference>> widened;
 };
 using ReferenceOutputs = std::map<verify::InputDistribution, GraphValues>;
 
@@ -267,19 +267,14 @@ FloatCheck float_check(const ir::KernelGraph& graph, const ir::KernelGraph& cand
     if (want.valid()) reference[d] = want.get();
     ++check.reference_runs;
     GraphValues& values = reference[d];
-    verify::Comparison c = verify::compare(got, values.outputs, k, d);
-    // Over the formula's tolerance but finite: the input graph may be ill-conditioned here, a
-    // poor oracle in its own dtype (verify::widened_reference).
-    if (!c.passed && c.new_non_finite == 0 && c.reference_non_finite == 0) {
-      if (!values.widened_made) {
-        values.widened = verify::widened_reference(graph, inputs, values.outputs);
-        values.widened_made = true;
-        ++check.reference_runs;
-      }
-      if (values.widened &&
-          values.widened->rounding_error > c.tolerance / verify::kRoundingAllowance)
-        c = verify::compare(got, values.widened->outputs, k, d, values.widened->rounding_error);
-    }
+    const verify::Comparison c = verify::compare_within_rounding(
+        got, values.outputs, k, d, [&]() -> const std::optional<verify::WidenedReference>& {
+          if (!values.widened) {
+            values.widened = verify::widened_reference(graph, inputs, values.outputs);
+            ++check.reference_runs;
+          }
+          return *values.widened;
+        });
     check.max_error = std::max(check.max_error, c.max_error);
     if (d == verify::InputDistribution::uniform) check.tolerance = c.tolerance;
     parts.push_back(fmt::format("{}: {}", verify::distribution_name(d), c.summary()));

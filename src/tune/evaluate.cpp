@@ -58,14 +58,11 @@ Evaluation Evaluator::check(const ir::KernelGraph& candidate) {
       expected_.push_back(std::move(out));
       continue;
     }
-    verify::Comparison c = verify::compare(out, expected_[i], reduction_length_, d);
-    // Over the formula's tolerance but finite: where the original graph is ill-conditioned, the
-    // reference candidate in its dtype is no oracle; both are held to the original in f32.
-    if (!c.passed && c.new_non_finite == 0 && c.reference_non_finite == 0) {
-      const std::optional<verify::WidenedReference>& wide = widened(i);
-      if (wide && wide->rounding_error > c.tolerance / verify::kRoundingAllowance)
-        c = verify::compare(out, wide->outputs, reduction_length_, d, wide->rounding_error);
-    }
+    // Where the original graph is ill-conditioned, the reference candidate in its dtype is no
+    // oracle; both are then held to the original in f32.
+    const verify::Comparison c = verify::compare_within_rounding(
+        out, expected_[i], reduction_length_, d,
+        [&]() -> const std::optional<verify::WidenedReference>& { return widened(i); });
     checks.push_back(fmt::format("{}: {}", verify::distribution_name(d), c.summary()));
     if (!c.passed) {
       result.status = c.new_overflow() ? "non_finite" : "mismatch";

@@ -270,6 +270,17 @@ std::optional<WidenedReference> widened_reference(const ir::KernelGraph& graph,
   return r;
 }
 
+Comparison compare_within_rounding(
+    const std::vector<ir::HostTensor>& actual, const std::vector<ir::HostTensor>& expected,
+    int64_t reduction_length, InputDistribution d,
+    const std::function<const std::optional<WidenedReference>&()>& widened) {
+  const Comparison c = compare(actual, expected, reduction_length, d);
+  if (c.passed || c.new_non_finite > 0 || c.reference_non_finite > 0) return c;
+  const std::optional<WidenedReference>& wide = widened();
+  if (!wide || wide->rounding_error <= c.tolerance / kRoundingAllowance) return c;
+  return compare(actual, wide->outputs, reduction_length, d, wide->rounding_error);
+}
+
 Comparison compare(const std::vector<ir::HostTensor>& actual,
                    const std::vector<ir::HostTensor>& expected, int64_t reduction_length,
                    InputDistribution d, double rounding_error) {

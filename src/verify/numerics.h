@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -99,5 +100,15 @@ std::optional<WidenedReference> widened_reference(const ir::KernelGraph& graph,
                                                   const std::vector<ir::HostTensor>& inputs,
                                                   const std::vector<ir::HostTensor>& outputs);
 inline constexpr double kRoundingAllowance = 2;
+
+// compare(); and where `actual` misses the formula's tolerance with finite values and the input
+// graph is ill-conditioned here (its own distance from the widened graph over the tolerance /
+// kRoundingAllowance), compare() against the widened graph instead. `widened` gives
+// widened_reference's result for these inputs and `expected`; it is called only in that case, so
+// that a caller makes the f32 run lazily, once per input set.
+Comparison compare_within_rounding(
+    const std::vector<ir::HostTensor>& actual, const std::vector<ir::HostTensor>& expected,
+    int64_t reduction_length, InputDistribution d,
+    const std::function<const std::optional<WidenedReference>&()>& widened);
 
 }  // namespace yirage::verify
