@@ -221,17 +221,21 @@ TEST(HandBuiltWinner, TheSpaceHoldsRmsnormLinearsN64GridAtTheShortestLoopThatFit
       << "now equal by structural hash: say so above";
 }
 
+// The whole search of `workload` at bs 1 in f16, its real shape, under the H200 description.
+SearchResult search_on_the_h200(const std::string& workload, double budget_seconds) {
+  SearchOptions o;
+  o.budget_seconds = budget_seconds;
+  o.threads = 2;
+  o.fingerprint.seed = 7;
+  return superoptimize(suite::build_workload(workload, 1, ir::DType::f16), h200_description(), o);
+}
+
 // The whole search at the real shape under the H200 description: one fused kernel, proved. Its
 // grid is what the load model ranks best (dims.cpp), not necessarily n64's: at 8 iterations 96
 // blocks leave 36 of the 132 multiprocessors idle, and the H200 agrees that a full wave is
 // faster there (n48_k512, 128 blocks: 16.7 µs against n64_k512's 17.4).
 TEST(HandBuiltWinner, TheSearchFusesRmsnormLinearIntoOneKernelOnTheH200) {
-  const ir::KernelGraph graph = suite::build_workload("rmsnorm_linear", 1, ir::DType::f16);
-  SearchOptions o;
-  o.budget_seconds = 300;
-  o.threads = 2;
-  o.fingerprint.seed = 7;
-  const SearchResult r = superoptimize(graph, h200_description(), o);
+  const SearchResult r = search_on_the_h200("rmsnorm_linear", 300);
   EXPECT_FALSE(r.stats.budget_exhausted);
   const auto fused = std::find_if(r.ranked.begin(), r.ranked.end(),
                                   [](const Candidate& c) { return c.kernels == 1; });
@@ -249,12 +253,7 @@ TEST(HandBuiltWinner, TheSearchFusesRmsnormLinearIntoOneKernelOnTheH200) {
 // products both stream their weights (grid 128, 4 iterations of 1024: hand-built n32_k1024, 23.8
 // µs on the H200), whose two [1024, 32] f16 weight tiles, 128 KiB, a block could not hold.
 TEST(StreamedWeights, TheSearchRanksFirstAGatedMlpThatStreamsBothWeights) {
-  const ir::KernelGraph graph = suite::build_workload("gated_mlp", 1, ir::DType::f16);
-  SearchOptions o;
-  o.budget_seconds = 120;
-  o.threads = 2;
-  o.fingerprint.seed = 7;
-  const SearchResult r = superoptimize(graph, h200_description(), o);
+  const SearchResult r = search_on_the_h200("gated_mlp", 120);
   ASSERT_FALSE(r.ranked.empty());
   const Candidate& best = r.ranked.front();
   ASSERT_EQ(best.kernels, 1);
