@@ -90,6 +90,10 @@ struct BackendOptions {
   // Host threads for backends that run kernels on the CPU (cpu); 0: the backend's default
   // (for cpu, YIRAGE_CPU_THREADS, else every core the process may use). Others ignore it.
   int threads = 0;
+  // Which of the backend's devices the instance runs on, from 0 to Backend::device_count() - 1.
+  // The registry names the instance of device k "<backend>:k" ("cuda:1"); a plain name is device
+  // 0. Backends of one device ignore it (the registry refuses an index past their count).
+  int device = 0;
 };
 
 class Backend {
@@ -102,6 +106,11 @@ class Backend {
   virtual Availability availability() const = 0;
   // What the device is. Also meaningful when unavailable, as far as can be known.
   virtual DeviceDescription device() const = 0;
+  // Optional: how many devices of this kind the machine has, as ggml-backend's registry counts a
+  // backend's devices; the registry makes the instance of device k with BackendOptions::device = k.
+  // Asked of device 0's instance; cheap, never throws. The default, 1, is right for backends of
+  // one device (the host's CPU, the reference executor).
+  virtual int device_count() const { return 1; }
 
   // Optional: what allocate() returns; cheap, never throws, also meaningful when unavailable.
   // The default promises nothing: device memory, no alignment.
@@ -156,16 +165,21 @@ class Backend {
 };
 
 struct BackendInfo {
-  std::string name;
+  std::string name;  // what get_backend takes: "cuda" for device 0, "cuda:1" for device 1
+  int device_index = 0;
   Availability availability;
   DeviceDescription device;
 };
 
+// The registry's name of a backend's device: "cuda" for device 0, "cuda:1" for device 1.
+std::string device_name(std::string_view backend, int device);
+
 // Every backend this build knows, in registry order, available or not.
 std::vector<std::string> backend_names();
 // The backend by name, created on first use with the default options and kept for the life of the
-// process. Throws yirage::Error for an unknown name (listing the known ones) or an unavailable
-// backend (with the reason).
+// process; "<backend>:k" names the instance of its device k (see BackendOptions::device). Throws
+// yirage::Error for an unknown name (listing the known ones), a device index the machine does
+// not have, or an unavailable backend (with the reason).
 Backend& get_backend(std::string_view name);
 
 // The backend by name, available or not, for the entries that mean something where it cannot
@@ -173,9 +187,12 @@ Backend& get_backend(std::string_view name);
 Backend& find_backend(std::string_view name);
 
 // A new instance of the named backend, owned by the caller: for a setting that must not change
-// the shared one, such as an LLM's thread count. Throws as get_backend does.
+// the shared one, such as an LLM's thread count. A "<backend>:k" name sets options.device to k.
+// Throws as get_backend does.
 std::unique_ptr<Backend> create_backend(std::string_view name, const BackendOptions& options);
-// Name, availability and device of every known backend; never throws.
+// Name, availability and device of every known backend, in registry order; a backend with
+// several devices on this machine has one entry per device ("cuda", "cuda:1", ...), all of one
+// kind sharing a fingerprint (the tuning cache's entries serve each). Never throws.
 std::vector<BackendInfo> describe_backends();
 // The backend "auto" stands for: the first available one in the order of preference of
 // registry.cpp.

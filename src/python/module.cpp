@@ -90,6 +90,7 @@ NB_MODULE(_yirage, m) {
         for (const backend::BackendInfo& info : infos) {
           nb::dict d;
           d["name"] = info.name;
+          d["device_index"] = info.device_index;
           d["available"] = info.availability.available;
           d["reason"] = info.availability.reason;
           d["device"] = info.device.name;

@@ -26,6 +26,7 @@ nlohmann::json backends_json() {
   for (const backend::BackendInfo& info : backend::describe_backends()) {
     list.push_back({
         {"name", info.name},
+        {"device_index", info.device_index},
         {"available", info.availability.available},
         {"reason", info.availability.reason},
         {"calibrated", calibration_json(info.name)},

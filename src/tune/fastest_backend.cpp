@@ -76,7 +76,9 @@ FastestBackendResult optimize_on_fastest_backend(const ir::KernelGraph& graph,
   std::vector<std::string> failures;
   bool any = false;
   for (const backend::BackendInfo& info : backend::describe_backends()) {
-    if (!info.availability.available || !info.device.tunable) continue;
+    // "auto" chooses among kinds of device: a second device of one kind would only repeat the
+    // first's tuning (they share a fingerprint, and with it the cache's entries).
+    if (!info.availability.available || !info.device.tunable || info.device_index > 0) continue;
     BackendTuning tuning;
     tuning.backend = info.name;
     try {

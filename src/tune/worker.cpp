@@ -150,8 +150,9 @@ void serve(const json& request, int out) {
     fail("the worker is another build ({}) than the caller ({})", engine_version(),
          request.at("engine").get<std::string>());
   const std::string name = request.at("backend").get<std::string>();
-  std::unique_ptr<backend::Backend> backend =
-      backend::create_backend(name, {.threads = request.at("threads").get<int>()});
+  std::unique_ptr<backend::Backend> backend = backend::create_backend(
+      name,
+      {.threads = request.at("threads").get<int>(), .device = request.at("device").get<int>()});
   if (backend->codegen_settings() != request.at("codegen").get<std::string>())
     fail("the worker's backend '{}' has other settings ({}) than the caller's ({})", name,
          backend->codegen_settings(), request.at("codegen").get<std::string>());
@@ -384,11 +385,14 @@ std::map<size_t, Evaluation> evaluate_in_workers(const std::vector<std::string>&
                                                  const std::vector<size_t>& indices,
                                                  const OptimizeOptions& options,
                                                  const std::function<void(size_t)>& on_profiling) {
-  json request = {
-      {"engine", engine_version()},           {"backend", std::string(backend.name())},
-      {"threads", backend.options().threads}, {"codegen", backend.codegen_settings()},
-      {"original", ir::to_json(original)},    {"profile", profile_options_json(options.profile)},
-      {"candidates", json::object()}};
+  json request = {{"engine", engine_version()},
+                  {"backend", std::string(backend.name())},
+                  {"threads", backend.options().threads},
+                  {"device", backend.options().device},
+                  {"codegen", backend.codegen_settings()},
+                  {"original", ir::to_json(original)},
+                  {"profile", profile_options_json(options.profile)},
+                  {"candidates", json::object()}};
   for (size_t i : indices)
     request["candidates"][std::to_string(i)] = ir::to_json(candidates[i].graph);
   const auto limit = std::chrono::duration_cast<Clock::duration>(

@@ -48,6 +48,29 @@ TEST(OpenclBackend, DescribesItsDevice) {
   EXPECT_GT(d.capabilities["search"]["max_tile_bytes_total"].get<int64_t>(), 0);
 }
 
+// Each device of every platform is a backend instance of its own; one past the last is an error.
+TEST(OpenclBackend, EnumeratesTheDevicesOfEveryPlatform) {
+  OPENCL_OR_SKIP(cl);
+  const int count = cl->device_count();
+  ASSERT_GE(count, 1);
+  int listed = 0;
+  for (const BackendInfo& info : describe_backends())
+    if (info.name == device_name("opencl", info.device_index)) {
+      EXPECT_EQ(find_backend(info.name).options().device, info.device_index) << info.name;
+      ++listed;
+    }
+  EXPECT_EQ(listed, count);
+  const std::string past = device_name("opencl", count);
+  try {
+    get_backend(past);
+    ADD_FAILURE() << past << " was found";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(fmt::format("this machine has {} opencl device", count)),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 // The suite's llama_mlp_block at small shapes, built as src/suite builds it: the search targets
 // (search_targets.h) hold the other seven workloads.
 ir::KernelGraph small_llama_mlp_block(ir::DType t) {

@@ -3,6 +3,8 @@
 #include <cstring>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "support/error.h"
 #include "verify/verify.h"
 
@@ -49,13 +51,17 @@ class ToyModule final : public backend::Module {
   ir::KernelGraph graph_;
 };
 
+// Two devices of one kind, as a machine with two identical GPUs has.
 class ToyBackend final : public backend::Backend {
  public:
+  explicit ToyBackend(int device) : device_(device) {}
   std::string_view name() const override { return "toy"; }
   backend::Availability availability() const override { return {true, {}}; }
+  int device_count() const override { return kToyDevices; }
+  backend::BackendOptions options() const override { return {.device = device_}; }
   backend::DeviceDescription device() const override {
     backend::DeviceDescription d;
-    d.name = "toy device";
+    d.name = fmt::format("toy device {}", device_);
     d.fingerprint = "toy-1";
     // A small space, so that the search has something to enumerate on this device too.
     d.capabilities = {{"search",
@@ -77,12 +83,15 @@ class ToyBackend final : public backend::Backend {
   std::unique_ptr<backend::Module> compile(const ir::KernelGraph& graph) override {
     return std::make_unique<ToyModule>(graph);
   }
+
+ private:
+  int device_;
 };
 
 }  // namespace
 
-std::unique_ptr<backend::Backend> make_toy_backend(const backend::BackendOptions&) {
-  return std::make_unique<ToyBackend>();
+std::unique_ptr<backend::Backend> make_toy_backend(const backend::BackendOptions& options) {
+  return std::make_unique<ToyBackend>(options.device);
 }
 
 }  // namespace yirage::toy

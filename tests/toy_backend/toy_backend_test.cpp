@@ -4,6 +4,8 @@
 
 #include <filesystem>
 
+#include <fmt/format.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "backend/backend.h"
@@ -16,6 +18,8 @@
 
 namespace yirage {
 namespace {
+
+using ::testing::HasSubstr;
 
 backend::Backend& toy() {
   static const bool registered = [] {
@@ -40,14 +44,46 @@ TEST(ToyBackend, TheRegistryListsItAfterTheBuiltInOnes) {
   const std::vector<std::string> names = backend::backend_names();
   ASSERT_FALSE(names.empty());
   EXPECT_EQ(names.back(), "toy");
-  bool described = false;
+  std::vector<std::string> described;
   for (const backend::BackendInfo& info : backend::describe_backends())
-    described |=
-        info.name == "toy" && info.availability.available && info.device.fingerprint == "toy-1";
-  EXPECT_TRUE(described);
+    if (info.name.starts_with("toy") && info.availability.available &&
+        info.device.fingerprint == "toy-1")
+      described.push_back(fmt::format("{} {} {}", info.name, info.device_index, info.device.name));
+  EXPECT_EQ(described, (std::vector<std::string>{"toy 0 toy device 0", "toy:1 1 toy device 1"}));
   // "auto" still prefers a built-in backend.
   EXPECT_NE(backend::default_backend_name(), "toy");
   EXPECT_EQ(backend::create_backend("toy", {})->name(), "toy");
+}
+
+TEST(ToyBackend, EachDeviceIsAnInstanceOfItsOwnNamedBackendColonIndex) {
+  toy();
+  backend::Backend& second = backend::get_backend("toy:1");
+  EXPECT_EQ(second.options().device, 1);
+  EXPECT_EQ(second.device().name, "toy device 1");
+  EXPECT_EQ(&second, &backend::get_backend("toy:1"));
+  EXPECT_NE(&second, &toy());
+  EXPECT_EQ(&toy(), &backend::get_backend("toy:0"));
+  EXPECT_EQ(backend::create_backend("toy:1", {})->options().device, 1);
+  EXPECT_EQ(backend::create_backend("toy", {.device = 1})->options().device, 1);
+  EXPECT_EQ(backend::device_name("toy", 0), "toy");
+  EXPECT_EQ(backend::device_name("toy", 1), "toy:1");
+}
+
+TEST(ToyBackend, ADeviceTheMachineLacksIsAOneLineError) {
+  toy();
+  EXPECT_THAT(test_util::error_of([] { backend::get_backend("toy:2"); }),
+              HasSubstr("backend 'toy:2': this machine has 2 toy devices (indices 0 to 1)"));
+  EXPECT_THAT(test_util::error_of([] { backend::create_backend("toy", {.device = 5}); }),
+              HasSubstr("backend 'toy': this machine has 2 toy devices"));
+  EXPECT_THAT(test_util::error_of([] { backend::get_backend("cpu:1"); }),
+              HasSubstr("backend 'cpu:1': this machine has 1 cpu device (indices 0 to 0)"));
+  for (const char* bad : {"toy:", "toy:x", "toy:-1", "toy:1x"})
+    EXPECT_THAT(test_util::error_of([&] { backend::find_backend(bad); }),
+                HasSubstr("is no device index"));
+  EXPECT_THAT(test_util::error_of([] { backend::get_backend("nope:1"); }),
+              HasSubstr("unknown backend 'nope:1'"));
+  EXPECT_THAT(test_util::error_of([] { backend::register_backend("a:b", toy::make_toy_backend); }),
+              HasSubstr("has a ':', which names a device"));
 }
 
 TEST(ToyBackend, ANameIsRegisteredOnce) {

@@ -43,6 +43,8 @@ struct ProbeFailure {
 struct Probe {
   Availability availability;
   DeviceDescription device;
+  int index = 0;         // among the driver's devices: BackendOptions::device
+  int device_count = 0;  // the driver's devices, where it could be asked
   CUdevice ordinal = 0;
   int max_shared = 48 * 1024;
 };
@@ -95,8 +97,9 @@ DeviceDescription describe_gpu(CUdevice device, int device_count, int driver_ver
   return description;
 }
 
-Probe probe_driver() {
+Probe probe_driver(int index) {
   Probe probe;
+  probe.index = index;
   probe.device.name = "no CUDA device";
   probe.device.capabilities = nlohmann::json::object();
   const Driver& d = driver();
@@ -111,8 +114,12 @@ Probe probe_driver() {
     probe_check(api.driver_get_version(&driver_version), "cuDriverGetVersion");
     int count = 0;
     probe_check(api.device_get_count(&count), "cuDeviceGetCount");
+    probe.device_count = count;
     if (count == 0) throw ProbeFailure{"the NVIDIA driver reports 0 CUDA devices"};
-    probe_check(api.device_get(&probe.ordinal, 0), "cuDeviceGet");
+    if (index >= count)
+      throw ProbeFailure{
+          fmt::format("there is no CUDA device {}: the driver reports {}", index, count)};
+    probe_check(api.device_get(&probe.ordinal, index), "cuDeviceGet");
     probe.device = describe_gpu(probe.ordinal, count, driver_version);
     probe.max_shared = probe.device.capabilities["shared_memory_per_block_optin_bytes"].get<int>();
     std::string why_not;
@@ -497,11 +504,13 @@ class CudaModule final : public Module {
 
 class CudaBackend final : public Backend {
  public:
-  CudaBackend() : probe_(probe_driver()) {}
+  explicit CudaBackend(int device) : probe_(probe_driver(device)) {}
 
   std::string_view name() const override { return "cuda"; }
   Availability availability() const override { return probe_.availability; }
   DeviceDescription device() const override { return probe_.device; }
+  int device_count() const override { return std::max(1, probe_.device_count); }
+  BackendOptions options() const override { return {.device = probe_.index}; }
 
   // cuMemAlloc's memory: on the device, aligned for any access (256 bytes in practice; 128 is
   // what TMA needs).
@@ -572,7 +581,8 @@ class CudaBackend final : public Backend {
 
  private:
   [[noreturn]] void unavailable() const {
-    fail("backend 'cuda' is unavailable: {}", probe_.availability.reason);
+    fail("backend '{}' is unavailable: {}", device_name(name(), probe_.index),
+         probe_.availability.reason);
   }
 
   // The device's primary context (the one the CUDA runtime and PyTorch share) and the stream
@@ -642,8 +652,8 @@ CodegenOptions default_codegen_options(const DeviceDescription& device, bool lib
 
 }  // namespace cuda
 
-std::unique_ptr<Backend> make_cuda_backend(const BackendOptions&) {
-  return std::make_unique<CudaBackend>();
+std::unique_ptr<Backend> make_cuda_backend(const BackendOptions& options) {
+  return std::make_unique<CudaBackend>(options.device);
 }
 
 }  // namespace yirage::backend

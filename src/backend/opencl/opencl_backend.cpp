@@ -18,6 +18,7 @@
 #include <fstream>
 #include <mutex>
 #include <random>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -81,6 +82,8 @@ std::string device_type_name(cl_device_type type) {
 struct Probe {
   Availability availability;
   DeviceDescription device;
+  int index = 0;         // among the platforms' devices: BackendOptions::device
+  int device_count = 0;  // the platforms' devices, where they could be listed
   cl_device_id id = nullptr;
   DeviceLimits limits;
 };
@@ -100,8 +103,65 @@ nlohmann::json search_space(int64_t compute_units, int64_t local_memory, bool gp
   };
 }
 
-Probe probe_device() {
+// Every device of every platform, in the loader's order: the backend's devices 0, 1, ...
+std::vector<std::pair<cl_platform_id, cl_device_id>> list_devices() {
+  cl_uint count = 0;
+  const cl_int found = cl().GetPlatformIDs(0, nullptr, &count);
+  if (found == -1001 /* CL_PLATFORM_NOT_FOUND_KHR */ || (found == CL_SUCCESS && count == 0))
+    throw ProbeFailure{
+        "the OpenCL ICD loader found no platform (none registered in /etc/OpenCL/vendors or "
+        "$OCL_ICD_VENDORS); install one such as pocl-opencl-icd"};
+  probe_check(found, "clGetPlatformIDs");
+  std::vector<cl_platform_id> platforms(count);
+  probe_check(cl().GetPlatformIDs(count, platforms.data(), nullptr), "clGetPlatformIDs");
+  std::vector<std::pair<cl_platform_id, cl_device_id>> devices;
+  for (cl_platform_id platform : platforms) {
+    cl_uint n = 0;
+    if (cl().GetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, 0, nullptr, &n) != CL_SUCCESS || n == 0)
+      continue;
+    std::vector<cl_device_id> ids(n);
+    probe_check(cl().GetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, n, ids.data(), nullptr),
+                "clGetDeviceIDs");
+    for (cl_device_id id : ids) devices.emplace_back(platform, id);
+  }
+  if (devices.empty())
+    throw ProbeFailure{fmt::format("none of the {} OpenCL platforms has a device", count)};
+  return devices;
+}
+
+// Describes the device, its limits and the search space it gives the search.
+void describe_device(cl_platform_id platform, cl_device_id device, Probe& probe) {
+  probe.id = device;
+  const std::string platform_name = platform_string(platform, CL_PLATFORM_NAME);
+  const std::string driver = device_string(device, CL_DRIVER_VERSION);
+  const std::string c_version = device_string(device, CL_DEVICE_OPENCL_C_VERSION);
+  const std::string extensions = device_string(device, CL_DEVICE_EXTENSIONS);
+  const auto type = device_value<cl_device_type>(device, CL_DEVICE_TYPE);
+  const auto units = int64_t(device_value<cl_uint>(device, CL_DEVICE_MAX_COMPUTE_UNITS));
+  const auto local = int64_t(device_value<cl_ulong>(device, CL_DEVICE_LOCAL_MEM_SIZE));
+  const auto group = int64_t(device_value<size_t>(device, CL_DEVICE_MAX_WORK_GROUP_SIZE));
+  probe.device.name = device_string(device, CL_DEVICE_NAME);
+  probe.device.fingerprint =
+      fingerprint_of({"opencl", platform_name, probe.device.name, driver, c_version});
+  probe.device.capabilities = {
+      {"platform", platform_name},
+      {"driver_version", driver},
+      {"opencl_c_version", c_version},
+      {"device_type", device_type_name(type)},
+      {"compute_units", units},
+      {"local_memory_bytes", local},
+      {"max_work_group_size", group},
+      {"max_allocation_bytes", device_value<cl_ulong>(device, CL_DEVICE_MAX_MEM_ALLOC_SIZE)},
+      {"memory_bytes", device_value<cl_ulong>(device, CL_DEVICE_GLOBAL_MEM_SIZE)},
+      {"cl_khr_fp16", extensions.find("cl_khr_fp16") != std::string::npos},
+      {"search", search_space(units, local, (type & CL_DEVICE_TYPE_GPU) != 0)},
+  };
+  probe.limits = {.local_memory_bytes = local, .max_work_group_size = group};
+}
+
+Probe probe_device(int index) {
   Probe probe;
+  probe.index = index;
   probe.device.name = "no OpenCL device";
   probe.device.capabilities = nlohmann::json::object();
   if (!loader().loaded) {
@@ -109,51 +169,13 @@ Probe probe_device() {
     return probe;
   }
   try {
-    cl_uint count = 0;
-    const cl_int found = cl().GetPlatformIDs(0, nullptr, &count);
-    if (found == -1001 /* CL_PLATFORM_NOT_FOUND_KHR */ || (found == CL_SUCCESS && count == 0))
-      throw ProbeFailure{
-          "the OpenCL ICD loader found no platform (none registered in /etc/OpenCL/vendors or "
-          "$OCL_ICD_VENDORS); install one such as pocl-opencl-icd"};
-    probe_check(found, "clGetPlatformIDs");
-    std::vector<cl_platform_id> platforms(count);
-    probe_check(cl().GetPlatformIDs(count, platforms.data(), nullptr), "clGetPlatformIDs");
-    for (cl_platform_id platform : platforms) {
-      cl_device_id device = nullptr;
-      cl_uint devices = 0;
-      if (cl().GetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, 1, &device, &devices) != CL_SUCCESS ||
-          devices == 0)
-        continue;
-      probe.id = device;
-      const std::string platform_name = platform_string(platform, CL_PLATFORM_NAME);
-      const std::string driver = device_string(device, CL_DRIVER_VERSION);
-      const std::string c_version = device_string(device, CL_DEVICE_OPENCL_C_VERSION);
-      const std::string extensions = device_string(device, CL_DEVICE_EXTENSIONS);
-      const auto type = device_value<cl_device_type>(device, CL_DEVICE_TYPE);
-      const auto units = int64_t(device_value<cl_uint>(device, CL_DEVICE_MAX_COMPUTE_UNITS));
-      const auto local = int64_t(device_value<cl_ulong>(device, CL_DEVICE_LOCAL_MEM_SIZE));
-      const auto group = int64_t(device_value<size_t>(device, CL_DEVICE_MAX_WORK_GROUP_SIZE));
-      probe.device.name = device_string(device, CL_DEVICE_NAME);
-      probe.device.fingerprint =
-          fingerprint_of({"opencl", platform_name, probe.device.name, driver, c_version});
-      probe.device.capabilities = {
-          {"platform", platform_name},
-          {"driver_version", driver},
-          {"opencl_c_version", c_version},
-          {"device_type", device_type_name(type)},
-          {"compute_units", units},
-          {"local_memory_bytes", local},
-          {"max_work_group_size", group},
-          {"max_allocation_bytes", device_value<cl_ulong>(device, CL_DEVICE_MAX_MEM_ALLOC_SIZE)},
-          {"memory_bytes", device_value<cl_ulong>(device, CL_DEVICE_GLOBAL_MEM_SIZE)},
-          {"cl_khr_fp16", extensions.find("cl_khr_fp16") != std::string::npos},
-          {"search", search_space(units, local, (type & CL_DEVICE_TYPE_GPU) != 0)},
-      };
-      probe.limits = {.local_memory_bytes = local, .max_work_group_size = group};
-      probe.availability.available = true;
-      return probe;
-    }
-    throw ProbeFailure{fmt::format("none of the {} OpenCL platforms has a device", count)};
+    const std::vector<std::pair<cl_platform_id, cl_device_id>> devices = list_devices();
+    probe.device_count = int(devices.size());
+    if (index >= probe.device_count)
+      throw ProbeFailure{fmt::format("there is no OpenCL device {}: the platforms have {}", index,
+                                     devices.size())};
+    describe_device(devices[size_t(index)].first, devices[size_t(index)].second, probe);
+    probe.availability.available = true;
   } catch (const ProbeFailure& failure) {
     probe.availability.reason = failure.reason;
   }
@@ -382,7 +404,7 @@ class ClModule final : public Module {
 
 class OpenclBackend final : public Backend {
  public:
-  OpenclBackend() : probe_(probe_device()) {}
+  explicit OpenclBackend(int device) : probe_(probe_device(device)) {}
   ~OpenclBackend() override {
     if (queue_) cl().ReleaseCommandQueue(queue_);
     if (context_) cl().ReleaseContext(context_);
@@ -391,6 +413,8 @@ class OpenclBackend final : public Backend {
   std::string_view name() const override { return "opencl"; }
   Availability availability() const override { return probe_.availability; }
   DeviceDescription device() const override { return probe_.device; }
+  int device_count() const override { return std::max(1, probe_.device_count); }
+  BackendOptions options() const override { return {.device = probe_.index}; }
 
   std::unique_ptr<Buffer> allocate(size_t bytes) override {
     start();
@@ -442,7 +466,8 @@ class OpenclBackend final : public Backend {
   // The context and the one in-order, profiling queue every module runs on, made on first use.
   void start() {
     if (!probe_.availability.available)
-      fail("backend 'opencl' is unavailable: {}", probe_.availability.reason);
+      fail("backend '{}' is unavailable: {}", device_name(name(), probe_.index),
+           probe_.availability.reason);
     std::call_once(once_, [&] {
       cl_int status = CL_SUCCESS;
       context_ = cl().CreateContext(nullptr, 1, &probe_.id, nullptr, nullptr, &status);
@@ -460,8 +485,8 @@ class OpenclBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_opencl_backend(const BackendOptions&) {
-  return std::make_unique<OpenclBackend>();
+std::unique_ptr<Backend> make_opencl_backend(const BackendOptions& options) {
+  return std::make_unique<OpenclBackend>(options.device);
 }
 
 }  // namespace yirage::backend

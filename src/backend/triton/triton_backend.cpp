@@ -46,6 +46,8 @@ using cuda::kFuncAttrMaxDynamicSharedBytes;
 struct TritonProbe {
   Availability availability;
   DeviceDescription device;
+  int index = 0;         // among the driver's devices: BackendOptions::device
+  int device_count = 0;  // the driver's devices, where it could be asked
   CUdevice ordinal = 0;
   int arch = 0;  // compute capability as Triton spells it: 90
 };
@@ -56,7 +58,7 @@ int device_attribute(CUdevice device, int which) {
   return value;
 }
 
-// GPU 0, or why there is none (empty when there is).
+// GPU probe.index, or why there is none (empty when there is).
 std::string find_gpu(TritonProbe& probe) {
   const Driver& d = driver();
   if (!d.loaded) return fmt::format("no CUDA device ({})", d.reason);
@@ -65,8 +67,11 @@ std::string find_gpu(TritonProbe& probe) {
     check(api.init(0), "cuInit");
     int count = 0;
     check(api.device_get_count(&count), "cuDeviceGetCount");
+    probe.device_count = count;
     if (count == 0) return "no CUDA device (the NVIDIA driver reports 0 devices)";
-    check(api.device_get(&probe.ordinal, 0), "cuDeviceGet");
+    if (probe.index >= count)
+      return fmt::format("no CUDA device {} (the NVIDIA driver reports {})", probe.index, count);
+    check(api.device_get(&probe.ordinal, probe.index), "cuDeviceGet");
     char name[256] = {};
     check(api.device_get_name(name, int(sizeof(name)), probe.ordinal), "cuDeviceGetName");
     size_t memory = 0;
@@ -96,8 +101,9 @@ std::string find_gpu(TritonProbe& probe) {
   return {};
 }
 
-TritonProbe probe_triton() {
+TritonProbe probe_triton(int index) {
   TritonProbe probe;
+  probe.index = index;
   probe.device.name = "no CUDA device";
   probe.device.capabilities = nlohmann::json::object();
   std::vector<std::string> missing;
@@ -253,11 +259,13 @@ class TritonModule final : public Module {
 
 class TritonBackend final : public Backend {
  public:
-  TritonBackend() : probe_(probe_triton()) {}
+  explicit TritonBackend(int device) : probe_(probe_triton(device)) {}
 
   std::string_view name() const override { return "triton"; }
   Availability availability() const override { return probe_.availability; }
   DeviceDescription device() const override { return probe_.device; }
+  int device_count() const override { return std::max(1, probe_.device_count); }
+  BackendOptions options() const override { return {.device = probe_.index}; }
   BufferType buffer_type() const override { return {.host_visible = false, .alignment = 256}; }
 
   std::unique_ptr<Buffer> allocate(size_t bytes) override {
@@ -291,7 +299,8 @@ class TritonBackend final : public Backend {
   // The device's primary context, current on this thread.
   void context() {
     if (!probe_.availability.available)
-      fail("backend 'triton' is unavailable: {}", probe_.availability.reason);
+      fail("backend '{}' is unavailable: {}", device_name(name(), probe_.index),
+           probe_.availability.reason);
     std::call_once(once_, [&] {
       check(driver().api.primary_ctx_retain(&context_, probe_.ordinal), "cuDevicePrimaryCtxRetain");
     });
@@ -308,8 +317,8 @@ class TritonBackend final : public Backend {
 
 namespace yirage::backend {
 
-std::unique_ptr<Backend> make_triton_backend(const BackendOptions&) {
-  return std::make_unique<triton::TritonBackend>();
+std::unique_ptr<Backend> make_triton_backend(const BackendOptions& options) {
+  return std::make_unique<triton::TritonBackend>(options.device);
 }
 
 }  // namespace yirage::backend
