@@ -44,6 +44,7 @@
 #include <utility>
 #include <vector>
 
+#include "backend/cuda/block_schedule.h"
 #include "backend/cuda/codegen.h"
 #include "ir/block_graph.h"
 
@@ -56,8 +57,6 @@ inline constexpr int kBlockWarps = kBlockThreads / 32;
 inline constexpr int64_t kStagedPad = 8;
 // Columns of a 16-bit 128-byte swizzle panel: the span of the TMA's and wgmma's 128-byte swizzle.
 inline constexpr int64_t kSwizzlePanel = 64;
-// A TMA weight stream's stages, at most (plan() may lower a kernel's cap to fit its blocks).
-inline constexpr int64_t kMaxTmaStages = 6;
 
 // The flat offset, in a tensor of `strides`, of element `var` of a tile of `dims` (a C
 // expression; codegen_block_copy.cpp).
@@ -83,26 +82,16 @@ class BlockLowering {
   // tensor (a split's part, codegen.h).
   BlockLowering(const ir::BlockGraph& g, const std::string& name, const CodegenOptions& options,
                 std::vector<ir::Dims> operand_strides);
+  // The planning passes alone: the schedule run() emits the kernel of (block_schedule.h).
+  const BlockSchedule& schedule();
   KernelLaunch run(const std::vector<int>& in, const std::vector<int>& out);
 
  private:
-  struct Storage {
-    int64_t offset = -1;      // -1: not stored (an inlined op, a resident matmul)
-    int stages = 1;           // iterators walked by the loop: pipeline_stages()
-    int64_t max_offset = -1;  // rescaled_sum: its running max
-    int64_t staged_a = -1;    // a tensor-core matmul whose A is staged (a_staged()): A's copy
-    int64_t stream_stages = -1, stream_barriers = -1;  // a matmul whose B the TMA streams
-  };
   // How a tensor-core matmul spreads over the warps: 16x8 output tiles ("pairs") of the padded
   // [mp x n] product, each split `splits` ways along K; each warp takes `per_warp` work items.
   struct MmaPlan {
     int64_t m, n, k, mp, pairs, splits, per_warp, batches;
   };
-  // A register chain (codegen_block_chain.cpp): first = A·B [m x lc] with K = d, elementwise
-  // unary ops up to `last`, second = last · C [m x dv] accumulated over the loop, and `rowsum`
-  // (or -1) a sum or mean of `last` over its rows, added into its accumulator. Warp w takes the
-  // 16 rows (w % row_groups) and every `splits`-th 16-column step of the scores from w /
-  // row_groups.
   // A matmul whose B streams through registers (codegen_block_stream.cpp): B's tile is `groups`
   // column groups (8 x `vector` columns: a lane loads `vector` of them a row) by k / 16 steps,
   // `per_warp` (group, step) units a warp each iteration, `units` over the loop. A warp keeps
@@ -123,18 +112,9 @@ class BlockLowering {
             steps = 0;
     bool swizzled = true;
   };
-  struct Chain {
-    int32_t first = -1, last = -1, second = -1, rowsum = -1;
-    int64_t m = 0, d = 0, lc = 0, dv = 0, row_groups = 0, splits = 0;
-    bool wgmma = false;  // its products by warpgroups (codegen_block_wgmma.cpp)
-    // With no warps splitting the score columns, each element of the accumulators has one
-    // writer: the flush stores it, into an accumulator never zeroed.
-    bool writes_once() const { return splits == 1; }
-  };
-
   // codegen_block.cpp
   const ir::BlockNode& node(int32_t id) const { return g_.nodes()[size_t(id)]; }
-  int pipeline_stages() const { return stages_; }
+  int pipeline_stages() const { return schedule_.stages; }
   void plan_loop();
   void allocate_storage();
   int64_t pipelined_bytes() const;
@@ -209,8 +189,8 @@ class BlockLowering {
   void find_tma_tiles();
   bool tma_eligible(int32_t id) const;
   bool tma_tile(int32_t id) const;
-  bool uses_tma() const { return !tma_order_.empty(); }  // the for-loop's tiles
-  bool any_tma() const { return uses_tma() || !stream_tma_order_.empty(); }
+  bool uses_tma() const { return !schedule_.tma_order.empty(); }  // the for-loop's tiles
+  bool any_tma() const { return uses_tma() || !schedule_.stream_tma_order.empty(); }
   std::string tma_offset(int32_t id, const std::string& row, const std::string& col) const;
   std::string tma_coordinate(int32_t id, size_t dim, const std::string& iteration) const;
   std::string tma_issue(const std::string& iteration, const std::string& slot) const;
@@ -224,10 +204,10 @@ class BlockLowering {
   void find_streamed();
   bool streamed_tile(int32_t id) const;
   void find_staged_directly();
-  bool staged_directly(int32_t id) const { return staged_directly_[size_t(id)]; }
+  bool staged_directly(int32_t id) const { return schedule_.tiles[size_t(id)].staged_directly; }
   int64_t staged_bytes(int64_t m, int64_t k) const;
   int64_t staged_budget() const;
-  int64_t staged_iterations() const { return halved_staging_ ? r_ / 2 : r_; }
+  int64_t staged_iterations() const { return schedule_.halved_staging ? r_ / 2 : r_; }
   int64_t staged_stride(int64_t k) const { return staged_iterations() * k + kStagedPad; }
   std::string staged_first_iteration() const;
   void find_streamed_with_halved_staging();
@@ -243,7 +223,7 @@ class BlockLowering {
   // codegen_block_cluster.cpp
   bool pairable(int32_t id) const;
   void choose_stream_ranks();
-  bool paired() const { return stream_ranks_ > 1; }
+  bool paired() const { return schedule_.stream_ranks > 1; }
   std::string block_index(int axis) const;
   std::string pair_offset(int64_t per_block) const;
   std::string stream_first_unit(int32_t id) const;
@@ -254,13 +234,13 @@ class BlockLowering {
   bool stream_by_tma_together(const std::vector<int32_t>& ids) const;
   int64_t stream_tma_index(int32_t id) const;
   bool stream_tma(int32_t id) const {
-    return std::find(stream_tma_order_.begin(), stream_tma_order_.end(), id) !=
-           stream_tma_order_.end();
+    return std::find(schedule_.stream_tma_order.begin(), schedule_.stream_tma_order.end(), id) !=
+           schedule_.stream_tma_order.end();
   }
   // `streams`: how many TMA streams share the stages' room; by default the kernel's.
   TmaStreamPlan tma_stream_plan(int32_t id, int64_t streams) const;
   TmaStreamPlan tma_stream_plan(int32_t id) const {
-    return tma_stream_plan(id, std::max<int64_t>(1, int64_t(stream_tma_order_.size())));
+    return tma_stream_plan(id, std::max<int64_t>(1, int64_t(schedule_.stream_tma_order.size())));
   }
   std::string tma_stream_issue(int32_t id, const std::string& chunk, const std::string& slot) const;
   std::string tma_stream_declare(int32_t id) const;
@@ -314,29 +294,12 @@ class BlockLowering {
   std::string name_;
   CodegenOptions options_;
   int64_t r_;
-  std::vector<Storage> storage_;
-  std::vector<int> readers_;                  // how many node inputs name each node
-  std::vector<int32_t> reader_;               // the reader, where there is exactly one
-  std::vector<bool> inlined_;                 // elementwise ops computed where they are read
-  std::vector<bool> resident_;                // tensor-core matmuls accumulated in registers
-  std::vector<bool> reduced_into_;            // reductions added straight into their accumulator
-  std::vector<int32_t> resident_of_;          // accumulator -> its resident matmul, or -1
-  std::vector<bool> streamed_;                // resident matmuls whose B streams through registers
-  std::vector<int32_t> stream_owner_;         // a streamed matmul -> the one that stages its A
-  std::vector<int32_t> stream_tma_order_;     // streamed matmuls whose B the TMA copies (maps last)
-  int64_t stream_stage_cap_ = kMaxTmaStages;  // the most stages a TMA stream may take (plan())
-  std::vector<bool> staged_directly_;  // A iterators copied straight into a stream's staged A
-  bool loop_free_room_ = false;        // the loop walks no tiles: its room goes to the TMA stages
-  int stream_ranks_ = 1;               // 2: each block a cluster pair (choose_stream_ranks())
-  bool halved_staging_ = false;        // each block of a pair stages only its half of A's K
-  std::vector<Chain> chains_;
-  std::vector<int> chain_index_;    // every node a chain covers -> its index in chains_, or -1
-  std::vector<int32_t> tma_order_;  // the tiles the TMA copies; tensor map k is tma_order_[k]'s
-  int64_t shared_ = 0;
-  int64_t reduction_offset_ = 0;
-  int64_t barrier_offset_ = -1;  // the stages' mbarriers, where the TMA copies tiles
-  int stages_ = 1;               // pipeline depth of the tiles the loop walks (plan())
-  bool rows_ = false;            // a register-row chain (register_rows()): no tiles, no plan
+  BlockSchedule schedule_;  // what the planning passes decided (block_schedule.h)
+  bool planned_ = false;
 };
+
+// The schedule lower_fused() emits the kernel of for `body`, its operands row-major: for tests
+// and reports that ask what the lowering decided rather than reading its code.
+BlockSchedule schedule_fused(const ir::BlockGraph& body, const CodegenOptions& options);
 
 }  // namespace yirage::backend::cuda::detail

@@ -39,30 +39,37 @@ BlockLowering::BlockLowering(const BlockGraph& g, const std::string& name,
          operand_strides_.size());
 }
 
-KernelLaunch BlockLowering::run(const std::vector<int>& in, const std::vector<int>& out) {
+const BlockSchedule& BlockLowering::schedule() {
+  if (planned_) return schedule_;
   analyse_readers();
-  rows_ = register_rows();
-  if (rows_)
-    reduction_offset_ = allocate(kBlockWarps * 4);  // yr_block_reduce()'s scratch
+  schedule_.register_rows = register_rows();
+  if (schedule_.register_rows)
+    schedule_.reduction_offset = allocate(kBlockWarps * 4);  // yr_block_reduce()'s scratch
   else
     plan();
+  planned_ = true;
+  return schedule_;
+}
+
+KernelLaunch BlockLowering::run(const std::vector<int>& in, const std::vector<int>& out) {
+  schedule();
   KernelLaunch k;
   k.name = "yr_fused_" + identifier(name_);
   k.what = fmt::format("fused node '{}'", name_);
   for (int s : in) k.args.push_back(s);
   for (int s : out) k.args.push_back(s);
-  k.grid = {unsigned(g_.grid().extent[0] * stream_ranks_), unsigned(g_.grid().extent[1]),
+  k.grid = {unsigned(g_.grid().extent[0] * schedule_.stream_ranks), unsigned(g_.grid().extent[1]),
             unsigned(g_.grid().extent[2])};
   k.threads = kBlockThreads;
-  k.shared_bytes = size_t(shared_);
-  if (shared_ > options_.max_shared_bytes)
+  k.shared_bytes = size_t(schedule_.shared_bytes);
+  if (schedule_.shared_bytes > options_.max_shared_bytes)
     fail("cuda: fused node '{}' needs {} bytes of shared memory, more than the {} a block may have",
-         name_, shared_, options_.max_shared_bytes);
+         name_, schedule_.shared_bytes, options_.max_shared_bytes);
   k.tensor_maps = tensor_map_args();
   k.arch_specific = uses_wgmma();
   k.source = prelude() + (any_tma() || uses_wgmma() ? tma_prelude() : std::string()) +
              wgmma_prelude() + (paired() ? cluster_prelude() : std::string()) +
-             (rows_ ? rows_kernel(k.name) : kernel(k.name));
+             (schedule_.register_rows ? rows_kernel(k.name) : kernel(k.name));
   k.waits_on_prior_grids = true;
   return k;
 }
@@ -72,19 +79,18 @@ int64_t BlockLowering::elements(int32_t id) const {
 }
 
 int64_t BlockLowering::allocate(int64_t bytes, int64_t alignment) {
-  const int64_t at = (shared_ + alignment - 1) / alignment * alignment;
-  shared_ = at + (bytes + 15) / 16 * 16;
+  const int64_t at = (schedule_.shared_bytes + alignment - 1) / alignment * alignment;
+  schedule_.shared_bytes = at + (bytes + 15) / 16 * 16;
   return at;
 }
 
 void BlockLowering::analyse_readers() {
   const size_t count = g_.nodes().size();
-  readers_.assign(count, 0);
-  reader_.assign(count, -1);
+  schedule_.tiles.assign(count, TileSchedule{});
   for (int32_t id = 0; id < int32_t(count); ++id)
     for (int32_t in : node(id).inputs) {
-      ++readers_[size_t(in)];
-      reader_[size_t(in)] = id;
+      ++schedule_.tiles[size_t(in)].readers;
+      schedule_.tiles[size_t(in)].reader = id;
     }
   // An accumulator reads its input inside the loop, though its own value exists only after it;
   // a saver reads its input after the post-loop ops.
@@ -94,88 +100,88 @@ void BlockLowering::analyse_readers() {
     if (std::holds_alternative<ir::OutputSaverOp>(op)) return ir::BlockPhase::post_loop;
     return g_.phase(reader);
   };
-  inlined_.assign(count, false);
   for (int32_t id = 0; id < int32_t(count); ++id) {
     const ir::BlockOp& op = node(id).op;
     if (!std::holds_alternative<ir::UnaryOp>(op) && !std::holds_alternative<ir::BinaryOp>(op))
       continue;
-    if (readers_[size_t(id)] != 1) continue;
-    const int32_t reader = reader_[size_t(id)];
+    if (schedule_.tiles[size_t(id)].readers != 1) continue;
+    const int32_t reader = schedule_.tiles[size_t(id)].reader;
     if (read_phase(reader) != g_.phase(id)) continue;
     if (std::holds_alternative<ir::MatmulOp>(node(reader).op) && !cheap_elementwise(op)) continue;
-    inlined_[size_t(id)] = true;
+    schedule_.tiles[size_t(id)].inlined = true;
   }
   // A reduction in the loop whose only reader is an adding accumulator adds its results straight
   // into the accumulator's tile: no tile of its own, no pass and barrier for the accumulator.
-  reduced_into_.assign(count, false);
   for (int32_t id = 0; id < int32_t(count); ++id) {
     const ir::BlockOp& op = node(id).op;
     const auto* reduce = std::get_if<ir::ReduceOp>(&op);
     const bool adds = (reduce && reduce->fn != ir::ReduceFn::max) ||
                       std::holds_alternative<ir::ReduceToWidthOp>(op);
-    if (!adds || g_.phase(id) != ir::BlockPhase::in_loop || readers_[size_t(id)] != 1) continue;
-    const auto* acc = std::get_if<ir::AccumulatorOp>(&node(reader_[size_t(id)]).op);
-    reduced_into_[size_t(id)] =
+    if (!adds || g_.phase(id) != ir::BlockPhase::in_loop ||
+        schedule_.tiles[size_t(id)].readers != 1)
+      continue;
+    const auto* acc = std::get_if<ir::AccumulatorOp>(&node(schedule_.tiles[size_t(id)].reader).op);
+    schedule_.tiles[size_t(id)].reduced_into =
         acc && (acc->fn == ir::AccumFn::sum || acc->fn == ir::AccumFn::mean ||
                 acc->fn == ir::AccumFn::rms);
   }
-  resident_.assign(count, false);
-  resident_of_.assign(count, -1);
   for (int32_t id = 0; id < int32_t(count); ++id)
     if (can_be_resident(id)) {
-      resident_[size_t(id)] = true;
-      resident_of_[size_t(reader_[size_t(id)])] = id;
+      schedule_.tiles[size_t(id)].resident = true;
+      schedule_.tiles[size_t(schedule_.tiles[size_t(id)].reader)].resident_of = id;
     }
   find_chains();
   find_streamed_with_halved_staging();
   find_tma_tiles();
 }
 
-// Tiles the loop walks are kept in `stages_` buffers, so that stages_ - 1 iterations' loads are
-// in flight while one computes. Three at least (where the loop is that long); deeper where the
-// shared memory allows it: a memory-bound kernel of one or two blocks per multiprocessor keeps too
-// few bytes in flight with three (ncu: rmsnorm_linear at 34% of DRAM bandwidth, 18% occupancy).
-// Each block gets the multiprocessor's shared memory (the opt-in limit plus the 1 KB the driver
-// reserves per block) divided among the blocks the grid puts on it.
+// Tiles the loop walks are kept in `schedule_.stages` buffers, so that schedule_.stages - 1
+// iterations' loads are in flight while one computes. Three at least (where the loop is that long);
+// deeper where the shared memory allows it: a memory-bound kernel of one or two blocks per
+// multiprocessor keeps too few bytes in flight with three (ncu: rmsnorm_linear at 34% of DRAM
+// bandwidth, 18% occupancy). Each block gets the multiprocessor's shared memory (the opt-in limit
+// plus the 1 KB the driver reserves per block) divided among the blocks the grid puts on it.
 void BlockLowering::plan() {
   plan_loop();
   // A TMA stream gives up stages, then the TMA, where the block's shared memory is short.
   // (A weight too narrow for the registers' column groups stays with the TMA: the lowering then
   // fails on the shared memory, naming the node.)
-  while (shared_ > options_.max_shared_bytes && !stream_tma_order_.empty()) {
-    if (stream_stage_cap_ > 2)
-      --stream_stage_cap_;
-    else if (std::all_of(stream_tma_order_.begin(), stream_tma_order_.end(),
+  while (schedule_.shared_bytes > options_.max_shared_bytes &&
+         !schedule_.stream_tma_order.empty()) {
+    if (schedule_.stream_stage_cap > 2)
+      --schedule_.stream_stage_cap;
+    else if (std::all_of(schedule_.stream_tma_order.begin(), schedule_.stream_tma_order.end(),
                          [&](int32_t id) { return register_streamable(id); }))
-      stream_tma_order_.clear();
+      schedule_.stream_tma_order.clear();
     else
       break;
     plan_loop();
   }
-  if (halved_staging_ && !paired())
+  if (schedule_.halved_staging && !paired())
     fail("cuda: fused node '{}' stages half of A's K for a block pair that it no longer runs as",
          name_);
   // A pair's blocks must run on two multiprocessors, not share one: each asks for more than
   // half of a multiprocessor's shared memory.
-  if (paired()) shared_ = std::max(shared_, options_.max_shared_bytes / 2 + 1024);
+  if (paired())
+    schedule_.shared_bytes = std::max(schedule_.shared_bytes, options_.max_shared_bytes / 2 + 1024);
 }
 
 void BlockLowering::plan_loop() {
   choose_stream_ranks();
-  stages_ = int(std::min<int64_t>(r_, 3));
+  schedule_.stages = int(std::min<int64_t>(r_, 3));
   allocate_storage();
   const int64_t per_stage = pipelined_bytes();
   if (options_.multiprocessors <= 0 || r_ <= 3 || per_stage == 0) return;
-  const int64_t fixed = shared_ - 3 * per_stage;
+  const int64_t fixed = schedule_.shared_bytes - 3 * per_stage;
   const int64_t blocks = g_.grid().extent[0] * g_.grid().extent[1] * g_.grid().extent[2];
   const int64_t per_sm = (blocks + options_.multiprocessors - 1) / options_.multiprocessors;
   const int64_t budget = (options_.max_shared_bytes + 1024) / per_sm - 1024;
   const int64_t fits = std::min<int64_t>((budget - fixed) / per_stage, 8);
-  stages_ = int(std::min<int64_t>(r_, std::max<int64_t>(3, fits)));
-  if (stages_ == 3) return;
+  schedule_.stages = int(std::min<int64_t>(r_, std::max<int64_t>(3, fits)));
+  if (schedule_.stages == 3) return;
   allocate_storage();
-  if (shared_ > options_.max_shared_bytes) {
-    stages_ = 3;
+  if (schedule_.shared_bytes > options_.max_shared_bytes) {
+    schedule_.stages = 3;
     allocate_storage();
   }
 }
@@ -192,13 +198,12 @@ int64_t BlockLowering::pipelined_bytes() const {
 }
 
 void BlockLowering::allocate_storage() {
-  shared_ = 0;
-  storage_.clear();
+  schedule_.shared_bytes = 0;
   for (int32_t id = 0; id < int32_t(g_.nodes().size()); ++id) {
     const BlockNode& n = node(id);
-    Storage s;
+    TileStorage s;
     if (streamed_tile(id) || staged_directly(id)) {
-      storage_.push_back(s);  // in registers, or in a stream's staged A
+      schedule_.tiles[size_t(id)].storage = s;  // in registers, or in a stream's staged A
       continue;
     }
     if (const auto* it = std::get_if<ir::InputIteratorOp>(&n.op)) {
@@ -207,15 +212,17 @@ void BlockLowering::allocate_storage() {
           stored_elements(id) * int64_t(ir::dtype_size(g_.operands()[size_t(it->operand)].dtype));
       // A swizzled tile's stages start where the 128-byte swizzle's 1024-byte period does.
       s.offset = allocate(bytes * s.stages, swizzled(id) ? 1024 : 16);
-    } else if (!std::holds_alternative<ir::OutputSaverOp>(n.op) && !inlined_[size_t(id)] &&
-               !resident_[size_t(id)] && !reduced_into_[size_t(id)] && !absorbed_by_chain(id)) {
+    } else if (!std::holds_alternative<ir::OutputSaverOp>(n.op) &&
+               !schedule_.tiles[size_t(id)].inlined && !schedule_.tiles[size_t(id)].resident &&
+               !schedule_.tiles[size_t(id)].reduced_into && !absorbed_by_chain(id)) {
       s.offset = allocate(elements(id) * 4);
       const auto* acc = std::get_if<ir::AccumulatorOp>(&n.op);
       if (acc && acc->fn == ir::AccumFn::rescaled_sum)
         s.max_offset = allocate(elements(n.inputs[1]) * 4);
     }
-    if (streamed_[size_t(id)]) {
-      if (stream_owner_[size_t(id)] == id) s.staged_a = allocate(stream_staged_elements(id) * 2);
+    if (schedule_.tiles[size_t(id)].streamed) {
+      if (schedule_.tiles[size_t(id)].stream_owner == id)
+        s.staged_a = allocate(stream_staged_elements(id) * 2);
       if (stream_tma(id)) {
         const TmaStreamPlan t = tma_stream_plan(id);
         s.stream_stages = allocate(t.stages * t.chunk * stream_plan(id).n * 2, 1024);
@@ -224,16 +231,17 @@ void BlockLowering::allocate_storage() {
     } else if (std::holds_alternative<ir::MatmulOp>(n.op) && a_staged(id)) {
       s.staged_a = allocate(staged_a_elements(id) * 2);
     }
-    storage_.push_back(s);
+    schedule_.tiles[size_t(id)].storage = s;
   }
   // The reduction scratch: a float per thread for block reductions and split reductions, more
   // for the K-split partials of matmuls. Sized to need, since a kernel of many small blocks (a
   // row each) fits more of them on a multiprocessor.
   int64_t red_floats = kBlockThreads;
   for (int32_t id = 0; id < int32_t(g_.nodes().size()); ++id) {
-    if (!std::holds_alternative<ir::MatmulOp>(node(id).op) || chain_index_[size_t(id)] >= 0)
+    if (!std::holds_alternative<ir::MatmulOp>(node(id).op) ||
+        schedule_.tiles[size_t(id)].chain >= 0)
       continue;
-    if (streamed_[size_t(id)]) {
+    if (schedule_.tiles[size_t(id)].streamed) {
       const StreamPlan p = stream_plan(id);
       // Split K steps meet in `red`; otherwise the warps write the accumulator directly.
       const int64_t splits = stream_tma(id) ? tma_stream_plan(id).splits : p.splits;
@@ -245,8 +253,8 @@ void BlockLowering::allocate_storage() {
       red_floats = std::max<int64_t>(red_floats, kBlockThreads * 16);
     }
   }
-  reduction_offset_ = allocate(red_floats * 4);
-  barrier_offset_ = uses_tma() ? allocate(8 * pipeline_stages(), 8) : -1;
+  schedule_.reduction_offset = allocate(red_floats * 4);
+  schedule_.barrier_offset = uses_tma() ? allocate(8 * pipeline_stages(), 8) : -1;
 }
 
 std::string BlockLowering::tile_var(int32_t id) const {
@@ -259,7 +267,7 @@ std::string BlockLowering::read(int32_t id, const std::string& index) const {
   const BlockNode& n = node(id);
   if (std::holds_alternative<ir::InputIteratorOp>(n.op))
     return fmt::format("yr_to_f({}[{}])", tile_var(id), stored_index(id, index));
-  if (!inlined_[size_t(id)]) return fmt::format("{}[{}]", tile_var(id), index);
+  if (!schedule_.tiles[size_t(id)].inlined) return fmt::format("{}[{}]", tile_var(id), index);
   auto operand = [&](size_t i) {
     return read(n.inputs[i],
                 broadcast_index(n.tile.dims, node(n.inputs[i]).tile.dims, "(" + index + ")"));
@@ -292,12 +300,12 @@ std::string BlockLowering::reduce(int32_t id, int dim, int64_t width, bool is_ma
   // A few long outputs: `parts` warps share each output, each reducing a slice of its run, so
   // that the reduction does not fall to one or two warps while the others wait. Added into an
   // accumulator, the slices add atomically; otherwise they meet in the reduction scratch.
-  const bool into = reduced_into_[size_t(id)];
+  const bool into = schedule_.tiles[size_t(id)].reduced_into;
   const int64_t groups = kBlockThreads / lanes;
   int64_t parts = 1;
   while (lanes == 32 && elements(id) * parts * 2 <= groups && lanes * parts * 2 <= steps)
     parts *= 2;
-  const std::string out = tile_var(into ? reader_[size_t(id)] : id);
+  const std::string out = tile_var(into ? schedule_.tiles[size_t(id)].reader : id);
   const std::string scale = mean ? fmt::format(" / {}.0f", run) : std::string();
   RunLoads loads;
   loads.indent = "        ";
@@ -536,7 +544,8 @@ std::string BlockLowering::save(int32_t id, int output) const {
     // by one put a warp's lanes `vec` banks apart (8-way conflicts for a 16-bit output).
     const int32_t in = n.inputs[0];
     const bool stored_floats = !std::holds_alternative<ir::InputIteratorOp>(node(in).op) &&
-                               !inlined_[size_t(in)] && storage_[size_t(in)].offset >= 0;
+                               !schedule_.tiles[size_t(in)].inlined &&
+                               schedule_.tiles[size_t(in)].storage.offset >= 0;
     const std::string gather =
         stored_floats ? fmt::format(
                             "    float f[{0}];\n"
@@ -579,7 +588,7 @@ std::string BlockLowering::kernel(const std::string& kname) const {
   int saver_count = 0;
   for (int32_t id = 0; id < int32_t(g_.nodes().size()); ++id) {
     const BlockNode& n = node(id);
-    const Storage& s = storage_[size_t(id)];
+    const TileStorage& s = schedule_.tiles[size_t(id)].storage;
     if (streamed_tile(id)) continue;  // stream_declare() and stream_run() load it
     if (staged_directly(id)) {
       first += load_staged(id);
@@ -617,18 +626,18 @@ std::string BlockLowering::kernel(const std::string& kname) const {
       saves += save(id, saver_count++);
       continue;
     }
-    if (inlined_[size_t(id)] || absorbed_by_chain(id)) continue;
+    if (schedule_.tiles[size_t(id)].inlined || absorbed_by_chain(id)) continue;
     if (const Chain* c = chain_of(id)) {
       decl += chain_declare(*c);
       body += chain_body(*c);
       continue;
     }
-    if (reduced_into_[size_t(id)]) {
+    if (schedule_.tiles[size_t(id)].reduced_into) {
       // Nothing in the loop reads a reduction added into its accumulator: no barrier after it.
       body += op(id);
       continue;
     }
-    if (streamed_[size_t(id)]) {
+    if (schedule_.tiles[size_t(id)].streamed) {
       decl += stream_declare(id);
       stream_first_loads += stream_first(id);
       body += stream_stage(id);
@@ -643,21 +652,21 @@ std::string BlockLowering::kernel(const std::string& kname) const {
       init += fmt::format("  for (int e = threadIdx.x; e < {}; e += {}) sa{}[e] = 0;\n",
                           staged_a_elements(id), kBlockThreads, id);
     }
-    if (resident_[size_t(id)]) {
+    if (schedule_.tiles[size_t(id)].resident) {
       decl += mma_declare_resident(id);
       body += mma_matmul(id);
       continue;
     }
     decl += fmt::format("  float* const {} = reinterpret_cast<float*>(smem + {});\n", tile_var(id),
                         s.offset);
-    if (const int32_t mm = resident_of_[size_t(id)]; mm >= 0) {
+    if (const int32_t mm = schedule_.tiles[size_t(id)].resident_of; mm >= 0) {
       const Chain* c = chain_of(mm);
       if (c && !c->writes_once())
         init += fmt::format("  for (int e = threadIdx.x; e < {}; e += {}) {}[e] = 0.0f;\n",
                             elements(id), kBlockThreads, tile_var(id));
-      flush += c                       ? chain_flush(*c)
-               : streamed_[size_t(mm)] ? stream_flush(mm)
-                                       : mma_flush_resident(mm);
+      flush += c                                      ? chain_flush(*c)
+               : schedule_.tiles[size_t(mm)].streamed ? stream_flush(mm)
+                                                      : mma_flush_resident(mm);
       continue;
     }
     if (const auto* acc = std::get_if<ir::AccumulatorOp>(&n.op)) {
@@ -673,7 +682,7 @@ std::string BlockLowering::kernel(const std::string& kname) const {
                             elements(n.inputs[1]), kBlockThreads, tile_var(id));
         rescaled.push_back(id);
       }
-      if (!reduced_into_[size_t(n.inputs[0])]) accumulate_code += accumulate(id);
+      if (!schedule_.tiles[size_t(n.inputs[0])].reduced_into) accumulate_code += accumulate(id);
       if (acc->fn == ir::AccumFn::mean)
         finalize += elementwise(id, fmt::format("{}[e] / {}.0f", tile_var(id), r_));
       if (acc->fn == ir::AccumFn::rms)
@@ -696,11 +705,11 @@ std::string BlockLowering::kernel(const std::string& kname) const {
   const int ahead = pipeline_stages() - 1;
   std::string wait_tma;
   if (uses_tma()) {
-    for (size_t k = 0; k < tma_order_.size(); ++k)
+    for (size_t k = 0; k < schedule_.tma_order.size(); ++k)
       params += fmt::format(", const __grid_constant__ YrTensorMap tm{}", k);
     decl += fmt::format(
         "  unsigned long long* const bar = reinterpret_cast<unsigned long long*>(smem + {});\n",
-        barrier_offset_);
+        schedule_.barrier_offset);
     // The swizzle is the hardware's on address bits: a misaligned buffer would scramble tiles.
     init = fmt::format(
                "  if (threadIdx.x == 0) {{\n"
@@ -728,8 +737,9 @@ std::string BlockLowering::kernel(const std::string& kname) const {
       init = "  if (threadIdx.x == 0 && yr_smem_address(smem) % 1024 != 0) __trap();\n" + init;
   }
   // The TMA streams' maps come after the for-loop's (tensor_map_args()).
-  for (size_t k = 0; k < stream_tma_order_.size(); ++k)
-    params += fmt::format(", const __grid_constant__ YrTensorMap tm{}", tma_order_.size() + k);
+  for (size_t k = 0; k < schedule_.stream_tma_order.size(); ++k)
+    params +=
+        fmt::format(", const __grid_constant__ YrTensorMap tm{}", schedule_.tma_order.size() + k);
   std::string prologue = first + "  yr_cp_commit();\n";
   for (int p = 1; p < ahead; ++p) prologue += more_first[size_t(p)] + "  yr_cp_commit();\n";
   if (ahead > 0) next = fmt::format("    if (it + {} < {}) {{\n{}    }}\n", ahead, r_, next);
@@ -755,13 +765,13 @@ extern "C" __global__ void {cluster}__launch_bounds__({threads}) {name}({params}
       fmt::arg("cluster", paired() ? "__cluster_dims__(2, 1, 1) " : ""),
       fmt::arg("pair", pair_sum()), fmt::arg("threads", kBlockThreads), fmt::arg("name", kname),
       fmt::arg("params", params), fmt::arg("align", any_tma() || uses_wgmma() ? 1024 : 16),
-      fmt::arg("wait_tma", wait_tma), fmt::arg("red", reduction_offset_), fmt::arg("decl", decl),
-      fmt::arg("init", init), fmt::arg("once", once), fmt::arg("prologue", prologue),
-      fmt::arg("stream_first", stream_first_loads), fmt::arg("range", r_), fmt::arg("next", next),
-      fmt::arg("pending", std::max(ahead - 1, 0)), fmt::arg("stage", stage), fmt::arg("body", body),
-      fmt::arg("accumulate", accumulate_code), fmt::arg("max_update", max_update),
-      fmt::arg("streams", streams), fmt::arg("flush", flush), fmt::arg("finalize", finalize),
-      fmt::arg("post", post), fmt::arg("saves", saves));
+      fmt::arg("wait_tma", wait_tma), fmt::arg("red", schedule_.reduction_offset),
+      fmt::arg("decl", decl), fmt::arg("init", init), fmt::arg("once", once),
+      fmt::arg("prologue", prologue), fmt::arg("stream_first", stream_first_loads),
+      fmt::arg("range", r_), fmt::arg("next", next), fmt::arg("pending", std::max(ahead - 1, 0)),
+      fmt::arg("stage", stage), fmt::arg("body", body), fmt::arg("accumulate", accumulate_code),
+      fmt::arg("max_update", max_update), fmt::arg("streams", streams), fmt::arg("flush", flush),
+      fmt::arg("finalize", finalize), fmt::arg("post", post), fmt::arg("saves", saves));
 }
 
 KernelLaunch lower_fused(const ir::BlockGraph& body, const std::string& name,
@@ -769,6 +779,13 @@ KernelLaunch lower_fused(const ir::BlockGraph& body, const std::string& name,
                          const CodegenOptions& options, std::vector<ir::Dims> operand_strides) {
   return BlockLowering(body, name, options, std::move(operand_strides))
       .run(input_slots, output_slots);
+}
+
+BlockSchedule schedule_fused(const ir::BlockGraph& body, const CodegenOptions& options) {
+  std::vector<Dims> strides;
+  for (const ir::TensorType& operand : body.operands())
+    strides.push_back(ir::row_major_strides(operand.dims));
+  return BlockLowering(body, "scheduled", options, std::move(strides)).schedule();
 }
 
 }  // namespace yirage::backend::cuda::detail

@@ -29,11 +29,11 @@ constexpr int64_t kMaxChainFloats = 64;
 // computes itself: the first product, the elementwise ops between and the row sum.
 void BlockLowering::find_chains() {
   const int32_t count = int32_t(g_.nodes().size());
-  chains_.clear();
-  chain_index_.assign(size_t(count), -1);
+  schedule_.chains.clear();
+  for (TileSchedule& t : schedule_.tiles) t.chain = -1;
   auto in_loop = [&](int32_t id) { return g_.phase(id) == ir::BlockPhase::in_loop; };
   for (int32_t second = 0; second < count; ++second) {
-    if (!resident_[size_t(second)]) continue;
+    if (!schedule_.tiles[size_t(second)].resident) continue;
     Chain c;
     c.second = second;
     c.last = node(second).inputs[0];
@@ -50,7 +50,7 @@ void BlockLowering::find_chains() {
         // Block graphs hold reduce dims non-negative (canonicalize_op).
         const bool row_sum = r && (r->fn == ir::ReduceFn::sum || r->fn == ir::ReduceFn::mean) &&
                              r->dim == int(node(c.last).tile.dims.size()) - 1 &&
-                             reduced_into_[size_t(id)];
+                             schedule_.tiles[size_t(id)].reduced_into;
         if (row_sum && c.rowsum < 0)
           c.rowsum = id;
         else
@@ -61,13 +61,14 @@ void BlockLowering::find_chains() {
     // Down from E through unary ops read only by the next one, to the first product.
     std::vector<int32_t> between{c.last};
     int32_t cur = node(c.last).inputs[0];
-    while (std::holds_alternative<ir::UnaryOp>(node(cur).op) && readers_[size_t(cur)] == 1 &&
-           in_loop(cur)) {
+    while (std::holds_alternative<ir::UnaryOp>(node(cur).op) &&
+           schedule_.tiles[size_t(cur)].readers == 1 && in_loop(cur)) {
       between.push_back(cur);
       cur = node(cur).inputs[0];
     }
-    if (!std::holds_alternative<ir::MatmulOp>(node(cur).op) || readers_[size_t(cur)] != 1 ||
-        !in_loop(cur) || !tensor_core(cur) || node(cur).tile.dtype != node(second).tile.dtype)
+    if (!std::holds_alternative<ir::MatmulOp>(node(cur).op) ||
+        schedule_.tiles[size_t(cur)].readers != 1 || !in_loop(cur) || !tensor_core(cur) ||
+        node(cur).tile.dtype != node(second).tile.dtype)
       continue;
     c.first = cur;
     // A of the first product goes to the tensor cores by ldmatrix straight from its iterator tile.
@@ -91,29 +92,29 @@ void BlockLowering::find_chains() {
     // lc 128 at qb 128, gqa bs8's fastest tiling).
     if (c.lc / 16 / c.splits * 8 > kMaxChainFloats) continue;
     c.wgmma = wgmma_chain(c);
-    const int index = int(chains_.size());
-    chains_.push_back(c);
-    for (int32_t id : between) chain_index_[size_t(id)] = index;
+    const int index = int(schedule_.chains.size());
+    schedule_.chains.push_back(c);
+    for (int32_t id : between) schedule_.tiles[size_t(id)].chain = index;
     for (int32_t id : {c.first, c.second, c.rowsum})
-      if (id >= 0) chain_index_[size_t(id)] = index;
+      if (id >= 0) schedule_.tiles[size_t(id)].chain = index;
   }
 }
 
 // The chain whose second product is `id`, or null.
-const BlockLowering::Chain* BlockLowering::chain_of(int32_t id) const {
-  if (id < 0 || chain_index_.empty() || chain_index_[size_t(id)] < 0) return nullptr;
-  const Chain& c = chains_[size_t(chain_index_[size_t(id)])];
+const Chain* BlockLowering::chain_of(int32_t id) const {
+  if (id < 0 || schedule_.tiles[size_t(id)].chain < 0) return nullptr;
+  const Chain& c = schedule_.chains[size_t(schedule_.tiles[size_t(id)].chain)];
   return c.second == id ? &c : nullptr;
 }
 
 // Whether a chain computes node `id` inside its second product's code (no tile, no code here).
 bool BlockLowering::absorbed_by_chain(int32_t id) const {
-  return !chain_index_.empty() && chain_index_[size_t(id)] >= 0 && chain_of(id) == nullptr;
+  return schedule_.tiles[size_t(id)].chain >= 0 && chain_of(id) == nullptr;
 }
 
 bool BlockLowering::written_once_by_chain(int32_t id) const {
-  if (chain_index_.empty() || chain_index_[size_t(id)] < 0) return false;
-  const Chain& c = chains_[size_t(chain_index_[size_t(id)])];
+  if (schedule_.tiles[size_t(id)].chain < 0) return false;
+  const Chain& c = schedule_.chains[size_t(schedule_.tiles[size_t(id)].chain)];
   return c.rowsum == id && c.writes_once();
 }
 
@@ -235,7 +236,7 @@ std::string BlockLowering::chain_body(const Chain& c) const {
 // zeroing and the adds took 0.85 of the 7.5 us a call of gqa bs1's first kernel
 // (git show 94f00b8:bench/results/attention_probe_h200.txt).
 std::string BlockLowering::chain_flush(const Chain& c) const {
-  const std::string out = tile_var(reader_[size_t(c.second)]);
+  const std::string out = tile_var(schedule_.tiles[size_t(c.second)].reader);
   const char* const op = c.writes_once() ? "=" : "+=";
   std::string row_sums;
   if (c.rowsum >= 0) {
@@ -249,7 +250,8 @@ std::string BlockLowering::chain_flush(const Chain& c) const {
         "        l1 += __shfl_xor_sync(0xffffffffu, l1, 1);\n"
         "        l1 += __shfl_xor_sync(0xffffffffu, l1, 2);\n"
         "        if (tq == 0) {{ {sums}[r0] {op} l0{scale}; {sums}[r1] {op} l1{scale}; }}\n",
-        fmt::arg("id", c.second), fmt::arg("sums", tile_var(reader_[size_t(c.rowsum)])),
+        fmt::arg("id", c.second),
+        fmt::arg("sums", tile_var(schedule_.tiles[size_t(c.rowsum)].reader)),
         fmt::arg("scale", scale), fmt::arg("op", op));
   }
   return fmt::format(

@@ -49,7 +49,7 @@ __device__ __forceinline__ double yr_peer_load(const double* p, unsigned rank) {
 
 // Whether streamed matmul `id` can split over a pair: clusters available, the doubled grid
 // still one wave, and its units (through registers) or chunks (by TMA) dividing in two.
-// Called with stream_ranks_ = 1, so that the plans count the whole loop's.
+// Called with schedule_.stream_ranks = 1, so that the plans count the whole loop's.
 bool BlockLowering::pairable(int32_t id) const {
   if (!options_.clusters || options_.multiprocessors <= 0) return false;
   const auto& grid = g_.grid().extent;
@@ -57,21 +57,21 @@ bool BlockLowering::pairable(int32_t id) const {
   // Gate and up by TMA in one loop ran slower as pairs: gated_mlp n64_k1024, 25.2 us in 64
   // single blocks against 26.6 us in 64 pairs, and 22.0 against 23.1 us with each block of a
   // pair staging half of X (docs/design/cuda-findings.md, weight streams).
-  if (stream_tma(id) && stream_tma_order_.size() > 1) return false;
+  if (stream_tma(id) && schedule_.stream_tma_order.size() > 1) return false;
   if (stream_tma(id)) return tma_stream_plan(id).chunks % 2 == 0;
   return stream_plan(id).units % 2 == 0;
 }
 
 // Pairs where every streamed product can split.
 void BlockLowering::choose_stream_ranks() {
-  stream_ranks_ = 1;
+  schedule_.stream_ranks = 1;
   bool any = false;
   for (int32_t id = 0; id < int32_t(g_.nodes().size()); ++id) {
-    if (!streamed_[size_t(id)]) continue;
+    if (!schedule_.tiles[size_t(id)].streamed) continue;
     if (!pairable(id)) return;
     any = true;
   }
-  if (any) stream_ranks_ = 2;
+  if (any) schedule_.stream_ranks = 2;
 }
 
 // The streamed products. Where the grid could run as pairs over an even number of iterations,
@@ -81,12 +81,12 @@ void BlockLowering::choose_stream_ranks() {
 // rmsnorm_linear bs8's TMA stream two 16 KB stages; a half leaves it three of 32 KB
 // (docs/design/cuda-findings.md, streams of 8 and 16 rows).
 void BlockLowering::find_streamed_with_halved_staging() {
-  const std::vector<bool> resident = resident_;
-  const std::vector<int32_t> resident_of = resident_of_;
+  std::vector<std::pair<bool, int32_t>> residence;
+  for (const TileSchedule& t : schedule_.tiles) residence.emplace_back(t.resident, t.resident_of);
   auto choose = [&](bool halved) {  // find_streamed() marks the streamed products resident
-    resident_ = resident;
-    resident_of_ = resident_of;
-    halved_staging_ = halved;
+    for (size_t id = 0; id < residence.size(); ++id)
+      std::tie(schedule_.tiles[id].resident, schedule_.tiles[id].resident_of) = residence[id];
+    schedule_.halved_staging = halved;
     find_streamed();
   };
   const auto& grid = g_.grid().extent;
@@ -95,7 +95,7 @@ void BlockLowering::find_streamed_with_halved_staging() {
     choose(true);
     choose_stream_ranks();
     const bool pairs = paired();
-    stream_ranks_ = 1;
+    schedule_.stream_ranks = 1;
     if (pairs) return;
   }
   choose(false);
@@ -103,7 +103,7 @@ void BlockLowering::find_streamed_with_halved_staging() {
 
 // The first iteration of A this block stages: its half's, where the pair halves the staging.
 std::string BlockLowering::staged_first_iteration() const {
-  if (!halved_staging_) return "0";
+  if (!schedule_.halved_staging) return "0";
   return fmt::format("(int)(blockIdx.x & 1) * {}", r_ / 2);
 }
 
@@ -131,12 +131,13 @@ std::string BlockLowering::pair_sum() const {
   if (!paired()) return "";
   std::string adds;
   for (int32_t id = 0; id < int32_t(g_.nodes().size()); ++id)
-    if (streamed_[size_t(id)])
+    if (schedule_.tiles[size_t(id)].streamed)
       adds += fmt::format(
           "    for (int e = threadIdx.x; e < {n}; e += {threads}) {t}[e] += yr_peer_load({t} + e, "
           "1);\n",
-          fmt::arg("n", elements(reader_[size_t(id)])), fmt::arg("threads", kBlockThreads),
-          fmt::arg("t", tile_var(reader_[size_t(id)])));
+          fmt::arg("n", elements(schedule_.tiles[size_t(id)].reader)),
+          fmt::arg("threads", kBlockThreads),
+          fmt::arg("t", tile_var(schedule_.tiles[size_t(id)].reader)));
   return fmt::format(
       "  yr_cluster_sync();\n"
       "  if ((blockIdx.x & 1) == 0) {{\n{}  }}\n"

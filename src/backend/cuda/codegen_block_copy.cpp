@@ -125,7 +125,7 @@ std::string BlockLowering::load(int32_t id, const std::string& iteration,
 // that read it (find_staged_directly()), by cp.async in the prologue: [m][iterations x k + pad]
 // 16-bit elements, iteration it's tile at columns it * k (from the block's first staged one).
 std::string BlockLowering::load_staged(int32_t id) const {
-  const int32_t owner = stream_owner_[size_t(reader_[size_t(id)])];
+  const int32_t owner = schedule_.tiles[size_t(schedule_.tiles[size_t(id)].reader)].stream_owner;
   const int64_t k = node(id).tile.dims[1];
   const std::string first = staged_first_iteration();
   return fmt::format(

@@ -45,8 +45,9 @@ bool BlockLowering::tensor_core(int32_t id) const {
 // partial tiles per thread to keep in registers.
 bool BlockLowering::can_be_resident(int32_t id) const {
   if (!std::holds_alternative<ir::MatmulOp>(node(id).op) || !tensor_core(id)) return false;
-  if (g_.phase(id) != ir::BlockPhase::in_loop || readers_[size_t(id)] != 1) return false;
-  const auto* acc = std::get_if<ir::AccumulatorOp>(&node(reader_[size_t(id)]).op);
+  if (g_.phase(id) != ir::BlockPhase::in_loop || schedule_.tiles[size_t(id)].readers != 1)
+    return false;
+  const auto* acc = std::get_if<ir::AccumulatorOp>(&node(schedule_.tiles[size_t(id)].reader).op);
   if (!acc || acc->fn != ir::AccumFn::sum) return false;
   const MmaPlan p = mma_plan(id);
   return p.batches * p.per_warp * 4 <= kMaxResidentFloats;
@@ -55,7 +56,7 @@ bool BlockLowering::can_be_resident(int32_t id) const {
 // A resident matmul's warps alternate between `chains` sets of accumulators over their K steps,
 // summed after the loop: two chains of dependent mmas instead of one, where registers allow.
 int BlockLowering::resident_chains(int32_t id) const {
-  if (!resident_[size_t(id)]) return 1;
+  if (!schedule_.tiles[size_t(id)].resident) return 1;
   const MmaPlan p = mma_plan(id);
   const int64_t ksteps = p.k / 16;
   const bool even = ksteps % p.splits == 0 && (ksteps / p.splits) % 2 == 0;
@@ -143,7 +144,7 @@ std::string BlockLowering::mma_matmul(int32_t id) const {
   const MmaPlan p = mma_plan(id);
   const Dims cb(c.begin(), c.end() - 2), ab(a.begin(), a.end() - 2), bb(b.begin(), b.end() - 2);
   const std::string t = ctype(n.tile.dtype);
-  const bool resident = resident_[size_t(id)];
+  const bool resident = schedule_.tiles[size_t(id)].resident;
   const int chains = resident_chains(id);
   const int64_t per_chain = p.batches * p.per_warp;
   // A's fragments by ldmatrix.x4, from its iterator tile or from its staged copy.
@@ -247,7 +248,7 @@ std::string BlockLowering::mma_declare_resident(int32_t id) const {
 // through shared memory.
 std::string BlockLowering::mma_flush_resident(int32_t id) const {
   const MmaPlan p = mma_plan(id);
-  const std::string out = tile_var(reader_[size_t(id)]);
+  const std::string out = tile_var(schedule_.tiles[size_t(id)].reader);
   std::string s = fmt::format(
       "  {{  // node {id}'s products, summed in registers over the loop, into {out}\n"
       "    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tq = lane "

@@ -54,7 +54,8 @@ bool BlockLowering::rows_row_value(int32_t id) const {
 
 // An iterator that only reductions read, each straight from global memory (rows_reduce()).
 bool BlockLowering::rows_reduced_iterator(int32_t id) const {
-  if (!std::holds_alternative<ir::InputIteratorOp>(node(id).op) || readers_[size_t(id)] == 0)
+  if (!std::holds_alternative<ir::InputIteratorOp>(node(id).op) ||
+      schedule_.tiles[size_t(id)].readers == 0)
     return false;
   for (const BlockNode& n : g_.nodes())
     for (int32_t in : n.inputs)

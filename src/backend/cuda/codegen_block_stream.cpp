@@ -74,11 +74,12 @@ bool BlockLowering::streams_b(int32_t id) const {
   if (!options_.register_weights) return false;
   const BlockNode& n = node(id);
   if (!std::holds_alternative<ir::MatmulOp>(n.op) || !tensor_core(id) || chain_of(id)) return false;
-  if (g_.phase(id) != ir::BlockPhase::in_loop || readers_[size_t(id)] != 1) return false;
-  const auto* acc = std::get_if<ir::AccumulatorOp>(&node(reader_[size_t(id)]).op);
+  if (g_.phase(id) != ir::BlockPhase::in_loop || schedule_.tiles[size_t(id)].readers != 1)
+    return false;
+  const auto* acc = std::get_if<ir::AccumulatorOp>(&node(schedule_.tiles[size_t(id)].reader).op);
   if (!acc || acc->fn != ir::AccumFn::sum) return false;
   const int32_t b = n.inputs[1];
-  if (n.inputs[0] == b || readers_[size_t(b)] != 1) return false;
+  if (n.inputs[0] == b || schedule_.tiles[size_t(b)].readers != 1) return false;
   const auto& it = std::get<ir::InputIteratorOp>(node(b).op);
   const ir::TensorType& operand = g_.operands()[size_t(it.operand)];
   const Dims& tile = node(b).tile.dims;
@@ -118,10 +119,10 @@ BlockLowering::StreamPlan BlockLowering::stream_plan(int32_t id) const {
   p.per_warp = (p.k / 16) * p.groups / kBlockWarps;
   p.sets = p.groups >= kBlockWarps ? p.groups / kBlockWarps : 1;
   p.splits = p.groups >= kBlockWarps ? 1 : kBlockWarps / p.groups;
-  p.units = r_ * p.per_warp / stream_ranks_;
+  p.units = r_ * p.per_warp / schedule_.stream_ranks;
   int64_t streams = 0;
   for (int32_t other = 0; other < int32_t(g_.nodes().size()); ++other)
-    streams += streamed_[size_t(other)] ? 1 : 0;
+    streams += schedule_.tiles[size_t(other)].streamed ? 1 : 0;
   const int64_t per_unit = 4 * p.vector / 2;  // registers
   int64_t depth = std::clamp<int64_t>(kPrefetchRegisters / std::max<int64_t>(streams, 1) / per_unit,
                                       2, kMaxDepth);
@@ -136,32 +137,34 @@ BlockLowering::StreamPlan BlockLowering::stream_plan(int32_t id) const {
 // memory for those copies is bounded.
 void BlockLowering::find_streamed() {
   const size_t count = g_.nodes().size();
-  streamed_.assign(count, false);
-  stream_owner_.assign(count, -1);
-  stream_tma_order_.clear();
+  for (TileSchedule& t : schedule_.tiles) {
+    t.streamed = false;
+    t.stream_owner = -1;
+  }
+  schedule_.stream_tma_order.clear();
   std::vector<int32_t> candidates;
   for (int32_t id = 0; id < int32_t(count); ++id)
     if (streams_b(id)) candidates.push_back(id);
   if (stream_by_tma_together(candidates))
-    stream_tma_order_ = candidates;
+    schedule_.stream_tma_order = candidates;
   else
     std::erase_if(candidates, [&](int32_t id) { return !register_streamable(id); });
   int64_t staged_total = 0;
   for (int32_t id : candidates) {
     int32_t owner = id;
     for (int32_t other = 0; other < id; ++other)
-      if (streamed_[size_t(other)] && node(other).inputs[0] == node(id).inputs[0])
-        owner = stream_owner_[size_t(other)];
+      if (schedule_.tiles[size_t(other)].streamed && node(other).inputs[0] == node(id).inputs[0])
+        owner = schedule_.tiles[size_t(other)].stream_owner;
     if (owner == id) {
       const int64_t bytes =
           staged_bytes(node(id).tile.dims[0], node(node(id).inputs[1]).tile.dims[0]);
       if (staged_total + bytes > staged_budget()) continue;
       staged_total += bytes;
     }
-    stream_owner_[size_t(id)] = owner;
-    streamed_[size_t(id)] = true;
-    resident_[size_t(id)] = true;
-    resident_of_[size_t(reader_[size_t(id)])] = id;
+    schedule_.tiles[size_t(id)].stream_owner = owner;
+    schedule_.tiles[size_t(id)].streamed = true;
+    schedule_.tiles[size_t(id)].resident = true;
+    schedule_.tiles[size_t(schedule_.tiles[size_t(id)].reader)].resident_of = id;
   }
   find_staged_directly();
 }
@@ -175,34 +178,35 @@ void BlockLowering::find_streamed() {
 // (docs/design/cuda-findings.md, weight streams).
 void BlockLowering::find_staged_directly() {
   const size_t count = g_.nodes().size();
-  staged_directly_.assign(count, false);
-  loop_free_room_ = false;
+  for (TileSchedule& t : schedule_.tiles) t.staged_directly = false;
+  schedule_.loop_free_room = false;
   bool loop_walks_tiles = false;
   for (int32_t id = 0; id < int32_t(count); ++id) {
     const auto* it = std::get_if<ir::InputIteratorOp>(&node(id).op);
     if (!it || it->fmap == ir::kReplicate || streamed_tile(id)) continue;
     const ir::DType dtype = g_.operands()[size_t(it->operand)].dtype;
-    bool direct = it->fmap == 1 && node(id).tile.dims.size() == 2 && readers_[size_t(id)] > 0 &&
-                  ir::dtype_size(dtype) == 2 && vector_rows(id);
+    bool direct = it->fmap == 1 && node(id).tile.dims.size() == 2 &&
+                  schedule_.tiles[size_t(id)].readers > 0 && ir::dtype_size(dtype) == 2 &&
+                  vector_rows(id);
     for (int32_t r = 0; direct && r < int32_t(count); ++r) {
       const BlockNode& n = node(r);
       if (std::find(n.inputs.begin(), n.inputs.end(), id) == n.inputs.end()) continue;
-      direct =
-          streamed_[size_t(r)] && n.inputs[0] == id && n.inputs[1] != id && n.tile.dtype == dtype;
+      direct = schedule_.tiles[size_t(r)].streamed && n.inputs[0] == id && n.inputs[1] != id &&
+               n.tile.dtype == dtype;
     }
-    staged_directly_[size_t(id)] = direct;
+    schedule_.tiles[size_t(id)].staged_directly = direct;
     loop_walks_tiles = loop_walks_tiles || !direct;
   }
-  if (loop_walks_tiles || stream_tma_order_.empty()) return;
-  loop_free_room_ = true;
+  if (loop_walks_tiles || schedule_.stream_tma_order.empty()) return;
+  schedule_.loop_free_room = true;
   // The larger room must keep the streams' plans valid and in step; where not, they keep theirs.
-  loop_free_room_ = stream_by_tma_together(stream_tma_order_);
+  schedule_.loop_free_room = stream_by_tma_together(schedule_.stream_tma_order);
 }
 
 bool BlockLowering::streamed_tile(int32_t id) const {
-  const int32_t r = reader_[size_t(id)];
+  const int32_t r = schedule_.tiles[size_t(id)].reader;
   return r >= 0 && std::holds_alternative<ir::InputIteratorOp>(node(id).op) &&
-         streamed_[size_t(r)] && node(r).inputs[1] == id;
+         schedule_.tiles[size_t(r)].streamed && node(r).inputs[1] == id;
 }
 
 int64_t BlockLowering::stream_staged_elements(int32_t id) const {
@@ -239,10 +243,10 @@ std::string BlockLowering::stream_load(int32_t id, const std::string& unit,
 // Before the for-loop: the staged A's buffer, the accumulators (zeroed), the loads' registers.
 std::string BlockLowering::stream_declare(int32_t id) const {
   std::string s = stream_tma(id) ? tma_stream_declare(id) : register_stream_declare(id);
-  if (stream_owner_[size_t(id)] == id)
+  if (schedule_.tiles[size_t(id)].stream_owner == id)
     s += fmt::format(
         "  unsigned short* const sx{} = reinterpret_cast<unsigned short*>(smem + {});\n", id,
-        storage_[size_t(id)].staged_a);
+        schedule_.tiles[size_t(id)].storage.staged_a);
   return s;
 }
 
@@ -278,7 +282,8 @@ std::string BlockLowering::register_stream_declare(int32_t id) const {
 // In the for-loop: iteration `it`'s A, rounded to the matmul's 16-bit type, into its slot of the
 // staged buffer. Nothing reads it before the stream, after the loop's closing barrier.
 std::string BlockLowering::stream_stage(int32_t id) const {
-  if (stream_owner_[size_t(id)] != id || staged_directly(node(id).inputs[0])) return "";
+  if (schedule_.tiles[size_t(id)].stream_owner != id || staged_directly(node(id).inputs[0]))
+    return "";
   const BlockNode& n = node(id);
   const StreamPlan p = stream_plan(id);
   // A's K is a multiple of 16 (streams_b()), so its rows hold whole runs of eight. Element by
@@ -288,7 +293,7 @@ std::string BlockLowering::stream_stage(int32_t id) const {
       stage_pass(n.inputs[0], ctype(n.tile.dtype), "",
                  fmt::format("sx{} + (e / {}) * {} + (it - {}) * {} + e % {}", id, p.k,
                              staged_stride(p.k), staged_first_iteration(), p.k, p.k));
-  if (!halved_staging_) return store;
+  if (!schedule_.halved_staging) return store;
   return fmt::format("  if ((unsigned)(it - {}) < {}u) {{\n{}  }}\n", staged_first_iteration(),
                      staged_iterations(), store);
 }
@@ -338,7 +343,7 @@ std::string BlockLowering::stream_run(int32_t id) const {
       fmt::arg("m", p.m), fmt::arg("k", p.k), fmt::arg("n", p.n), fmt::arg("range", r_),
       fmt::arg("depth", p.depth), fmt::arg("units", p.units), fmt::arg("per_warp", p.per_warp),
       fmt::arg("warps", kBlockWarps), fmt::arg("groups", p.groups), fmt::arg("id", id),
-      fmt::arg("owner", stream_owner_[size_t(id)]), fmt::arg("halves", p.halves),
+      fmt::arg("owner", schedule_.tiles[size_t(id)].stream_owner), fmt::arg("halves", p.halves),
       fmt::arg("sets", p.sets), fmt::arg("tiles", p.vector / 2),
       fmt::arg("load", stream_load(id, fmt::format("unit + {}", p.depth), "d")),
       fmt::arg("first", stream_first_unit(id)), fmt::arg("staged_first", staged_first_iteration()),
@@ -353,7 +358,7 @@ std::string BlockLowering::stream_run(int32_t id) const {
 std::string BlockLowering::stream_flush(int32_t id) const {
   if (stream_tma(id)) return tma_stream_flush(id);
   const StreamPlan p = stream_plan(id);
-  const std::string out = tile_var(reader_[size_t(id)]);
+  const std::string out = tile_var(schedule_.tiles[size_t(id)].reader);
   const std::string target =
       p.splits == 1 ? out : fmt::format("(red + (warp / {}) * {})", p.groups, p.m * p.n);
   std::string s = fmt::format(

@@ -73,23 +73,25 @@ bool BlockLowering::stream_by_tma_together(const std::vector<int32_t>& ids) cons
 
 // Where matmul `id` is in the TMA streams' order: its tensor map follows the for-loop's maps.
 int64_t BlockLowering::stream_tma_index(int32_t id) const {
-  return std::find(stream_tma_order_.begin(), stream_tma_order_.end(), id) -
-         stream_tma_order_.begin();
+  return std::find(schedule_.stream_tma_order.begin(), schedule_.stream_tma_order.end(), id) -
+         schedule_.stream_tma_order.begin();
 }
 
 BlockLowering::TmaStreamPlan BlockLowering::tma_stream_plan(int32_t id, int64_t streams) const {
   const StreamPlan p = stream_plan(id);
   TmaStreamPlan t;
-  // Chunks of 32 KB, stream_stage_cap_ stages at most, as many as fit beside the staged A (each of
-  // the kernel's TMA streams taking an equal share of the room); halved (to 64 rows at least) while
-  // fewer than two fit.
+  // Chunks of 32 KB, schedule_.stream_stage_cap stages at most, as many as fit beside the staged A
+  // (each of the kernel's TMA streams taking an equal share of the room); halved (to 64 rows at
+  // least) while fewer than two fit.
   const int64_t shared =
-      loop_free_room_ ? options_.max_shared_bytes - kLoopFreeReserve : kMaxStreamShared;
+      schedule_.loop_free_room ? options_.max_shared_bytes - kLoopFreeReserve : kMaxStreamShared;
   const int64_t room = (shared - staged_bytes(p.m, p.k)) / streams;
   t.chunk = std::min({kMaxChunkRows, kChunkBytes / (p.n * 2), r_ * p.k});
   while (t.chunk > 64 && room / (t.chunk * p.n * 2) < 2) t.chunk /= 2;
-  t.chunks = t.chunk > 0 ? r_ * p.k / t.chunk / stream_ranks_ : 0;  // a pair's block: half
-  t.stages = t.chunk > 0 ? std::min({stream_stage_cap_, t.chunks, room / (t.chunk * p.n * 2)}) : 0;
+  t.chunks = t.chunk > 0 ? r_ * p.k / t.chunk / schedule_.stream_ranks : 0;  // a pair's block: half
+  t.stages = t.chunk > 0
+                 ? std::min({schedule_.stream_stage_cap, t.chunks, room / (t.chunk * p.n * 2)})
+                 : 0;
   t.tiles = p.n / 16;
   t.lanes = std::gcd(kBlockWarps, t.tiles);
   t.sets = t.tiles / t.lanes;
@@ -114,7 +116,7 @@ std::string BlockLowering::tma_stream_issue(int32_t id, const std::string& chunk
       fmt::arg("id", id), fmt::arg("slot", slot), fmt::arg("bytes", t.chunk * p.n * 2),
       fmt::arg("panels", t.swizzled ? p.n / kSwizzlePanel : 1), fmt::arg("stage", t.chunk * p.n),
       fmt::arg("panel", t.chunk * kSwizzlePanel), fmt::arg("box", t.swizzled ? kSwizzlePanel : p.n),
-      fmt::arg("map", tma_order_.size() + stream_tma_index(id)),
+      fmt::arg("map", schedule_.tma_order.size() + stream_tma_index(id)),
       fmt::arg("col", tma_coordinate(b, 1, "0")), fmt::arg("row", tma_coordinate(b, 0, "0")),
       fmt::arg("chunk", chunk), fmt::arg("rows", t.chunk));
 }
@@ -123,7 +125,7 @@ std::string BlockLowering::tma_stream_issue(int32_t id, const std::string& chunk
 std::string BlockLowering::tma_stream_declare(int32_t id) const {
   const StreamPlan p = stream_plan(id);
   const TmaStreamPlan t = tma_stream_plan(id);
-  const Storage& s = storage_[size_t(id)];
+  const TileStorage& s = schedule_.tiles[size_t(id)].storage;
   return fmt::format(
       "  {type}* const ws{id} = reinterpret_cast<{type}*>(smem + {stages_at});\n"
       "  unsigned long long* const sbar{id} = reinterpret_cast<unsigned long long*>(smem + "
@@ -157,10 +159,10 @@ std::string BlockLowering::tma_stream_first(int32_t id) const {
 // TMA streams (a gated MLP's gate and up) take their chunks in turn within one loop, so that all
 // of their stages are in flight at once, and one barrier per chunk frees the stages of all.
 std::string BlockLowering::tma_stream_run(int32_t id) const {
-  if (id != stream_tma_order_.front()) return "";  // the first stream's loop runs them all
+  if (id != schedule_.stream_tma_order.front()) return "";  // the first stream's loop runs them all
   const TmaStreamPlan t = tma_stream_plan(id);
   std::string work, refill;
-  for (int32_t s : stream_tma_order_) {
+  for (int32_t s : schedule_.stream_tma_order) {
     work += tma_stream_chunk(s);
     refill += tma_stream_issue(s, fmt::format("first + c + {}", t.stages), "slot");
   }
@@ -178,7 +180,7 @@ std::string BlockLowering::tma_stream_run(int32_t id) const {
       "      if (threadIdx.x == 0 && c + {stages} < {chunks}) {{\n{refill}      }}\n"
       "    }}\n"
       "  }}\n",
-      fmt::arg("count", stream_tma_order_.size()), fmt::arg("stages", t.stages),
+      fmt::arg("count", schedule_.stream_tma_order.size()), fmt::arg("stages", t.stages),
       fmt::arg("rows", t.chunk), fmt::arg("chunks", t.chunks),
       fmt::arg("first", pair_offset(t.chunks)), fmt::arg("work", work), fmt::arg("refill", refill));
 }
@@ -236,7 +238,7 @@ std::string BlockLowering::tma_stream_chunk(int32_t id) const {
       fmt::arg("stages", t.stages), fmt::arg("rows", t.chunk), fmt::arg("id", id),
       fmt::arg("type", ctype(node(id).tile.dtype)), fmt::arg("stage", t.chunk * p.n),
       fmt::arg("steps", t.steps), fmt::arg("warps", kBlockWarps), fmt::arg("tiles", t.tiles),
-      fmt::arg("owner", stream_owner_[size_t(id)]), fmt::arg("halves", p.halves),
+      fmt::arg("owner", schedule_.tiles[size_t(id)].stream_owner), fmt::arg("halves", p.halves),
       fmt::arg("staged_first", staged_first_iteration()),
       fmt::arg("x0", a_fragment("unsigned", fmt::format("a_rows + (h * 8 + g) * {}", stride), p.m)),
       fmt::arg("x1",
@@ -250,7 +252,7 @@ std::string BlockLowering::tma_stream_chunk(int32_t id) const {
 std::string BlockLowering::tma_stream_flush(int32_t id) const {
   const StreamPlan p = stream_plan(id);
   const TmaStreamPlan t = tma_stream_plan(id);
-  const std::string out = tile_var(reader_[size_t(id)]);
+  const std::string out = tile_var(schedule_.tiles[size_t(id)].reader);
   const std::string target =
       t.splits == 1 ? out : fmt::format("(red + (warp / {}) * {})", t.lanes, p.m * p.n);
   std::string s = fmt::format(

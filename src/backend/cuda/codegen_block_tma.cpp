@@ -113,13 +113,14 @@ bool BlockLowering::tma_eligible(int32_t id) const {
 }
 
 void BlockLowering::find_tma_tiles() {
-  tma_order_.clear();
+  schedule_.tma_order.clear();
   for (int32_t id = 0; id < int32_t(g_.nodes().size()); ++id)
-    if (tma_eligible(id)) tma_order_.push_back(id);
+    if (tma_eligible(id)) schedule_.tma_order.push_back(id);
 }
 
 bool BlockLowering::tma_tile(int32_t id) const {
-  return std::find(tma_order_.begin(), tma_order_.end(), id) != tma_order_.end();
+  return std::find(schedule_.tma_order.begin(), schedule_.tma_order.end(), id) !=
+         schedule_.tma_order.end();
 }
 
 std::string BlockLowering::tma_offset(int32_t id, const std::string& row,
@@ -147,8 +148,8 @@ std::string BlockLowering::tma_coordinate(int32_t id, size_t dim,
 std::string BlockLowering::tma_issue(const std::string& iteration, const std::string& slot) const {
   int64_t bytes = 0;
   std::string copies;
-  for (size_t k = 0; k < tma_order_.size(); ++k) {
-    const int32_t id = tma_order_[k];
+  for (size_t k = 0; k < schedule_.tma_order.size(); ++k) {
+    const int32_t id = schedule_.tma_order[k];
     const Dims& tile = node(id).tile.dims;
     const int64_t box_rows = std::min(tile[0], kBoxRows);
     bytes += ir::num_elements(tile) * 2;
@@ -188,10 +189,10 @@ TensorMapArg BlockLowering::operand_map(int32_t id, std::array<uint32_t, 2> box,
 
 std::vector<TensorMapArg> BlockLowering::tensor_map_args() const {
   std::vector<TensorMapArg> maps;
-  for (int32_t id : tma_order_)
+  for (int32_t id : schedule_.tma_order)
     maps.push_back(operand_map(
         id, {uint32_t(kSwizzlePanel), uint32_t(std::min(node(id).tile.dims[0], kBoxRows))}, true));
-  for (int32_t id : stream_tma_order_) maps.push_back(tma_stream_map(id));
+  for (int32_t id : schedule_.stream_tma_order) maps.push_back(tma_stream_map(id));
   return maps;
 }
 

@@ -56,7 +56,7 @@ std::string BlockLowering::read_run(int32_t id, const std::string& base, RunLoad
         "yr_to_f(reinterpret_cast<const {}*>(&{})[u])",
         ctype(g_.operands()[size_t(std::get<ir::InputIteratorOp>(n.op).operand)].dtype),
         run_load(id, base, loads));
-  if (!inlined_[size_t(id)]) return read(id, fmt::format("{} + u", base));
+  if (!schedule_.tiles[size_t(id)].inlined) return read(id, fmt::format("{} + u", base));
   auto operand = [&](size_t i) {
     const Dims& in = node(n.inputs[i]).tile.dims;
     const std::string index = broadcast_index(n.tile.dims, in, "(" + base + ")");

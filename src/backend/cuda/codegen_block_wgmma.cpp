@@ -75,7 +75,7 @@ bool BlockLowering::wgmma_chain(const Chain& c) const {
     return false;
   for (int32_t tile : {node(c.first).inputs[1], node(c.second).inputs[1]}) {
     const auto* it = std::get_if<ir::InputIteratorOp>(&node(tile).op);
-    if (!it || it->fmap == ir::kReplicate || readers_[size_t(tile)] != 1 ||
+    if (!it || it->fmap == ir::kReplicate || schedule_.tiles[size_t(tile)].readers != 1 ||
         ir::dtype_size(g_.operands()[size_t(it->operand)].dtype) != 2 || !vector_rows(tile))
       return false;
   }
@@ -83,19 +83,20 @@ bool BlockLowering::wgmma_chain(const Chain& c) const {
 }
 
 bool BlockLowering::uses_wgmma() const {
-  return std::any_of(chains_.begin(), chains_.end(), [](const Chain& c) { return c.wgmma; });
+  return std::any_of(schedule_.chains.begin(), schedule_.chains.end(),
+                     [](const Chain& c) { return c.wgmma; });
 }
 
 // K's and V's tiles of a wgmma chain: stored swizzled, copied by cp.async.
 bool BlockLowering::wgmma_tile(int32_t id) const {
-  for (const Chain& c : chains_)
+  for (const Chain& c : schedule_.chains)
     if (c.wgmma && (id == node(c.first).inputs[1] || id == node(c.second).inputs[1])) return true;
   return false;
 }
 
 std::string BlockLowering::wgmma_prelude() const {
   std::set<std::pair<int64_t, ir::DType>> shapes;
-  for (const Chain& c : chains_)
+  for (const Chain& c : schedule_.chains)
     if (c.wgmma) {
       shapes.insert({c.lc, node(c.second).tile.dtype});
       shapes.insert({c.dv, node(c.second).tile.dtype});
