@@ -9,18 +9,20 @@
 //
 // Outputs start poisoned and every element's writes are counted; anything but exactly one
 // write per element is an error, which is what exposes a saver whose omap lets two blocks write
-// the same elements.
+// the same elements. The walk itself is block_walk.h's, which the fingerprint shares.
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "ir/block_graph.h"
 #include "support/error.h"
+#include "verify/block_walk.h"
 #include "verify/indexing.h"
 #include "verify/verify.h"
 
@@ -129,12 +131,15 @@ class Accumulator {
   std::vector<double> running_max_;  // rescaled_sum only: M, in the shape of m
 };
 
-class BlockRunner {
+// Tiles as host tensors (f32 while computed); the walk is block_walk.h's.
+class HostTiles {
  public:
-  BlockRunner(const BlockGraph& graph, const std::vector<const HostTensor*>& operands)
-      : graph_(graph), operands_(operands), output_of_(graph.nodes().size(), -1) {
+  using Value = HostTensor;
+  using Accumulator = verify::Accumulator;
+
+  HostTiles(const BlockGraph& graph, const std::vector<const HostTensor*>& operands)
+      : graph_(graph), operands_(operands), kernels_(graph.nodes().size()) {
     const std::vector<BlockNode>& nodes = graph.nodes();
-    kernels_.resize(nodes.size());
     for (size_t id = 0; id < nodes.size(); ++id) {
       if (std::optional<ir::Op> op = ir::shared_kernel_op(nodes[id].op)) {
         std::vector<TensorType> tiles;
@@ -145,78 +150,35 @@ class BlockRunner {
     for (const TensorType& type : graph.output_types()) {
       outputs_.emplace_back(type);
       ir::poison(outputs_.back());
-      writes_.emplace_back(size_t(ir::num_elements(type.dims)), 0);
-    }
-    int32_t next = 0;
-    for (size_t id = 0; id < nodes.size(); ++id)
-      if (graph.phase(int32_t(id)) == BlockPhase::saver) output_of_[id] = next++;
-  }
-
-  void run_block(const BlockCoord& block) {
-    const std::vector<BlockNode>& nodes = graph_.nodes();
-    std::vector<HostTensor> values(nodes.size());
-    std::vector<std::optional<Accumulator>> accumulators(nodes.size());
-    for (size_t id = 0; id < nodes.size(); ++id)
-      if (const auto* acc = std::get_if<ir::AccumulatorOp>(&nodes[id].op))
-        accumulators[id].emplace(acc->fn, acc->eps, nodes[id].tile, m_tile(nodes[id]));
-
-    for (int64_t iteration = 0; iteration < graph_.forloop_range(); ++iteration) {
-      for (size_t id = 0; id < nodes.size(); ++id)
-        if (graph_.phase(int32_t(id)) == BlockPhase::in_loop)
-          values[id] = in_loop_value(nodes[id], id, values, block, iteration);
-      for (size_t id = 0; id < nodes.size(); ++id)
-        if (accumulators[id]) {
-          const std::vector<int32_t>& in = nodes[id].inputs;
-          accumulators[id]->fold(values[size_t(in[0])],
-                                 in.size() > 1 ? &values[size_t(in[1])] : nullptr);
-        }
-    }
-
-    for (size_t id = 0; id < nodes.size(); ++id)
-      if (accumulators[id]) values[id] = accumulators[id]->result(graph_.forloop_range());
-    for (size_t id = 0; id < nodes.size(); ++id) {
-      if (graph_.phase(int32_t(id)) == BlockPhase::saver)
-        save(nodes[id], output_of_[id], values[size_t(nodes[id].inputs[0])], block);
-      else if (graph_.phase(int32_t(id)) == BlockPhase::post_loop && !accumulators[id])
-        values[id] = computed(nodes[id], id, values);
     }
   }
 
-  std::vector<HostTensor> finish() {
-    for (size_t o = 0; o < outputs_.size(); ++o)
-      for (size_t i = 0; i < writes_[o].size(); ++i)
-        if (writes_[o][i] != 1)
-          fail(
-              "run_block_graph: output {} ({}) element {} was written {} times; every element "
-              "must be written exactly once, so the savers' omaps are wrong",
-              o, ir::format_type(outputs_[o].type),
-              ir::format_dims(unravel(int64_t(i), outputs_[o].type.dims)), writes_[o][i]);
-    return std::move(outputs_);
+  std::string_view who() const { return "run_block_graph"; }
+  void at(int32_t) {}
+
+  Accumulator accumulator(int32_t id) const {
+    const BlockNode& n = node(id);
+    const auto& acc = std::get<ir::AccumulatorOp>(n.op);
+    return Accumulator(acc.fn, acc.eps, n.tile,
+                       n.inputs.size() > 1 ? &node(n.inputs[1]).tile : nullptr);
+  }
+  void fold(Accumulator& acc, const HostTensor& t, const HostTensor* m) const { acc.fold(t, m); }
+  HostTensor result(const Accumulator& acc, int64_t iterations) const {
+    return acc.result(iterations);
   }
 
- private:
-  const TensorType* m_tile(const BlockNode& node) const {
-    return node.inputs.size() > 1 ? &graph_.nodes()[size_t(node.inputs[1])].tile : nullptr;
-  }
-
-  HostTensor in_loop_value(const BlockNode& node, size_t id, const std::vector<HostTensor>& values,
-                           const BlockCoord& block, int64_t iteration) const {
-    if (const auto* it = std::get_if<ir::InputIteratorOp>(&node.op))
-      return load(*it, node.tile, block, iteration);
-    return computed(node, id, values);
-  }
-
-  HostTensor computed(const BlockNode& node, size_t id,
-                      const std::vector<HostTensor>& values) const {
-    if (const auto* r = std::get_if<ir::ReduceToWidthOp>(&node.op))
-      return reduce_to_width(*r, values[size_t(node.inputs[0])], node.tile);
+  HostTensor compute(int32_t id, const std::vector<HostTensor>& values) const {
+    const BlockNode& n = node(id);
+    if (const auto* r = std::get_if<ir::ReduceToWidthOp>(&n.op))
+      return reduce_to_width(*r, values[size_t(n.inputs[0])], n.tile);
     std::vector<HostTensor> operands;
-    for (int32_t in : node.inputs) operands.push_back(values[size_t(in)]);
-    return run_reference(*kernels_[id], operands)[0];
+    for (int32_t in : n.inputs) operands.push_back(values[size_t(in)]);
+    return run_reference(*kernels_[size_t(id)], operands)[0];
   }
 
-  HostTensor load(const ir::InputIteratorOp& it, const TensorType& tile, const BlockCoord& block,
-                  int64_t iteration) const {
+  HostTensor load(int32_t id, const BlockCoord& block, int64_t iteration) const {
+    const auto& it = std::get<ir::InputIteratorOp>(node(id).op);
+    const TensorType& tile = node(id).tile;
     const HostTensor& operand = *operands_[size_t(it.operand)];
     const Dims offset =
         iterator_tile_offset(it, tile.dims, block, graph_.forloop_range(), iteration);
@@ -235,26 +197,25 @@ class BlockRunner {
     return out;
   }
 
-  void save(const BlockNode& node, int32_t output, const HostTensor& tile,
-            const BlockCoord& block) {
-    const auto& omap = std::get<ir::OutputSaverOp>(node.op).omap;
-    HostTensor& out = outputs_[size_t(output)];
-    for_each_window_row(out.type.dims, node.tile.dims,
-                        saver_tile_offset(omap, node.tile.dims, block),
+  void save(int32_t id, size_t output, const HostTensor& tile, const BlockCoord& block) {
+    const BlockNode& n = node(id);
+    const auto& omap = std::get<ir::OutputSaverOp>(n.op).omap;
+    HostTensor& out = outputs_[output];
+    for_each_window_row(out.type.dims, n.tile.dims, saver_tile_offset(omap, n.tile.dims, block),
                         [&](int64_t to, int64_t from, int64_t length) {
-                          for (int64_t i = 0; i < length; ++i) {
-                            out.set(to + i, tile.get(from + i));
-                            ++writes_[size_t(output)][size_t(to + i)];
-                          }
+                          for (int64_t i = 0; i < length; ++i) out.set(to + i, tile.get(from + i));
                         });
   }
+
+  std::vector<HostTensor> take_outputs() { return std::move(outputs_); }
+
+ private:
+  const BlockNode& node(int32_t id) const { return graph_.nodes()[size_t(id)]; }
 
   const BlockGraph& graph_;
   const std::vector<const HostTensor*>& operands_;
   std::vector<std::optional<ir::KernelGraph>> kernels_;  // per node: its shared op, if any
-  std::vector<int32_t> output_of_;                       // per node: a saver's output index
   std::vector<HostTensor> outputs_;
-  std::vector<std::vector<int64_t>> writes_;  // per output element: how often it was written
 };
 
 void check_operands(const BlockGraph& graph, const std::vector<const HostTensor*>& operands) {
@@ -278,9 +239,9 @@ void check_operands(const BlockGraph& graph, const std::vector<const HostTensor*
 std::vector<HostTensor> run_block_graph(const BlockGraph& graph,
                                         const std::vector<const HostTensor*>& operands) {
   check_operands(graph, operands);
-  BlockRunner runner(graph, operands);
-  for_each_block(graph, [&](const BlockCoord& block) { runner.run_block(block); });
-  return runner.finish();
+  HostTiles tiles(graph, operands);
+  BlockWalk(graph, tiles).run();
+  return tiles.take_outputs();
 }
 
 std::vector<HostTensor> run_block_graph(const BlockGraph& graph,

@@ -1,6 +1,7 @@
 // Fused kernels over fingerprints: the block graph evaluated literally, block by block and
-// iteration by iteration, with the shared ops meaning what they mean at kernel level
-// (fingerprint_ops.cpp), so that a fused kernel fingerprints like the kernel graph it replaces.
+// iteration by iteration by the walk the literal executor also takes (block_walk.h), with the
+// shared ops meaning what they mean at kernel level (fingerprint_ops.cpp), so that a fused kernel
+// fingerprints like the kernel graph it replaces.
 //
 // Accumulators fold the iterations' tiles t_0 .. t_{R-1}:
 //   sum   Σ t_i                mean  (Σ t_i) / R, exactly
@@ -14,10 +15,12 @@
 //         softmax(s)·V at kernel level, where the row max cancels the same way.
 #include <algorithm>
 #include <optional>
+#include <string_view>
 
 #include <fmt/format.h>
 
 #include "support/error.h"
+#include "verify/block_walk.h"
 #include "verify/fingerprint_ops.h"
 #include "verify/indexing.h"
 
@@ -114,88 +117,45 @@ class Accumulator {
   std::vector<FTensor> v_, m_;    // rescaled_sum: every iteration's operands
 };
 
-class BlockEvaluator {
+// Tiles as fingerprints; the walk is block_walk.h's, which the literal executor shares.
+class FingerprintTiles {
  public:
-  BlockEvaluator(const BlockGraph& graph, const std::vector<const FTensor*>& operands, Trial& trial)
+  using Value = FTensor;
+  using Accumulator = fp::Accumulator;
+
+  FingerprintTiles(const BlockGraph& graph, const std::vector<const FTensor*>& operands,
+                   Trial& trial)
       : graph_(graph), operands_(operands), trial_(trial) {
-    for (const TensorType& type : graph.output_types()) {
-      outputs_.emplace_back(type);
-      writes_.emplace_back(outputs_.back().v.size(), 0);
-    }
-    int32_t next = 0;
-    for (size_t id = 0; id < graph.nodes().size(); ++id)
-      saver_output_.push_back(graph.phase(int32_t(id)) == BlockPhase::saver ? next++ : -1);
+    for (const TensorType& type : graph.output_types()) outputs_.emplace_back(type);
   }
 
-  void run_block(const BlockCoord& block) {
-    const std::vector<BlockNode>& nodes = graph_.nodes();
-    std::vector<FTensor> values(nodes.size());
-    std::vector<std::optional<Accumulator>> accumulators(nodes.size());
-    for (size_t id = 0; id < nodes.size(); ++id)
-      if (const auto* acc = std::get_if<ir::AccumulatorOp>(&nodes[id].op))
-        accumulators[id].emplace(acc->fn, acc->eps);
-
-    for (int64_t iteration = 0; iteration < graph_.forloop_range(); ++iteration) {
-      for (size_t id = 0; id < nodes.size(); ++id)
-        if (graph_.phase(int32_t(id)) == BlockPhase::in_loop)
-          values[id] = in_loop_value(id, values, block, iteration);
-      for (size_t id = 0; id < nodes.size(); ++id)
-        if (accumulators[id]) {
-          locate(id);
-          const std::vector<int32_t>& in = nodes[id].inputs;
-          accumulators[id]->fold(values[size_t(in[0])],
-                                 in.size() > 1 ? &values[size_t(in[1])] : nullptr, trial_);
-        }
-    }
-
-    for (size_t id = 0; id < nodes.size(); ++id) {
-      locate(id);
-      if (accumulators[id])
-        values[id] = accumulators[id]->result(graph_.forloop_range(), trial_);
-      else if (graph_.phase(int32_t(id)) == BlockPhase::saver)
-        save(id, values[size_t(nodes[id].inputs[0])], block);
-      else if (graph_.phase(int32_t(id)) == BlockPhase::post_loop)
-        values[id] = computed(id, values);
-    }
-  }
-
-  std::vector<FTensor> finish() {
-    for (size_t o = 0; o < outputs_.size(); ++o)
-      for (size_t i = 0; i < writes_[o].size(); ++i)
-        if (writes_[o][i] != 1)
-          fail(
-              "fingerprint: fused kernel output {} ({}): element {} was written {} times; the "
-              "savers' omaps must write every element exactly once",
-              o, ir::format_type(outputs_[o].type), i, writes_[o][i]);
-    return std::move(outputs_);
-  }
-
- private:
-  void locate(size_t id) {
+  std::string_view who() const { return "fingerprint: fused kernel"; }
+  void at(int32_t id) {
     trial_.set_location(
-        fmt::format("fused kernel node {} ({})", id, ir::block_op_label(graph_.nodes()[id].op)));
+        fmt::format("fused kernel node {} ({})", id, ir::block_op_label(node(id).op)));
   }
 
-  FTensor in_loop_value(size_t id, const std::vector<FTensor>& values, const BlockCoord& block,
-                        int64_t iteration) {
-    const BlockNode& node = graph_.nodes()[id];
-    if (const auto* it = std::get_if<ir::InputIteratorOp>(&node.op))
-      return load(*it, node.tile, block, iteration);
-    locate(id);
-    return computed(id, values);
+  Accumulator accumulator(int32_t id) const {
+    const auto& acc = std::get<ir::AccumulatorOp>(node(id).op);
+    return Accumulator(acc.fn, acc.eps);
+  }
+  void fold(Accumulator& acc, const FTensor& t, const FTensor* m) { acc.fold(t, m, trial_); }
+  FTensor result(const Accumulator& acc, int64_t iterations) {
+    return acc.result(iterations, trial_);
   }
 
-  FTensor computed(size_t id, const std::vector<FTensor>& values) {
-    const BlockNode& node = graph_.nodes()[id];
-    if (const auto* r = std::get_if<ir::ReduceToWidthOp>(&node.op))
-      return reduce_to_width(*r, values[size_t(node.inputs[0])], node.tile, trial_);
+  FTensor compute(int32_t id, const std::vector<FTensor>& values) {
+    const BlockNode& n = node(id);
+    if (const auto* r = std::get_if<ir::ReduceToWidthOp>(&n.op))
+      return reduce_to_width(*r, values[size_t(n.inputs[0])], n.tile, trial_);
     std::vector<const FTensor*> in;
-    for (int32_t i : node.inputs) in.push_back(&values[size_t(i)]);
-    return std::move(evaluate_op(*ir::shared_kernel_op(node.op), in, {node.tile}, trial_)[0]);
+    for (int32_t i : n.inputs) in.push_back(&values[size_t(i)]);
+    return std::move(evaluate_op(*ir::shared_kernel_op(n.op), in, {n.tile}, trial_)[0]);
   }
 
-  FTensor load(const ir::InputIteratorOp& it, const TensorType& tile, const BlockCoord& block,
-               int64_t iteration) const {
+  FTensor load(int32_t id, const BlockCoord& block, int64_t iteration) const {
+    const auto& it = std::get<ir::InputIteratorOp>(node(id).op);
+    const TensorType& tile = node(id).tile;
     const FTensor& operand = *operands_[size_t(it.operand)];
     const Dims offset =
         iterator_tile_offset(it, tile.dims, block, graph_.forloop_range(), iteration);
@@ -211,10 +171,9 @@ class BlockEvaluator {
     return out;
   }
 
-  void save(size_t id, const FTensor& tile, const BlockCoord& block) {
-    const auto& omap = std::get<ir::OutputSaverOp>(graph_.nodes()[id].op).omap;
-    const int32_t o = saver_output_[id];
-    FTensor& out = outputs_[size_t(o)];
+  void save(int32_t id, size_t output, const FTensor& tile, const BlockCoord& block) {
+    const auto& omap = std::get<ir::OutputSaverOp>(node(id).op).omap;
+    FTensor& out = outputs_[output];
     uint32_t across_blocks = 0;  // dims whose elements come from different blocks
     for (int a = 0; a < kGridAxes; ++a)
       if (omap[size_t(a)] != kReplicate && graph_.grid().extent[size_t(a)] > 1)
@@ -223,7 +182,6 @@ class BlockEvaluator {
                         saver_tile_offset(omap, tile.type.dims, block),
                         [&](int64_t to, int64_t from, int64_t length) {
                           std::copy_n(&tile.v[size_t(from)], length, &out.v[size_t(to)]);
-                          for (int64_t i = 0; i < length; ++i) ++writes_[size_t(o)][size_t(to + i)];
                         });
     // Every block saves the same node, so the kinds agree; degrees and masks combine.
     out.has_q = tile.has_q;
@@ -233,12 +191,15 @@ class BlockEvaluator {
     out.uniform = out.degree.den == 0 ? ~0u : (tile.uniform & ~across_blocks);
   }
 
+  std::vector<FTensor> take_outputs() { return std::move(outputs_); }
+
+ private:
+  const BlockNode& node(int32_t id) const { return graph_.nodes()[size_t(id)]; }
+
   const BlockGraph& graph_;
   const std::vector<const FTensor*>& operands_;
   Trial& trial_;
   std::vector<FTensor> outputs_;
-  std::vector<std::vector<int64_t>> writes_;  // per output element: how often it was written
-  std::vector<int32_t> saver_output_;         // per node: a saver's output index, else -1
 };
 
 }  // namespace
@@ -250,9 +211,9 @@ std::vector<FTensor> fingerprint_block_graph(const BlockGraph& graph,
   if (operands.size() != graph.operands().size())
     fail("fingerprint: the fused kernel takes {} operands, got {}", graph.operands().size(),
          operands.size());
-  BlockEvaluator evaluator(graph, operands, trial);
-  for_each_block(graph, [&](const BlockCoord& block) { evaluator.run_block(block); });
-  return evaluator.finish();
+  FingerprintTiles tiles(graph, operands, trial);
+  BlockWalk(graph, tiles).run();
+  return tiles.take_outputs();
 }
 
 }  // namespace yirage::verify::fp
