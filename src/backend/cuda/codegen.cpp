@@ -3,9 +3,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <map>
-#include <set>
-#include <tuple>
 
 #include <fmt/format.h>
 
@@ -287,211 +284,64 @@ bool strided_parts(const ir::KernelGraph& graph, int32_t id, const ir::SplitOp& 
   return true;
 }
 
-// An add that can fold into the library product it reads (the call then writes the sum): the
-// product is one of its inputs, read by nothing else and no output, and the addend, its other
-// input, has the product's type (no broadcast) and is computed before it, so that it exists when
-// the call runs. Why: the add was a kernel of its own after the call (the Llama MLP's residual),
-// and the library's epilogue does it for free.
-struct FoldedAdd {
-  ir::TensorRef product, addend;
-};
-std::optional<FoldedAdd> folded_add(const ir::KernelGraph& graph, const ir::Node& node,
-                                    const std::map<ir::TensorRef, size_t>& products) {
-  const auto* binary = std::get_if<ir::BinaryOp>(&node.op);
-  if (!binary || binary->fn != ir::BinaryFn::add) return std::nullopt;
-  for (size_t side = 0; side < 2; ++side) {
-    const ir::TensorRef product = node.inputs[side], other = node.inputs[1 - side];
-    if (!products.contains(product) || other.node >= product.node || other == product) continue;
-    if (graph.type(other) != graph.type(product)) continue;
-    int readers = 0;
-    for (const ir::Node& n : graph.nodes())
-      readers += int(std::count(n.inputs.begin(), n.inputs.end(), product));
-    for (const ir::GraphOutput& out : graph.outputs()) readers += out.tensor == product;
-    if (readers == 1) return FoldedAdd{product, other};
-  }
-  return std::nullopt;
-}
-
-// The library call that product `node` (lowered as `gemm`, reading slots `in`) can join as one
-// more member of its group (LibraryGemm::group): an earlier call of one matrix, adding nothing,
-// of the same sizes and dtype, that reads the same A, where this product's B exists by the time
-// that call runs (a graph input, or computed before its first product). The product's own slot
-// is fresh, so writing it earlier changes nothing. Why: a gated MLP's gate and up each read a
-// weight of 32 MB; as one batch its library graph went from 25.7 to 22.4 µs at 64 rows and from
-// 27.0 to 20.7 µs at 8 on the H200 (docs/design/cuda-findings.md). Not profiled; a
-// likely reason is that one call of a few rows leaves cuBLAS few blocks, and two calls pay two
-// ramps and tails over weights that, 64 MB together, never stay in the 60 MB L2.
-constexpr int64_t kMaxGroup = 8;
-std::optional<size_t> group_to_join(const ir::KernelGraph& graph, const ir::Node& node,
-                                    const LibraryGemm& gemm, const std::vector<int>& in,
-                                    const std::map<ir::TensorRef, size_t>& products,
-                                    const std::vector<KernelLaunch>& steps) {
-  if (gemm.batches != 1) return std::nullopt;
-  const ir::TensorRef b = node.inputs[1];
-  const bool b_is_input = std::holds_alternative<ir::InputOp>(graph.nodes()[size_t(b.node)].op);
-  // Ordered by node, so the first entry of a step is its first product, the one it runs at.
-  std::set<size_t> seen;
-  for (const auto& [product, step] : products) {
-    if (!seen.insert(step).second) continue;
-    const KernelLaunch& call = steps[step];
-    const LibraryGemm& other = *call.gemm;
-    if (other.batches != 1 || other.adds || other.group >= kMaxGroup || call.args[0] != in[0] ||
-        std::tie(other.m, other.n, other.k, other.dtype) !=
-            std::tie(gemm.m, gemm.n, gemm.k, gemm.dtype))
-      continue;
-    if (b_is_input || b.node < product.node) return step;
-  }
-  return std::nullopt;
-}
-
-// Removes the scratch slots that no step reads or writes and no view points into, renumbering the
-// rest. Slots are made as nodes are reached, before a later node can make one unneeded: a product
-// whose add folds into its call leaves its own result slot unwritten (m x n elements, 64 KB for
-// the Llama MLP at bs8), and the module would allocate it.
-void drop_unused_scratch(Program& program) {
-  std::vector<bool> used(program.slots.size());
-  for (const KernelLaunch& step : program.kernels)
-    for (int slot : step.args) used[size_t(slot)] = true;
-  for (size_t i = 0; i < program.slots.size(); ++i) {
-    const Slot& slot = program.slots[i];
-    if (slot.kind != SlotKind::scratch) used[i] = true;
-    if (slot.kind == SlotKind::view) used[size_t(slot.index)] = true;
-  }
-  std::vector<int> renumbered(program.slots.size(), -1);
-  std::vector<Slot> kept;
-  int scratch = 0;
-  for (size_t i = 0; i < program.slots.size(); ++i) {
-    if (!used[i]) continue;
-    Slot slot = program.slots[i];
-    if (slot.kind == SlotKind::scratch) slot.index = scratch++;
-    if (slot.kind == SlotKind::view) slot.index = renumbered[size_t(slot.index)];
-    renumbered[i] = int(kept.size());
-    kept.push_back(slot);
-  }
-  for (KernelLaunch& step : program.kernels)
-    for (int& slot : step.args) slot = renumbered[size_t(slot)];
-  program.slots = std::move(kept);
+// The cuda backend's rule for a split's parts (buffer_plan.h): views where they are contiguous
+// and aligned, or strided views that only fused kernels read; copies otherwise.
+passes::BufferRules buffer_rules() {
+  return {.split_parts =
+              [](const ir::KernelGraph& graph, int32_t id, const ir::SplitOp& split) {
+                if (contiguous_parts(graph.type(graph.nodes()[size_t(id)].inputs[0]), split))
+                  return passes::SplitParts::contiguous;
+                return strided_parts(graph, id, split) ? passes::SplitParts::strided
+                                                       : passes::SplitParts::copied;
+              },
+          .working_bytes = detail::op_scratch_bytes};
 }
 
 }  // namespace
 
+// The passes, then emission: buffers are planned (backend/passes/buffer_plan.h), kernel-level
+// matmuls become library calls where cuBLAS can take them, with the adds they feed folded in and
+// products that share A grouped (codegen_library.cpp), fused nodes become one kernel each
+// (codegen_block.cpp), other ops plain kernels (codegen_ops.cpp), and outputs computed elsewhere
+// are copied into place.
 Program lower(const ir::KernelGraph& graph, const CodegenOptions& options) {
+  const passes::BufferPlan plan = passes::plan_buffers(graph, buffer_rules());
   Program program;
-  std::map<ir::TensorRef, int> slot_of;
-  auto bytes_of = [&](ir::TensorRef t) {
-    const ir::TensorType& type = graph.type(t);
-    return size_t(ir::num_elements(type.dims)) * ir::dtype_size(type.dtype);
-  };
-  auto add_slot = [&](SlotKind kind, int index, size_t bytes) {
-    program.slots.push_back({kind, index, bytes});
-    return int(program.slots.size() - 1);
-  };
-  const std::vector<ir::TensorRef> inputs = graph.inputs();
-  for (size_t i = 0; i < inputs.size(); ++i)
-    slot_of[inputs[i]] = add_slot(SlotKind::input, int(i), bytes_of(inputs[i]));
-  // A tensor marked as an output is computed straight into its output buffer; the first marking
-  // owns it, and any further marking, or a marked graph input, takes a copy afterwards.
-  std::map<ir::TensorRef, int> output_slot;
-  std::vector<int> output_slots;
-  for (size_t i = 0; i < graph.outputs().size(); ++i) {
-    const ir::TensorRef t = graph.outputs()[i].tensor;
-    output_slots.push_back(add_slot(SlotKind::output, int(i), bytes_of(t)));
-    output_slot.emplace(t, output_slots.back());
-  }
-  // Views that are not contiguous: their slots' element strides (those of the split operand).
-  std::map<int, ir::Dims> view_strides;
-  // The library products so far: their tensors and their steps in program.kernels.
-  std::map<ir::TensorRef, size_t> products;
-  int scratch = 0;
+  program.slots = plan.slots;
+  detail::LibraryCalls library(graph, options);
   for (size_t id = 0; id < graph.nodes().size(); ++id) {
     const ir::Node& node = graph.nodes()[id];
-    if (std::holds_alternative<ir::InputOp>(node.op)) continue;
-    std::vector<int> in;
-    for (ir::TensorRef t : node.inputs) in.push_back(slot_of.at(t));
-    if (std::holds_alternative<ir::ReshapeOp>(node.op)) {
-      slot_of[{int32_t(id), 0}] = in[0];  // copied below if it is an output
-      continue;
-    }
-    if (const auto* split = std::get_if<ir::SplitOp>(&node.op)) {
-      const ir::TensorType& whole = graph.type(node.inputs[0]);
-      const bool contiguous = contiguous_parts(whole, *split);
-      if (contiguous || strided_parts(graph, int32_t(id), *split)) {
-        const ir::Dims strides = ir::row_major_strides(whole.dims);
-        const size_t step = size_t(strides[size_t(split->dim)]) * ir::dtype_size(whole.dtype);
-        size_t offset = 0;
-        for (size_t port = 0; port < node.outputs.size(); ++port) {
-          const ir::TensorRef t{int32_t(id), int32_t(port)};
-          program.slots.push_back({SlotKind::view, in[0], bytes_of(t), offset});
-          slot_of[t] = int(program.slots.size() - 1);  // copied below if it is an output
-          if (!contiguous) view_strides[slot_of[t]] = strides;
-          offset += size_t(split->sizes[port]) * step;
-        }
-        continue;
-      }
-    }
-    std::vector<int> out;
-    for (size_t port = 0; port < node.outputs.size(); ++port) {
-      const ir::TensorRef t{int32_t(id), int32_t(port)};
-      auto found = output_slot.find(t);
-      int slot = found != output_slot.end() ? found->second
-                                            : add_slot(SlotKind::scratch, scratch++, bytes_of(t));
-      slot_of[t] = slot;
-      out.push_back(slot);
-    }
-    const std::optional<FoldedAdd> fold =
-        options.fold_adds ? folded_add(graph, node, products) : std::nullopt;
-    if (fold && !view_strides.contains(slot_of.at(fold->addend)) &&
-        program.kernels[products.at(fold->product)].gemm->group == 1) {
-      KernelLaunch& call = program.kernels[products.at(fold->product)];
-      call.gemm->adds = true;
-      call.args = {call.args[0], call.args[1], out[0], slot_of.at(fold->addend)};
-      call.what = fmt::format("node '{}' (matmul, cuBLAS, adding node '{}')",
-                              graph.nodes()[size_t(fold->product.node)].name, node.name);
-    } else if (std::optional<LibraryGemm> gemm;
-               options.library_matmul && (gemm = detail::library_gemm(graph, node))) {
-      const std::optional<size_t> joined =
-          options.group_products ? group_to_join(graph, node, *gemm, in, products, program.kernels)
-                                 : std::nullopt;
-      if (joined) {
-        KernelLaunch& call = program.kernels[*joined];
-        call.gemm->group += 1;
-        call.args.insert(call.args.end(), {in[1], out[0]});
-        call.what += fmt::format(" and node '{}' (sharing A, one cuBLAS batch)", node.name);
-        products[{int32_t(id), 0}] = *joined;
-        continue;
-      }
-      KernelLaunch call;
-      call.gemm = gemm;
-      call.name = "cublas_gemm";
-      call.args = {in[0], in[1], out[0]};
-      call.what = fmt::format("node '{}' (matmul, cuBLAS)", node.name);
-      products[{int32_t(id), 0}] = program.kernels.size();
-      program.kernels.push_back(std::move(call));
-    } else if (const auto* fused = std::get_if<ir::FusedOp>(&node.op)) {
+    if (std::holds_alternative<ir::InputOp>(node.op) || plan.aliased[id]) continue;
+    std::vector<int> in, out;
+    for (ir::TensorRef t : node.inputs) in.push_back(plan.slot_of.at(t));
+    for (size_t port = 0; port < node.outputs.size(); ++port)
+      out.push_back(plan.slot_of.at({int32_t(id), int32_t(port)}));
+    if (library.lower(node, int32_t(id), in, out, plan, program.kernels)) continue;
+    if (const auto* fused = std::get_if<ir::FusedOp>(&node.op)) {
       std::vector<ir::Dims> strides;
       for (size_t i = 0; i < in.size(); ++i) {
-        auto view = view_strides.find(in[i]);
-        strides.push_back(view != view_strides.end()
+        auto view = plan.view_strides.find(in[i]);
+        strides.push_back(view != plan.view_strides.end()
                               ? view->second
                               : ir::row_major_strides(fused->body->operands()[i].dims));
       }
       program.kernels.push_back(
           detail::lower_fused(*fused->body, node.name, in, out, options, std::move(strides)));
     } else {
-      const size_t extra = detail::op_scratch_bytes(graph, node);
-      const int scratch_slot = extra > 0 ? add_slot(SlotKind::scratch, scratch++, extra) : -1;
-      for (KernelLaunch& k : detail::lower_op(graph, node, in, out, options, scratch_slot))
+      for (KernelLaunch& k : detail::lower_op(graph, node, in, out, options, plan.working_slot[id]))
         program.kernels.push_back(std::move(k));
     }
   }
   for (size_t i = 0; i < graph.outputs().size(); ++i) {
-    const int from = slot_of.at(graph.outputs()[i].tensor);
-    if (from != output_slots[i])
+    const int from = plan.slot_of.at(graph.outputs()[i].tensor);
+    if (from != plan.output_slots[i])
       program.kernels.push_back(detail::copy_kernel(program.slots[size_t(from)].bytes, from,
-                                                    output_slots[i],
+                                                    plan.output_slots[i],
                                                     "output " + graph.outputs()[i].name));
   }
-  drop_unused_scratch(program);
+  std::vector<std::vector<int>*> step_slots;
+  for (KernelLaunch& k : program.kernels) step_slots.push_back(&k.args);
+  passes::drop_unused_scratch(program.slots, step_slots);
   return program;
 }
 

@@ -1,7 +1,9 @@
 // Lowering of µGraphs to CUDA C++. Internal to backend/cuda, and used by its tests.
 //
 // A kernel graph lowers to a list of kernel launches over *slots*, the device buffers of its
-// tensors: the graph's inputs, its marked outputs, and scratch buffers for the intermediates. A
+// tensors, planned by the shared buffer-planning pass (backend/passes/buffer_plan.h) under this
+// backend's rule for splits: the graph's inputs, its marked outputs, and scratch buffers for the
+// intermediates. A
 // reshape costs nothing (its result shares its operand's slot), nor does a split whose parts are
 // contiguous runs of its operand (every dim before the split's is 1, as for one token's
 // activations): each part is a view, a slot at an offset into the operand's. So is a split whose
@@ -26,18 +28,14 @@
 #include <string>
 #include <vector>
 
+#include "backend/passes/buffer_plan.h"
 #include "ir/ir.h"
 
 namespace yirage::backend::cuda {
 
-enum class SlotKind { input, output, scratch, view };
-
-struct Slot {
-  SlotKind kind;
-  int index;          // input or output number, scratch number, or a view's slot (an earlier one)
-  size_t bytes;       // the size of the tensor it holds
-  size_t offset = 0;  // a view's byte offset into its slot
-};
+// A program's buffers, as the buffer-planning pass (backend/passes/buffer_plan.h) lays them out.
+using passes::Slot;
+using passes::SlotKind;
 
 // A kernel-level matmul handed to cuBLAS: C[b] = A[b] · B[b] for `batches` row-major products of
 // M x K by K x N, operand b at element offset b · stride (0: one matrix shared by every product).

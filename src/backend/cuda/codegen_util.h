@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -67,6 +68,23 @@ size_t paged_attention_scratch_bytes(const ir::KernelGraph& graph, const ir::Nod
 
 // Bytes of scratch memory a kernel-level node's launches need besides its outputs (0 for most).
 size_t op_scratch_bytes(const ir::KernelGraph& graph, const ir::Node& node);
+
+// Kernel-level matmuls as cuBLAS calls, with adds folded into them and products that share A
+// grouped (codegen_library.cpp); lower() asks it first for every node that needs a step.
+class LibraryCalls {
+ public:
+  LibraryCalls(const ir::KernelGraph& graph, const CodegenOptions& options);
+  // Appends node `id`'s library call to `steps`, or folds or groups it into an earlier one, and
+  // returns true; false where the node is no library product and folds into none.
+  bool lower(const ir::Node& node, int32_t id, const std::vector<int>& in,
+             const std::vector<int>& out, const passes::BufferPlan& plan,
+             std::vector<KernelLaunch>& steps);
+
+ private:
+  const ir::KernelGraph& graph_;
+  const CodegenOptions& options_;
+  std::map<ir::TensorRef, size_t> products_;  // library products and their steps
+};
 
 // The generated kernels' names ("yr_" and the node's name as an identifier, then `suffix`), the
 // node as messages name it, and a kernel's opening line up to its first act,
