@@ -300,6 +300,9 @@ TEST(CudaCompile, EveryWeightTileTheSearchCountsAsStreamedStreams) {
             if (!counted) continue;
             const detail::BlockSchedule schedule = detail::schedule_fused(g, options);
             EXPECT_TRUE(schedule.tiles[size_t(product)].streamed) << what;
+            EXPECT_EQ(schedule.tiles[size_t(product)].role, detail::TileRole::streamed_product)
+                << what;
+            EXPECT_EQ(schedule.tiles[size_t(w)].role, detail::TileRole::streamed_weight) << what;
             EXPECT_EQ(schedule.tiles[size_t(w)].storage.offset, -1) << what << ": W is held";
             ++checked;
           }

@@ -1,5 +1,8 @@
 // Lowering one fused node: its block graph becomes one kernel, one thread block per grid block.
-// Internal to backend/cuda; codegen_block.cpp holds the kernel's frame and the elementwise,
+// Planning passes first fill its schedule (block_schedule.h: every tile's placement and role, the
+// kernel's stages, streams and layout); emitters then read it: codegen_block_kernel.cpp the tile
+// kernel, node by node by role, codegen_block_rows.cpp the register-row kernel.
+// Internal to backend/cuda; codegen_block.cpp holds the planning and the elementwise,
 // reduction and norm ops, codegen_block_copy.cpp the tiles' addresses, storage and copies,
 // codegen_block_matmul.cpp the tile matmuls, codegen_block_vector.cpp the passes that stage a
 // tile as 16-bit copies and the reads of eight consecutive elements at once they and the row
@@ -153,6 +156,22 @@ class BlockLowering {
   std::string kernel_params() const;
   std::string saver_base(int32_t id, int output) const;
   std::string save(int32_t id, int output) const;
+  // The pieces of a tile kernel's text, gathered node by node (emit_node) and then assembled in
+  // order by kernel().
+  struct KernelParts {
+    std::string decl, init, once, first, next, stage, body, accumulate, streams, flush, finalize,
+        post, saves, stream_first;
+    std::vector<std::string> more_first;  // the prologue's loads for iterations 1 .. stages - 2
+    std::vector<int32_t> rescaled;        // rescaled_sum accumulators: their maxima move last
+    int savers = 0;
+  };
+  TileRole role(int32_t id) const;
+  void emit_node(int32_t id, KernelParts& k) const;
+  void emit_iterator(int32_t id, KernelParts& k) const;
+  void emit_staged_a(int32_t id, KernelParts& k) const;
+  void emit_f32_tile(int32_t id, KernelParts& k) const;
+  void emit_resident_accumulator(int32_t id, KernelParts& k) const;
+  void emit_accumulator(int32_t id, KernelParts& k) const;
   std::string kernel(const std::string& kname) const;
 
   // codegen_block_copy.cpp

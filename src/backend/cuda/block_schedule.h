@@ -39,6 +39,25 @@ struct Chain {
   bool writes_once() const { return splits == 1; }
 };
 
+// What a node's code is, decided from the flags below in one order of precedence (the first
+// that applies): the kernel's emitter takes each node by its role.
+enum class TileRole {
+  streamed_weight,       // a weight tile its stream reads straight from memory: no code of its own
+  staged_directly,       // an A iterator copied once, before the loop, into a stream's staged A
+  iterator_tma,          // the TMA copies each iteration's tile into its stage
+  iterator_once,         // replicated over the loop: loaded once before it
+  iterator_pipelined,    // cp.async copies iterations ahead into its stages
+  saver,                 // writes its input's tile into the output
+  computed_elsewhere,    // inlined where its one reader reads it, or computed by a chain
+  chain,                 // a register chain's second product: the chain's code
+  reduced_into,          // a reduction added straight into its accumulator
+  streamed_product,      // a product whose B streams
+  resident_product,      // a product kept in registers over the loop
+  resident_accumulator,  // the accumulator a resident product's registers flush into
+  accumulator,           // folds its input's tiles in shared memory
+  shared_op,             // an op on f32 tiles in shared memory, in the loop or after it
+};
+
 // What the planner decided for one node. A node none of whose flags is set, and that is not an
 // output saver, has an f32 tile in shared memory (an iterator: its stages in its own dtype).
 struct TileSchedule {
@@ -55,6 +74,7 @@ struct TileSchedule {
   int32_t stream_owner = -1;     // a streamed matmul: the one that stages its (shared) A
   int chain = -1;                // the register chain (BlockSchedule::chains) that computes it
   TileStorage storage;
+  TileRole role = TileRole::shared_op;  // set last, from everything above
 };
 
 struct BlockSchedule {
