@@ -10,17 +10,17 @@ BufferPlan plan_buffers(const ir::KernelGraph& graph, const BufferRules& rules) 
     const ir::TensorType& type = graph.type(t);
     return size_t(ir::num_elements(type.dims)) * ir::dtype_size(type.dtype);
   };
-  auto add_slot = [&](SlotKind kind, int index, size_t bytes, size_t offset = 0) {
-    plan.slots.push_back({kind, index, bytes, offset});
+  auto add_slot = [&](SlotKind kind, int index, ir::TensorRef t, size_t offset = 0) {
+    plan.slots.push_back({kind, index, bytes_of(t), offset, graph.type(t)});
     return int(plan.slots.size() - 1);
   };
   const std::vector<ir::TensorRef> inputs = graph.inputs();
   for (size_t i = 0; i < inputs.size(); ++i)
-    plan.slot_of[inputs[i]] = add_slot(SlotKind::input, int(i), bytes_of(inputs[i]));
+    plan.slot_of[inputs[i]] = add_slot(SlotKind::input, int(i), inputs[i]);
   std::map<ir::TensorRef, int> output_slot;
   for (size_t i = 0; i < graph.outputs().size(); ++i) {
     const ir::TensorRef t = graph.outputs()[i].tensor;
-    plan.output_slots.push_back(add_slot(SlotKind::output, int(i), bytes_of(t)));
+    plan.output_slots.push_back(add_slot(SlotKind::output, int(i), t));
     output_slot.emplace(t, plan.output_slots.back());
   }
   int scratch = 0;
@@ -44,7 +44,7 @@ BufferPlan plan_buffers(const ir::KernelGraph& graph, const BufferRules& rules) 
       size_t offset = 0;
       for (size_t port = 0; port < node.outputs.size(); ++port) {
         const ir::TensorRef t{int32_t(id), int32_t(port)};
-        plan.slot_of[t] = add_slot(SlotKind::view, whole, bytes_of(t), offset);
+        plan.slot_of[t] = add_slot(SlotKind::view, whole, t, offset);
         if (!contiguous) plan.view_strides[plan.slot_of[t]] = strides;
         offset += size_t(split->sizes[port]) * step;
       }
@@ -54,12 +54,13 @@ BufferPlan plan_buffers(const ir::KernelGraph& graph, const BufferRules& rules) 
     for (size_t port = 0; port < node.outputs.size(); ++port) {
       const ir::TensorRef t{int32_t(id), int32_t(port)};
       auto found = output_slot.find(t);
-      plan.slot_of[t] = found != output_slot.end()
-                            ? found->second
-                            : add_slot(SlotKind::scratch, scratch++, bytes_of(t));
+      plan.slot_of[t] =
+          found != output_slot.end() ? found->second : add_slot(SlotKind::scratch, scratch++, t);
     }
-    if (const size_t extra = rules.working_bytes ? rules.working_bytes(graph, node) : 0)
-      plan.working_slot[id] = add_slot(SlotKind::scratch, scratch++, extra);
+    if (const size_t extra = rules.working_bytes ? rules.working_bytes(graph, node) : 0) {
+      plan.slots.push_back({SlotKind::scratch, scratch++, extra});
+      plan.working_slot[id] = int(plan.slots.size() - 1);
+    }
   }
   return plan;
 }

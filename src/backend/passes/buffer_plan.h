@@ -24,6 +24,7 @@ struct Slot {
   int index;          // input or output number, scratch number, or a view's slot (an earlier one)
   size_t bytes;       // the size of the tensor it holds
   size_t offset = 0;  // a view's byte offset into its slot
+  ir::TensorType type = {};  // the tensor it holds; a node's working memory: none
 };
 
 // How a split's parts may be held, by the backend's rule.

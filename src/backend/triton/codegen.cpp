@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "backend/passes/buffer_plan.h"
 #include "ir/block_graph.h"
 #include "support/error.h"
 
@@ -76,37 +77,25 @@ class ProgramBuilder {
  public:
   explicit ProgramBuilder(const ir::KernelGraph& graph) : graph_(graph) {}
 
+  // Buffers by the shared planning pass (backend/passes/buffer_plan.h), with every split copied:
+  // Triton's programs take no strided views.
   Program build() {
-    const std::vector<ir::TensorRef> inputs = graph_.inputs();
-    for (size_t i = 0; i < inputs.size(); ++i)
-      slot_of_[inputs[i]] = add_slot(SlotKind::input, int(i), graph_.type(inputs[i]));
-    // A marked tensor is computed straight into its output's slot; the first marking owns it,
-    // and any further marking, or a marked graph input, takes a copy afterwards.
-    std::map<ir::TensorRef, int> output_slot;
-    std::vector<int> output_slots;
-    for (size_t i = 0; i < graph_.outputs().size(); ++i) {
-      const ir::TensorRef t = graph_.outputs()[i].tensor;
-      output_slots.push_back(add_slot(SlotKind::output, int(i), graph_.type(t)));
-      output_slot.emplace(t, output_slots.back());
-    }
+    const passes::BufferPlan plan = passes::plan_buffers(graph_, {});
+    for (const passes::Slot& s : plan.slots)
+      program_.slots.push_back({s.kind == passes::SlotKind::input    ? SlotKind::input
+                                : s.kind == passes::SlotKind::output ? SlotKind::output
+                                                                     : SlotKind::scratch,
+                                s.index, s.type});
+    slot_of_ = plan.slot_of;
     for (size_t id = 0; id < graph_.nodes().size(); ++id) {
       const ir::Node& node = graph_.nodes()[id];
-      if (std::holds_alternative<ir::InputOp>(node.op)) continue;
-      if (std::holds_alternative<ir::ReshapeOp>(node.op)) {
-        slot_of_[{int32_t(id), 0}] = slot_of_.at(node.inputs[0]);
-        continue;
-      }
+      if (std::holds_alternative<ir::InputOp>(node.op) || plan.aliased[id]) continue;
       std::vector<int> out;
-      for (size_t port = 0; port < node.outputs.size(); ++port) {
-        const ir::TensorRef t{int32_t(id), int32_t(port)};
-        auto found = output_slot.find(t);
-        slot_of_[t] = found != output_slot.end()
-                          ? found->second
-                          : add_slot(SlotKind::scratch, scratch_++, node.outputs[port]);
-        out.push_back(slot_of_[t]);
-      }
+      for (size_t port = 0; port < node.outputs.size(); ++port)
+        out.push_back(slot_of_.at({int32_t(id), int32_t(port)}));
       lower_node(node, out);
     }
+    const std::vector<int>& output_slots = plan.output_slots;
     for (size_t i = 0; i < graph_.outputs().size(); ++i) {
       const ir::GraphOutput& output = graph_.outputs()[i];
       const int from = slot_of_.at(output.tensor);
@@ -118,11 +107,6 @@ class ProgramBuilder {
   }
 
  private:
-  int add_slot(SlotKind kind, int index, const ir::TensorType& type) {
-    program_.slots.push_back({kind, index, type});
-    return int(program_.slots.size() - 1);
-  }
-
   std::string kernel_name(const std::string& what) const {
     return fmt::format("yr_{}_{}", program_.kernels.size(), detail::identifier(what));
   }
@@ -191,7 +175,6 @@ class ProgramBuilder {
   const ir::KernelGraph& graph_;
   Program program_;
   std::map<ir::TensorRef, int> slot_of_;
-  int scratch_ = 0;
 };
 
 std::string_view slot_kind_name(SlotKind kind) {
