@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "backend/passes/buffer_plan.h"
 #include "ir/block_graph.h"
 #include "support/error.h"
 
@@ -150,40 +151,18 @@ class Lowering {
     TensorType type;
   };
 
-  int add_slot(SlotKind kind, int index, const TensorType& type) {
-    program_.slots.push_back({kind, index, size_t(tensor_bytes(type))});
-    return int(program_.slots.size()) - 1;
-  }
-
+  // Buffers by the shared planning pass (backend/passes/buffer_plan.h), with every split copied.
   void assign_slots() {
-    std::map<TensorRef, size_t> first_output;
+    const passes::BufferPlan plan = passes::plan_buffers(graph_, {});
+    for (const passes::Slot& s : plan.slots)
+      program_.slots.push_back({s.kind == passes::SlotKind::input    ? SlotKind::input
+                                : s.kind == passes::SlotKind::output ? SlotKind::output
+                                                                     : SlotKind::scratch,
+                                s.index, s.bytes});
+    output_slots_ = plan.output_slots;
+    for (const auto& [ref, slot] : plan.slot_of) tensors_[ref] = Tensor{slot, graph_.type(ref)};
     for (size_t o = 0; o < graph_.outputs().size(); ++o)
-      first_output.emplace(graph_.outputs()[o].tensor, o);
-    // Output slots first, in output order, so that an output marked twice has its own slot.
-    for (size_t o = 0; o < graph_.outputs().size(); ++o)
-      output_slots_.push_back(
-          add_slot(SlotKind::output, int(o), graph_.type(graph_.outputs()[o].tensor)));
-    int inputs = 0, scratch = 0;
-    const auto& nodes = graph_.nodes();
-    for (size_t id = 0; id < nodes.size(); ++id) {
-      const ir::Node& node = nodes[id];
-      for (size_t port = 0; port < node.outputs.size(); ++port) {
-        const TensorRef ref{int32_t(id), int32_t(port)};
-        const TensorType& type = node.outputs[port];
-        int slot;
-        if (std::holds_alternative<ir::InputOp>(node.op)) {
-          slot = add_slot(SlotKind::input, inputs++, type);
-        } else if (std::holds_alternative<ir::ReshapeOp>(node.op)) {
-          slot = tensors_.at(node.inputs[0]).slot;
-        } else if (auto it = first_output.find(ref); it != first_output.end()) {
-          slot = output_slots_[it->second];
-          placed_.insert(it->second);
-        } else {
-          slot = add_slot(SlotKind::scratch, scratch++, type);
-        }
-        tensors_[ref] = Tensor{slot, type};
-      }
-    }
+      if (plan.slot_of.at(graph_.outputs()[o].tensor) == output_slots_[o]) placed_.insert(o);
   }
 
   const Tensor& in(const ir::Node& node, size_t i) const { return tensors_.at(node.inputs.at(i)); }
