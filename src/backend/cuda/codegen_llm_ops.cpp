@@ -6,13 +6,13 @@
 // to int8 (d = max|x| / 127 rounded through f16, q = x · 127 / max|x| rounded half to even), each
 // block's dot product with the weight's block is an exact integer sum (dp4a on four int8 pairs at
 // a time), scaled once by the two blocks' scales, and the blocks of a row add up in float. The
-// kernel is a streaming GEMV: a thread block first quantizes up to kMaxRows rows of x into shared
+// kernel is a streaming GEMV: a thread block first quantizes up to kQuantRows rows of x into shared
 // memory, then each warp streams whole weight rows, a lane per 32-element block, with the weight
 // block dequantized in registers only as far as its nibbles unpack into int8 lanes. Every weight
 // byte is read once per group of rows, so decode (one row) moves the weight once, as the HBM floor
 // asks. The blocks of a row add up across lanes, not in order, so results differ from the
 // reference by float rounding, not by quantization. A tensor-core form for long prompts (M > 16)
-// is not written yet for the quantized formats: a prompt's rows then run in groups of kMaxRows,
+// is not written yet for the quantized formats: a prompt's rows then run in groups of kQuantRows,
 // the weight read once a group. bf16 weights have one (bf16_tensor_core_matmul_kernel).
 #include <algorithm>
 
@@ -37,7 +37,7 @@ int rows_per_warp(int64_t n, const CodegenOptions& options) {
   while (per > 1 && (n + kWarps * per - 1) / (kWarps * per) < enough) per /= 2;
   return per;
 }
-constexpr int64_t kMaxRows = 8;  // rows of x one thread block quantizes and multiplies
+constexpr int64_t kQuantRows = 8;  // rows of x one thread block quantizes and multiplies
 
 // Scalar helpers by inline PTX, as the prelude's are: NVRTC then needs no CUDA header.
 const char* const kQuantHelpers = R"(
@@ -171,7 +171,7 @@ void set_gemv_source(KernelLaunch& kl, const std::string& body) {
 // 16-bit float weights (f16, bf16), read as they are: no widening in memory, only in registers.
 // The same streaming GEMV as the quantized form, without quantizing x: a warp streams a weight row
 // 16 bytes (8 weights) a lane at a time, converts them in registers and multiplies them with up to
-// kMaxRows rows of x, which it reads through the read-only cache (a few KiB a row, shared by
+// kQuantRows rows of x, which it reads through the read-only cache (a few KiB a row, shared by
 // every warp, where the weights are read once). The products add up in float across lanes, so
 // results differ from the reference's in-order sum by rounding only.
 KernelLaunch float_weight_matmul_kernel(const ir::KernelGraph& graph, const ir::Node& node,
@@ -182,7 +182,7 @@ KernelLaunch float_weight_matmul_kernel(const ir::KernelGraph& graph, const ir::
   const ir::Dims& w = graph.type(node.inputs[1]).dims;
   const int64_t k = x.back(), n = w[0];
   const int64_t m = ir::num_elements(x) / k;
-  const int64_t rows = std::min(m, kMaxRows);
+  const int64_t rows = std::min(m, kQuantRows);
   const int per_warp = rows_per_warp(n, options);
   KernelLaunch kl = gemv_launch(node, in, out, m, n, rows, per_warp);
   const bool bf16 = op.format == ir::QuantFormat::bf16;
@@ -345,7 +345,7 @@ KernelLaunch bf16_tensor_core_matmul_kernel(const ir::Node& node, const std::vec
 // and weight rows enough for a block on every other multiprocessor.
 bool takes_tensor_cores(const ir::QuantMatmulOp& op, int64_t m, int64_t n, int64_t k,
                         const CodegenOptions& options) {
-  return op.format == ir::QuantFormat::bf16 && m > kMaxRows && k % 32 == 0 &&
+  return op.format == ir::QuantFormat::bf16 && m > kQuantRows && k % 32 == 0 &&
          n / 8 >= options.multiprocessors / 2;
 }
 
@@ -368,7 +368,7 @@ KernelLaunch quant_matmul_kernel(const ir::KernelGraph& graph, const ir::Node& n
   const BlockFormat f = block_format(op.format);
   // Rows of x per thread block: as many as fit beside the quantized copies in shared memory.
   const auto shared_for = [&](int64_t rows) { return size_t(rows * (k + 8 * blocks)); };
-  int64_t rows = std::min(m, kMaxRows);
+  int64_t rows = std::min(m, kQuantRows);
   while (rows > 1 && int64_t(shared_for(rows)) > options.max_shared_bytes) --rows;
   if (int64_t(shared_for(rows)) > options.max_shared_bytes)
     fail(
