@@ -98,7 +98,8 @@ TEST(TritonAot, KernelThatDoesNotCompileNamesItself) {
   ASSERT_FALSE(triton::triton_version(&why).empty()) << why;
   FreshCache cache;
   triton::Program program;
-  program.slots.push_back({triton::SlotKind::input, 0, {ir::DType::f32, {4}}});
+  program.slots.push_back(
+      {.kind = triton::SlotKind::input, .index = 0, .bytes = 16, .type = {ir::DType::f32, {4}}});
   triton::TritonKernel broken;
   broken.name = "yr_broken";
   broken.what = "node 'broken' (test)";

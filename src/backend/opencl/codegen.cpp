@@ -154,11 +154,7 @@ class Lowering {
   // Buffers by the shared planning pass (backend/passes/buffer_plan.h), with every split copied.
   void assign_slots() {
     const passes::BufferPlan plan = passes::plan_buffers(graph_, {});
-    for (const passes::Slot& s : plan.slots)
-      program_.slots.push_back({s.kind == passes::SlotKind::input    ? SlotKind::input
-                                : s.kind == passes::SlotKind::output ? SlotKind::output
-                                                                     : SlotKind::scratch,
-                                s.index, s.bytes});
+    program_.slots = plan.slots;
     output_slots_ = plan.output_slots;
     for (const auto& [ref, slot] : plan.slot_of) tensors_[ref] = Tensor{slot, graph_.type(ref)};
     for (size_t o = 0; o < graph_.outputs().size(); ++o)

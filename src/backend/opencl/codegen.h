@@ -22,17 +22,15 @@
 #include <string>
 #include <vector>
 
+#include "backend/passes/buffer_plan.h"
 #include "ir/ir.h"
 
 namespace yirage::backend::opencl {
 
-enum class SlotKind { input, output, scratch };
-
-struct Slot {
-  SlotKind kind;
-  int index;     // input or output number, or scratch number
-  size_t bytes;  // the size of the tensor it holds
-};
+// A program's buffers, as the buffer-planning pass lays them out (no views: every split is
+// copied here).
+using passes::Slot;
+using passes::SlotKind;
 
 struct Step {
   // A kernel of Program::source; empty for a buffer copy of `copy_bytes` from args[0] to args[1].

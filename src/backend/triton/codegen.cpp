@@ -81,11 +81,7 @@ class ProgramBuilder {
   // Triton's programs take no strided views.
   Program build() {
     const passes::BufferPlan plan = passes::plan_buffers(graph_, {});
-    for (const passes::Slot& s : plan.slots)
-      program_.slots.push_back({s.kind == passes::SlotKind::input    ? SlotKind::input
-                                : s.kind == passes::SlotKind::output ? SlotKind::output
-                                                                     : SlotKind::scratch,
-                                s.index, s.type});
+    program_.slots = plan.slots;
     slot_of_ = plan.slot_of;
     for (size_t id = 0; id < graph_.nodes().size(); ++id) {
       const ir::Node& node = graph_.nodes()[id];
@@ -182,15 +178,12 @@ std::string_view slot_kind_name(SlotKind kind) {
     case SlotKind::input: return "input";
     case SlotKind::output: return "output";
     case SlotKind::scratch: return "scratch";
+    case SlotKind::view: return "view";  // not planned here: splits are copied
   }
   return "?";
 }
 
 }  // namespace
-
-size_t Slot::bytes() const {
-  return size_t(ir::num_elements(type.dims)) * ir::dtype_size(type.dtype);
-}
 
 Program lower(const ir::KernelGraph& graph) {
   return ProgramBuilder(graph).build();

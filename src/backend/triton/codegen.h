@@ -28,18 +28,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include "backend/passes/buffer_plan.h"
 #include "ir/ir.h"
 
 namespace yirage::backend::triton {
 
-enum class SlotKind { input, output, scratch };
-
-struct Slot {
-  SlotKind kind;
-  int index;  // input or output number, or scratch number
-  ir::TensorType type;
-  size_t bytes() const;
-};
+// A program's buffers, as the buffer-planning pass lays them out (no views: every split is
+// copied here); each holds one tensor, of Slot::type.
+using passes::Slot;
+using passes::SlotKind;
 
 struct TritonKernel {
   std::string name;    // the @triton.jit function's name in `source`

@@ -178,7 +178,7 @@ class TritonModule final : public Module {
     const DriverApi& api = driver().api;
     for (const triton::Slot& slot : program_.slots)
       scratch_.push_back(slot.kind == triton::SlotKind::scratch
-                             ? std::make_unique<TritonMemory>(slot.bytes())
+                             ? std::make_unique<TritonMemory>(slot.bytes)
                              : nullptr);
     for (size_t i = 0; i < compiled.size(); ++i) {
       const triton::TritonKernel& k = program_.kernels[i];
@@ -227,9 +227,9 @@ class TritonModule final : public Module {
       auto* buffer = dynamic_cast<TritonBuffer*>(list[size_t(slot.index)]);
       if (!buffer)
         fail("triton: {} {} is not a triton buffer", input ? "input" : "output", slot.index);
-      if (buffer->size() != slot.bytes())
+      if (buffer->size() != slot.bytes)
         fail("triton: {} {} holds {} bytes, needs {}", input ? "input" : "output", slot.index,
-             buffer->size(), slot.bytes());
+             buffer->size(), slot.bytes);
       addresses.push_back(buffer->address());
     }
     for (size_t i = 0; i < kernels_.size(); ++i) run(program_.kernels[i], kernels_[i], addresses);
