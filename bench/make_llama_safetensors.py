@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Writes a random-weight Llama model as a Hugging Face directory: config.json
-(LlamaForCausalLM), model.safetensors (bf16 or f16), a byte-level BPE tokenizer.json of the 256
-bytes plus an end-of-text token, and tokenizer_config.json. Both YiRage (`--model DIR`) and HF
-transformers load it, so bench/gpu_llm_bench.py times both on the same weights.
+(LlamaForCausalLM), model.safetensors (bf16 or f16), a byte-level BPE tokenizer.json (the 256
+bytes, an end-of-text token and a filler word for every other id) and tokenizer_config.json.
+Both YiRage (`--model DIR`) and HF transformers load it, so bench/gpu_llm_bench.py times both on
+the same weights.
 
     python3 bench/make_llama_safetensors.py --shape llama3-8b --out /tmp/llama3-8b-random
     python3 bench/make_llama_safetensors.py --shape tiny --out /tmp/tiny   # CI's shape
@@ -113,8 +114,13 @@ def bytes_to_unicode():
     return chars
 
 
-def tokenizer_json(eos_id: int):
+def tokenizer_json(eos_id: int, vocab_size: int):
+    """Every id of the embedding decodes to text: the 256 bytes, the end-of-text token, and past
+    it a filler word `<id>` per id (its characters are printable ASCII, so byte-level keeps them).
+    A random model samples ids all over its vocabulary; without the fillers most of them would
+    decode to nothing, and a streaming client would see no text to time."""
     vocab = {c: b for b, c in bytes_to_unicode().items()}
+    vocab.update({f"<{i}>": i for i in range(eos_id + 1, vocab_size)})
     byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
                   "use_regex": True}
     return {"version": "1.0", "truncation": None, "padding": None,
@@ -142,7 +148,7 @@ def make_model(shape: str, out: pathlib.Path, dtype: str = "bf16", seed: int = 0
               "tie_word_embeddings": False, "torch_dtype": "bfloat16" if dtype == "bf16"
               else "float16", "bos_token_id": eos_id, "eos_token_id": eos_id}
     (out / "config.json").write_text(json.dumps(config, indent=1))
-    (out / "tokenizer.json").write_text(json.dumps(tokenizer_json(eos_id)))
+    (out / "tokenizer.json").write_text(json.dumps(tokenizer_json(eos_id, s["vocab"])))
     (out / "tokenizer_config.json").write_text(json.dumps(
         {"add_bos_token": False, "add_eos_token": False, "eos_token": "<|end_of_text|>"}))
     return write_safetensors(out / "model.safetensors", tensor_shapes(s), dtype, seed)

@@ -40,6 +40,15 @@ def test_the_8b_shape_is_llama_3_8b(source_dir):
     assert len(shapes) == 32 * 9 + 3
 
 
+def test_every_id_of_the_random_models_vocabulary_decodes_to_text(source_dir):
+    # A streaming client times text chunks; ids without text would leave nothing to time.
+    sys.path.insert(0, str(source_dir / "bench"))
+    import make_llama_safetensors as m
+    vocab = m.tokenizer_json(256, 512)["model"]["vocab"]
+    assert sorted(vocab.values()) == [i for i in range(512) if i != 256]
+    assert all(text for text in vocab)
+
+
 def test_the_smollm2_shape_is_smollm2_135m(source_dir):
     sys.path.insert(0, str(source_dir / "bench"))
     import make_llama_safetensors as m
