@@ -64,6 +64,12 @@ double Device::flops_for(ir::DType dtype) const {
   return it != flops_per_second_by_dtype.end() ? it->second : flops_per_second;
 }
 
+double Device::unit_bytes_per_second() const {
+  double fastest = dram_bytes_per_second;
+  for (const MemoryLevel& level : levels) fastest = std::max(fastest, level.bytes_per_second);
+  return kUnitShare * fastest / double(parallel_units);
+}
+
 double Device::reread_bytes_per_second(double bytes) const {
   for (const MemoryLevel& level : levels)
     if (bytes <= double(level.capacity_bytes)) return level.bytes_per_second;
@@ -167,6 +173,7 @@ KernelMapping map_kernel(const ir::BlockGraph& body, const Device& device) {
                            distinct_tiles_per_wave(body.grid(), *it, device.parallel_units);
       const double operand = bytes_of(body.operands().at(size_t(it->operand)));
       const double first = std::min(bytes, operand);
+      if (in_loop) m.block_bytes_per_iteration += bytes_of(node.tile);
       m.load_bytes += bytes;
       m.dram_load_bytes += first;
       m.load_seconds += first / device.dram_bytes_per_second +
@@ -201,7 +208,10 @@ Phases kernel_phases(const ir::BlockGraph& body, const Device& device) {
   // scaled those of other dtypes).
   const double unit_flops = device.flops_per_second / double(device.parallel_units);
   const double slots = double(m.waves) * double(m.iterations);
-  const double load = m.load_seconds / slots;  // one wave's loads of one iteration
+  // One wave's loads of one iteration: the device's share of them, or one block's own in-loop
+  // tiles through its unit's port, whichever takes longer.
+  const double unit_rate = device.unit_bytes_per_second();
+  const double load = std::max(m.load_seconds / slots, m.block_bytes_per_iteration / unit_rate);
   const double compute = m.flops_per_block_iteration / unit_flops;
   const double drain = compute + m.post_loop_flops_per_block / unit_flops +
                        m.store_bytes / device.dram_bytes_per_second / double(m.waves);

@@ -14,7 +14,13 @@
 //                   first read of each byte comes from DRAM (compulsory traffic); every further
 //                   read comes from the smallest level whose capacity holds the whole operand
 //                   (Device::levels), else DRAM again. Tiles between ops stay on chip (registers,
-//                   shared memory): they cost compute only;
+//                   shared memory): they cost compute only. A block still pulls every tile it
+//                   loads, shared or not, through its own unit's port, which draws at most
+//                   kUnitShare times its share of the fastest level's rate
+//                   (Device::unit_bytes_per_second): a wave's loads of one iteration take at
+//                   least one block's bytes at that rate, so a kernel of a few blocks, each
+//                   walking a whole weight, is not costed as if the device's whole bandwidth
+//                   served it;
 //   write-back      each saver writes its tile to DRAM once, after the loop.
 // Compute: a matmul costs 2·M·N·K per tile at the dtype's peak rate; other ops one flop per
 // element they read or write, whichever is more; accumulators one per element per iteration
@@ -80,9 +86,17 @@ struct Device {
   std::string source = "capabilities";  // "capabilities" or "calibration"
 
   double flops_for(ir::DType dtype) const;
+  // The rate one parallel unit draws its tiles at: kUnitShare times its share of the fastest
+  // level's (or DRAM's) rate.
+  double unit_bytes_per_second() const;
   // The bandwidth of re-reading an operand of `bytes`: the smallest level that holds it, else DRAM.
   double reread_bytes_per_second(double bytes) const;
 };
+
+// How many times its share of the device's bandwidth one parallel unit can draw: an SM or a core
+// may run ahead of the others, but not by much (on an H100 one SM's port takes a few percent of
+// the L2's rate; on a CPU one core takes about half of the socket's DRAM bandwidth or less).
+inline constexpr double kUnitShare = 2.0;
 
 // From a device description's capabilities["search"] (bytes_per_second, flops_per_second,
 // launch_seconds, parallel_units) and its optional cache sizes (l2_bytes, l3_bytes: levels at
@@ -111,6 +125,8 @@ struct KernelMapping {
   double flops_per_block_iteration = 0;
   double post_loop_flops_per_block = 0;
   double load_seconds = 0;  // every load, at the bandwidth of the level it comes from
+  // One block's loads of one loop iteration (its in-loop tiles, shared or not with other blocks).
+  double block_bytes_per_iteration = 0;
 };
 KernelMapping map_kernel(const ir::BlockGraph& body, const Device& device);
 

@@ -105,6 +105,25 @@ TEST(CostModel, RereadsComeFromTheLevelThatHoldsTheOperand) {
   EXPECT_NEAR(map_kernel(b, round_device(1)).load_seconds, 2.048e-6 + 0.512e-6, kTol);
 }
 
+TEST(CostModel, AFewBlocksDrawOnlyTheirUnitsShareOfTheBandwidth) {
+  // out = Σ x·y as above: per iteration the wave loads x's 2 tiles of 256 B and y's one shared
+  // tile of 64 B, 576 B from DRAM at 1 GB/s: 0.576 µs. Each block pulls its own 256 + 64 B
+  // through its unit's port, at kUnitShare (2) × 1 GB/s / units.
+  ir::BlockGraph b({{2, 1, 1}}, 4, {{ir::DType::f32, {8, 64}}, {ir::DType::f32, {1, 64}}});
+  const int32_t x = b.iterator(0, {0, kReplicate, kReplicate}, 1);
+  const int32_t y = b.iterator(1, {kReplicate, kReplicate, kReplicate}, 1);
+  b.save(b.accumulate(AccumFn::sum, b.add(ir::BinaryOp{ir::BinaryFn::mul}, {x, y})),
+         {0, kReplicate, kReplicate});
+  EXPECT_DOUBLE_EQ(map_kernel(b, round_device(8)).block_bytes_per_iteration, 320);
+  // On 2 units a block draws 1 GB/s: 0.32 µs, under the wave's 0.576 µs, which bounds.
+  EXPECT_NEAR(kernel_phases(b, round_device(2)).ramp_up, 0.576e-6, kTol);
+  // On 8 units only 2 are busy, each at 0.25 GB/s: 1.28 µs an iteration, against compute of
+  // 128 flops at 1e9 / 8 = 1.024 µs. ramp_up 1.28 µs, steady 3 × 1.28 µs.
+  const Phases p = kernel_phases(b, round_device(8));
+  EXPECT_NEAR(p.ramp_up, 1.28e-6, kTol);
+  EXPECT_NEAR(p.steady, 3.84e-6, 1e-14);
+}
+
 TEST(CostModel, SlowerDtypeScalesCompute) {
   Device d = round_device();
   d.flops_per_second_by_dtype[ir::DType::f32] = 0.5e9;  // f32 at half the default peak
@@ -222,7 +241,8 @@ namespace {
 
 // The row sums of exp(x), x f32[64, 1024], two ways. Memory-heavy: two kernel-level ops across
 // the whole device, the 256 KiB of exp(x) written out and read back. Compute-starved: one fused
-// kernel of a single block (one parallel unit) that loops over the columns, reading x once.
+// kernel of 4 blocks (4 of the 16 parallel units) over the rows that loops over the columns,
+// reading x once.
 struct TwoWays {
   ir::KernelGraph unfused, fused;
 };
@@ -230,11 +250,11 @@ TwoWays exp_row_sums() {
   TwoWays w;
   const ir::TensorRef x = w.unfused.input("x", {64, 1024}, ir::DType::f32);
   w.unfused.mark_output(w.unfused.reduce(ir::ReduceFn::sum, w.unfused.exp(x), 1), "out");
-  ir::BlockGraph b({{1, 1, 1}}, 8, {{ir::DType::f32, {64, 1024}}});
-  const int32_t it = b.iterator(0, {kReplicate, kReplicate, kReplicate}, 1);
+  ir::BlockGraph b({{4, 1, 1}}, 8, {{ir::DType::f32, {64, 1024}}});
+  const int32_t it = b.iterator(0, {0, kReplicate, kReplicate}, 1);
   const int32_t e = b.add(ir::UnaryOp{ir::UnaryFn::exp}, {it});
   const int32_t s = b.add(ir::ReduceOp{ir::ReduceFn::sum, 1, true}, {e});
-  b.save(b.accumulate(AccumFn::sum, s), {kReplicate, kReplicate, kReplicate});
+  b.save(b.accumulate(AccumFn::sum, s), {0, kReplicate, kReplicate});
   w.fused = ir::testing::single_fused_graph(std::move(b), "fused");
   return w;
 }
@@ -253,12 +273,13 @@ Device calibrated(double bytes_per_second) {
 TEST(CostModel, CalibratedBandwidthMovesTheRankingTheExpectedWay) {
   const TwoWays w = exp_row_sums();
   // At 100 GB/s the unfused graph's 768 KiB cost ~8 µs, and its 2·64 Ki flops spread over 16
-  // units ~8 µs more; the fused kernel's 128 Ki flops on one unit (1 GFLOP/s) take ~131 µs.
+  // units ~8 µs more; the fused kernel's 128 Ki flops on 4 units (1 GFLOP/s each) take ~33 µs.
   const Device fast = calibrated(1e11);
   EXPECT_EQ(fast.source, "calibration");
   EXPECT_LT(mugraph_phases(w.unfused, fast).total(), mugraph_phases(w.fused, fast).total());
   // At 1 GB/s the memory-heavy one pays ~786 µs for its bytes; the fused kernel reads 256 KiB
-  // once (~262 µs) and overlaps its compute with the loads: it now ranks first.
+  // once, though through 4 units' ports at 125 MB/s each (~524 µs), and overlaps its compute
+  // with the loads: it now ranks first.
   const Device slow = calibrated(1e9);
   EXPECT_GT(mugraph_phases(w.unfused, slow).total(), mugraph_phases(w.fused, slow).total());
   // Both got slower, the memory-heavy one by more.

@@ -1,9 +1,12 @@
 """The benchmark's analysis scripts on the committed GPU results: their tables must agree with the
 suite run they read, so that a change to either shows here and not in a misleading report."""
 import json
+import os
 import re
 import subprocess
 import sys
+
+import pytest
 
 
 def test_suite_ceilings_agree_with_the_committed_run(source_dir):
@@ -56,6 +59,20 @@ def test_cost_model_report_agrees_with_the_committed_gpu_run(source_dir):
     assert f"MAPE over {estimated} candidates" in out
     committed = (source_dir / "bench/results/cost_model_h100.txt").read_text()
     assert out in committed
+
+
+def test_todays_cost_model_on_the_committed_gpu_run_is_the_committed_rescore(source_dir):
+    """The committed rescore (today's model against the H100's measured candidates) is what the
+    model predicts now: a change to the model must show its effect on those measurements."""
+    rescore = os.environ.get("YIRAGE_COST_RESCORE_BIN")
+    if not rescore:
+        pytest.skip("YIRAGE_COST_RESCORE_BIN is set by ctest")
+    out = subprocess.run([sys.executable, str(source_dir / "bench/cost_model.py"), "--rescore",
+                          rescore, str(source_dir / "bench/results/h100_tuning.sqlite")],
+                         check=True, capture_output=True, text=True).stdout
+    assert "MAPE over 43 candidates" in out
+    committed = (source_dir / "bench/results/cost_model_h100.txt").read_text()
+    assert "".join(f"# {line}\n" for line in out.splitlines()) in committed
 
 
 def test_cost_model_runs_on_the_cpu_backend(source_dir, yirage_bin, tmp_path):
