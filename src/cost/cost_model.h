@@ -94,8 +94,9 @@ struct Device {
 };
 
 // How many times its share of the device's bandwidth one parallel unit can draw: an SM or a core
-// may run ahead of the others, but not by much (on an H100 one SM's port takes a few percent of
-// the L2's rate; on a CPU one core takes about half of the socket's DRAM bandwidth or less).
+// may run ahead of the others, but not by much. A chosen constant, not yet calibrated (`yirage
+// calibrate` measures the whole device's rates only); bench/results/cost_model_h100.txt shows
+// its effect on the H100's measured candidates.
 inline constexpr double kUnitShare = 2.0;
 
 // From a device description's capabilities["search"] (bytes_per_second, flops_per_second,

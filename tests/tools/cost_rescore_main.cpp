@@ -4,7 +4,9 @@
 //
 //   yirage_cost_rescore CACHE.sqlite   ->   entry_id <TAB> idx <TAB> predicted seconds, a line each
 //
-// A candidate whose stored graph no longer parses is skipped with a line on stderr.
+// A candidate whose stored graph no longer parses is skipped with a line on stderr. The file is
+// read through SQLite read-only rather than tune::TuningCache, which opens for writing (WAL mode)
+// and would touch a cache committed under bench/results.
 #include <iostream>
 #include <string>
 
@@ -25,6 +27,7 @@ int main(int argc, char** argv) {
   if (sqlite3_open_v2(argv[1], &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
     std::cerr << "yirage_cost_rescore: cannot open " << argv[1] << ": " << sqlite3_errmsg(db)
               << "\n";
+    sqlite3_close(db);
     return 1;
   }
   sqlite3_stmt* s = nullptr;
@@ -33,6 +36,7 @@ int main(int argc, char** argv) {
                          -1, &s, nullptr) != SQLITE_OK) {
     std::cerr << "yirage_cost_rescore: " << argv[1] << " is no tuning cache: " << sqlite3_errmsg(db)
               << "\n";
+    sqlite3_close(db);
     return 1;
   }
   const yirage::cost::Device rates =
