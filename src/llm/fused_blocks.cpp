@@ -89,9 +89,9 @@ ir::KernelGraph output_and_mlp_graph(const LlamaConfig& c, const LayerWeights& l
 }
 
 // Inputs: x, output_norm, output; output the logits.
-ir::KernelGraph lm_head_graph(const LlamaConfig& c, const LlamaWeights& w) {
+ir::KernelGraph lm_head_graph(const LlamaConfig& c, const LlamaWeights& w, int rows) {
   ir::KernelGraph g;
-  const ir::TensorRef x = g.input("x", {1, c.n_embd}, ir::DType::f32);
+  const ir::TensorRef x = g.input("x", {rows, c.n_embd}, ir::DType::f32);
   const ir::TensorRef gain = g.input("output_norm", {c.n_embd}, ir::DType::f32);
   const ir::TensorRef head = weight_input(g, "output", w.output);
   g.mark_output(quant_matmul(g, g.rms_norm(x, {c.n_embd}, gain, c.rms_eps), head, w.output),
@@ -205,7 +205,13 @@ class FusedBlocks final : public HotBlocks {
       norm_qkv_[b] = std::move(modules[2 * b]);
       output_and_mlp_[b] = std::move(modules[2 * b + 1]);
     }
-    lm_head_ = std::move(modules.back());
+    lm_heads_.back() = std::move(modules.back());
+    // A batch's LM head in buckets of rows, where it runs on the backend (final_norm_lm_head_rows).
+    if (!backend_.buffer_type().host_visible)
+      for (size_t b = 0; b + 1 < kRowBuckets.size(); ++b)
+        lm_heads_[b] = optimized(lm_head_graph(c_, weights, kRowBuckets[b]),
+                                 fmt::format("final norm + lm head, {} rows", kRowBuckets[b]), b,
+                                 kRowBuckets.size() - 1, options);
     // The weights do not move: placed once, only the activations change per call.
     const bool copied = !backend_.buffer_type().host_visible;
     const auto start = std::chrono::steady_clock::now();
@@ -302,23 +308,28 @@ class FusedBlocks final : public HotBlocks {
   }
 
   // A batch's LM head. Where the backend's buffers are host memory, the hand-written kernels,
-  // which take any number of rows in one pass over the weights (the fused graph has a single
-  // row). Elsewhere the fused graph on the device, row by row: the host would otherwise stream
-  // the whole head through its own memory every step (a Llama-3.2-1B shape's 0.5 GB bf16 head
-  // took 40 ms a step on the H100 machine's host, ten times the rest of the step). Either way a
-  // row's logits do not depend on the rows beside it, which a seeded request's tokens rely on.
+  // which take any number of rows in one pass over the weights. Elsewhere the fused graph of each
+  // bucket of rows on the device: a row at a time read the whole head once a row (a Llama-3-8B
+  // shape's 1 GB bf16 head, 0.36 ms a row on an H100, 23 ms of a 64-row step), and the host would
+  // stream it through its own memory (40 ms a step for a Llama-3.2-1B shape's on the H100
+  // machine). A row's logits depend on its bucket's size, never on the other rows' values, as in
+  // the layers' graphs.
   void final_norm_lm_head_rows(const float* x, int n, float* logits) override {
     if (backend_.buffer_type().host_visible) {
       attention_->final_norm_lm_head_rows(x, n, logits);
       return;
     }
-    for (int r = 0; r < n; ++r)
-      final_norm_lm_head(x + static_cast<size_t>(r) * c_.n_embd,
-                         logits + static_cast<size_t>(r) * c_.n_vocab);
+    for_buckets(n, [&](size_t bucket, int row, int rows) {
+      launch(*lm_heads_[bucket],
+             {activations_.input(kX, x + size_t(row) * c_.n_embd, bytes(rows, c_.n_embd)),
+              output_norm_.get(), output_.get()},
+             {activations_.output(kLogits, logits + size_t(row) * c_.n_vocab,
+                                  bytes(rows, c_.n_vocab))});
+    });
   }
 
   void final_norm_lm_head(const float* x, float* logits) override {
-    launch(*lm_head_,
+    launch(*lm_heads_.back(),
            {activations_.input(kX, x, bytes(1, c_.n_embd)), output_norm_.get(), output_.get()},
            {activations_.output(kLogits, logits, bytes(1, c_.n_vocab))});
   }
@@ -485,7 +496,9 @@ class FusedBlocks final : public HotBlocks {
   backend::Backend& backend_;
   ActivationBuffers activations_;
   std::array<std::unique_ptr<backend::Module>, kRowBuckets.size()> norm_qkv_, output_and_mlp_;
-  std::unique_ptr<backend::Module> lm_head_;
+  // The final norm and LM head per bucket of rows; only the last (one row) where the backend's
+  // buffers are host memory.
+  std::array<std::unique_ptr<backend::Module>, kRowBuckets.size()> lm_heads_;
   std::vector<LayerBuffers> layers_;
   std::unique_ptr<backend::Buffer> output_norm_, output_;
   std::vector<float> next_;
@@ -506,7 +519,7 @@ std::vector<NamedGraph> fused_block_graphs(const LlamaConfig& config, const Llam
     graphs.push_back({fmt::format("attention output + gated mlp, {} rows", rows),
                       output_and_mlp_graph(config, l0, rows)});
   }
-  graphs.push_back({"final norm + lm head", lm_head_graph(config, weights)});
+  graphs.push_back({"final norm + lm head", lm_head_graph(config, weights, 1)});
   return graphs;
 }
 

@@ -36,6 +36,7 @@ struct CopyLedger {
   size_t writes = 0;
   std::vector<size_t> write_sizes;
   size_t synchronizes = 0;
+  std::vector<size_t> launch_output_bytes;  // per launch, its outputs' bytes together
 };
 
 class CopyingBuffer final : public backend::Buffer {
@@ -60,10 +61,14 @@ class CopyingBuffer final : public backend::Buffer {
 
 class CopyingModule final : public backend::Module {
  public:
-  explicit CopyingModule(std::unique_ptr<backend::Module> inner) : inner_(std::move(inner)) {}
+  CopyingModule(std::unique_ptr<backend::Module> inner, CopyLedger& ledger)
+      : inner_(std::move(inner)), ledger_(ledger) {}
   void launch(std::span<backend::Buffer* const> inputs,
               std::span<backend::Buffer* const> outputs) override {
     const std::vector<backend::Buffer*> in = unwrapped(inputs), out = unwrapped(outputs);
+    size_t bytes = 0;
+    for (const backend::Buffer* b : out) bytes += b->size();
+    ledger_.launch_output_bytes.push_back(bytes);
     inner_->launch(in, out);
   }
 
@@ -78,6 +83,7 @@ class CopyingModule final : public backend::Module {
     return inner;
   }
   std::unique_ptr<backend::Module> inner_;
+  CopyLedger& ledger_;
 };
 
 class CopyingBackend final : public backend::Backend {
@@ -98,7 +104,7 @@ class CopyingBackend final : public backend::Backend {
     return std::make_unique<CopyingBuffer>(cpu_->allocate(bytes), ledger_);
   }
   std::unique_ptr<backend::Module> compile(const ir::KernelGraph& graph) override {
-    return std::make_unique<CopyingModule>(cpu_->compile(graph));
+    return std::make_unique<CopyingModule>(cpu_->compile(graph), ledger_);
   }
   void synchronize() override { ++ledger_.synchronizes; }
   std::string codegen_settings() const override { return cpu_->codegen_settings(); }
@@ -160,8 +166,10 @@ TEST_F(DeviceBackend, WeightsAreWrittenOnceEachStepCopiesOnlyActivationsAndTheLo
                          .search_seconds = 0.2,
                          .progress = [&](const std::string& line) { progress.push_back(line); }});
   EXPECT_EQ(model.hot_path(), "fused kernel graphs on the copying backend, attention on the host");
-  // Nine graphs optimized, then the copy of the weights, reported as it goes.
-  ASSERT_EQ(progress.size(), 9u + 2u);
+  // Nine graphs optimized, the LM head for the three buckets of more than one row, then the copy
+  // of the weights, reported as it goes.
+  ASSERT_EQ(progress.size(), 9u + 3u + 2u);
+  EXPECT_THAT(progress[9], HasSubstr("[1/3] final norm + lm head, 64 rows"));
   EXPECT_THAT(progress.back(), HasSubstr("weights to the copying backend: 2/2 layers"));
 
   // Loading optimized the graphs (whose checks write inputs too) and then placed the weights: the
@@ -207,21 +215,35 @@ TEST_F(DeviceBackend, WeightsAreWrittenOnceEachStepCopiesOnlyActivationsAndTheLo
   EXPECT_LE(to_reference, 0.03 * scale);
   EXPECT_LE(to_cpu, 1e-3 * scale);
 
-  // A batched step of two sequences (the whole prompt, and its first half): the LM head runs on
-  // the device, a row at a time (each wanted row's input written once), and each row's logits
-  // are the single sequence's up to another row bucket's fused kernels.
+  // A batched step of five sequences (the whole prompt three times, its first half twice): the LM
+  // head runs on the device in buckets of rows, here one launch of 4 rows and one of 1 (each
+  // wanted row's input written once), and each row's logits are the single sequence's up to
+  // another row bucket's fused kernels.
   PagedKvCache paged(c, 8 * 8192, 16);
-  std::vector<int32_t> blocks_a, blocks_b;
-  ASSERT_TRUE(paged.allocate(paged.blocks_for(int(prompt.size())), blocks_a));
-  ASSERT_TRUE(paged.allocate(paged.blocks_for(int(prompt.size())), blocks_b));
   const std::span<const TokenId> half = prompt.first(prompt.size() / 2);
-  const std::vector<BatchEntry> batch = {{prompt, 0, blocks_a, true}, {half, 0, blocks_b, true}};
+  const std::vector<std::span<const TokenId>> sequences = {prompt, half, prompt, prompt, half};
+  std::vector<std::vector<int32_t>> blocks(sequences.size());
+  std::vector<BatchEntry> batch;
+  int batch_rows = 0;
+  for (size_t i = 0; i < sequences.size(); ++i) {
+    ASSERT_TRUE(paged.allocate(paged.blocks_for(int(sequences[i].size())), blocks[i]));
+    batch.push_back({sequences[i], 0, blocks[i], true});
+    batch_rows += int(sequences[i].size());
+  }
   ledger_ = {};
   const std::span<const float> rows = model.forward_batch(batch, paged);
-  const int batch_rows = int(prompt.size() + half.size());
-  EXPECT_EQ(ledger_.bytes_written, activation_bytes(batch_rows) + size_t(c.n_embd) * sizeof(float));
-  ASSERT_EQ(rows.size(), 2 * size_t(c.n_vocab));
-  EXPECT_LE(max_difference(rows, logits, n_vocab), 1e-3 * scale);
+  EXPECT_EQ(ledger_.bytes_written,
+            activation_bytes(batch_rows) + 4 * size_t(c.n_embd) * sizeof(float));
+  const size_t logit_row = size_t(c.n_vocab) * sizeof(float);
+  ASSERT_GE(ledger_.launch_output_bytes.size(), 2u);
+  EXPECT_THAT(
+      std::vector<size_t>(ledger_.launch_output_bytes.end() - 2, ledger_.launch_output_bytes.end()),
+      ::testing::ElementsAre(4 * logit_row, logit_row));
+  ASSERT_EQ(rows.size(), sequences.size() * size_t(c.n_vocab));
+  for (size_t i : {0, 2, 3})
+    EXPECT_LE(max_difference(rows.subspan(i * n_vocab), logits, n_vocab), 1e-3 * scale) << i;
+  EXPECT_LE(max_difference(rows.subspan(4 * n_vocab), rows.subspan(n_vocab), n_vocab),
+            1e-3 * scale);
 }
 
 // The bucket of rows a chunk of `rows` runs in (fused_blocks.cpp's kRowBuckets).
@@ -248,8 +270,9 @@ TEST_F(DeviceBackend, AttentionOnTheBackendCopiesXOnceAStepAndTheLogitsHold) {
                          .progress = [&](const std::string& line) { progress.push_back(line); }});
   EXPECT_EQ(model.hot_path(),
             "fused kernel graphs on the copying backend, attention on the backend");
-  // Nine block graphs, the weights' two lines, then the attention graph per bucket of rows.
-  ASSERT_EQ(progress.size(), 9u + 2u + 4u);
+  // Nine block graphs, the LM head's three more buckets, the weights' two lines, then the
+  // attention graph per bucket of rows.
+  ASSERT_EQ(progress.size(), 9u + 3u + 2u + 4u);
   EXPECT_THAT(progress.back(), HasSubstr("rope + paged attention, 1 rows, 4 KV blocks"));
 
   const LlamaConfig& c = model.config();
