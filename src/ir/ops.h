@@ -124,9 +124,10 @@ struct RopeOp {
 // kernel-level op only: the search keeps it as one kernel and fuses around it.
 //
 // `prefetch`, a schedule choice with the same math (the reference executor ignores it): whether
-// the decode path (one activation row) asks for the next weight tile while this one computes.
-// It sped decode up by a quarter on one x86 host and slowed it by a fifth on another, so the
-// tuner measures both where the backend honours it (capabilities "quant_matmul_prefetch").
+// each tile of weight rows asks for the next one while it computes, for one activation row
+// (decode) and for several alike. It sped decode up by a quarter on one x86 host, by half on
+// another, and slowed it by a fifth on a third (src/kernels/quant_tiles.inc has the figures), so
+// the tuner measures both where the backend honours it (capabilities "quant_matmul_prefetch").
 struct QuantMatmulOp {
   QuantFormat format = QuantFormat::q4_1;
   bool prefetch = true;
