@@ -6,6 +6,7 @@
 #include <random>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -100,9 +101,9 @@ TEST(QuantMatmul, TheCpuBackendRefusesSixteenBitFloatWeightsNamingTheNode) {
   }
 }
 
-// Activation rows 1 (decoding: the prefetching band), 6 and 15 (tiles of 4 plus tails); weight
-// rows 70, 13, 9 and 5 (tiles of 4 per thread plus single rows); batch dims flattened; products of
-// one activation tensor grouped.
+// Activation rows 1 (decoding: the prefetching band), 6 (tiles of 4 × 4 plus tails), 15 and 16
+// (tiles of 3 × 8 plus tails); weight rows 70 and 9 (tiles per thread plus single rows); products
+// of one activation tensor grouped.
 TEST(QuantMatmul, CpuLoweringMatchesTheReferenceAtEveryTileShape) {
   for (QuantFormat format : {QuantFormat::q4_0, QuantFormat::q4_1, QuantFormat::q8_0}) {
     const int64_t bytes = ir::quant_block_bytes(format);
@@ -119,6 +120,21 @@ TEST(QuantMatmul, CpuLoweringMatchesTheReferenceAtEveryTileShape) {
     const KernelGraph g = decode(true), off = decode(false);
     SCOPED_TRACE(std::string(ir::quant_format_name(format)));
     check_against_reference(off, 9, "quant_matmul without prefetch");
+    // Several activation rows: 6 in 4 × 4 tiles plus tails, 15 and 16 in 3 × 8 tiles plus tails
+    // (yr_quant_matmul.inc), each with and without prefetch.
+    for (const bool prefetch : {true, false}) {
+      KernelGraph rows;
+      TensorRef tall = rows.input("tall", {70, 4 * bytes}, DType::u8);
+      TensorRef other = rows.input("other", {9, 4 * bytes}, DType::u8);
+      for (const int64_t m : {6, 15, 16}) {
+        TensorRef x = rows.input(fmt::format("x{}", m), {m, 128}, DType::f32);
+        rows.mark_output(rows.add_node(ir::QuantMatmulOp{format, prefetch}, {x, tall})[0],
+                         fmt::format("tall{}", m));
+        rows.mark_output(rows.add_node(ir::QuantMatmulOp{format, prefetch}, {x, other})[0],
+                         fmt::format("other{}", m));
+      }
+      check_against_reference(rows, 10, prefetch ? "rows with prefetch" : "rows");
+    }
     EXPECT_NE(ir::structural_hash(off), ir::structural_hash(g));
     const KernelGraph parsed = ir::parse_kernel_graph(ir::to_json(off).dump());
     EXPECT_FALSE(std::get<ir::QuantMatmulOp>(parsed.nodes()[3].op).prefetch);
