@@ -96,6 +96,7 @@ class Round:
     wall: float = 0.0
     done: list = field(default_factory=list)
     errors: list = field(default_factory=list)
+    steps: dict = None  # yirage's step counters over the round (step_counters)
 
     @property
     def tokens(self):
@@ -291,14 +292,37 @@ def load_average():
 # ---------------------------------------------------------------------------------------------
 # The benchmark
 
+STEP_COUNTERS = ["yirage_steps_total", "yirage_step_seconds_total",
+                 "yirage_forward_seconds_total", "yirage_decode_rows_total"]
+
+
+def step_counters(url):
+    """yirage's step counters from its /metrics; None from a server without them."""
+    try:
+        with urllib.request.urlopen(url + "/metrics", timeout=10) as response:
+            text = response.read().decode()
+    except (urllib.error.URLError, OSError):
+        return None
+    values = {}
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if name in STEP_COUNTERS:
+            values[name] = float(value)
+    return values if len(values) == len(STEP_COUNTERS) else None
+
+
 def run_server(server, args):
     """Every concurrency's round on one started server; prompts never repeat within it."""
     measure_round(server.url, 1, 1, 4, first_prompt=10**6)  # warm-up: connections, first step
     rounds, first = {}, 0
     for n in args.streams:
         requests = n * args.requests_per_stream
+        before = step_counters(server.url)
         rounds[n] = measure_round(server.url, n, requests, args.max_tokens, first_prompt=first,
                                   timeout=args.timeout)
+        after = step_counters(server.url)
+        if before and after:
+            rounds[n].steps = {k: after[k] - before[k] for k in STEP_COUNTERS}
         first += requests
         r = rounds[n]
         print(f"  {server.name:<12} {n:>3} streams: {r.tokens / r.wall:7.1f} tok/s, "
@@ -340,6 +364,7 @@ def report(results, args, out):
         for n in args.streams:
             out(f"{n:>7}" + "".join(f"{ratio(medians[ours, n, m], medians[peer, n, m]):>10.2f}"
                                     for m in METRICS))
+    steps_report(results, args, out)
     for name in servers:
         messages = {}
         for run in results[name]:
@@ -348,6 +373,27 @@ def report(results, args, out):
                     messages.setdefault(e, []).append(n)
         for e, where in list(messages.items())[:10]:
             out(f"error from {name} ({len(where)}x, at {sorted(set(where))} streams): {e}")
+
+
+def steps_report(results, args, out):
+    """Where yirage's step time went, from its own counters: the median over runs per concurrency
+    of the mean step, the forward pass within it, and decode rows per step."""
+    runs = results.get("yirage", [])
+    if not runs or any(run[n].steps is None or run[n].steps["yirage_steps_total"] == 0
+                       for run in runs for n in args.streams):
+        return
+    out("")
+    out("yirage's steps over each round (its /metrics counters), median [min-max] of the runs")
+    out(f"{'streams':>7}{'steps':>8}{'step ms':>22}{'forward ms':>22}{'decode rows/step':>18}")
+    for n in args.streams:
+        per = [run[n].steps for run in runs]
+        steps = [p["yirage_steps_total"] for p in per]
+        step_ms = [1e3 * p["yirage_step_seconds_total"] / c for p, c in zip(per, steps)]
+        forward_ms = [1e3 * p["yirage_forward_seconds_total"] / c for p, c in zip(per, steps)]
+        rows = [p["yirage_decode_rows_total"] / c for p, c in zip(per, steps)]
+        cells = [f"{m:.2f} [{lo:.2f}-{hi:.2f}]" for m, lo, hi in
+                 (spread(step_ms), spread(forward_ms))]
+        out(f"{n:>7}{np.median(steps):>8.0f}{cells[0]:>22}{cells[1]:>22}{np.median(rows):>18.1f}")
 
 
 def positive_int(text):

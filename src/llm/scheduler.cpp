@@ -1,6 +1,7 @@
 #include "llm/scheduler.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <iterator>
 #include <string_view>
@@ -57,6 +58,12 @@ struct Scheduler::Sequence {
 };
 
 namespace {
+
+uint64_t microseconds_since(std::chrono::steady_clock::time_point start) {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                   std::chrono::steady_clock::now() - start)
+                                   .count());
+}
 
 // How much of the end of `text` could be the beginning of one of `stops`: that much is held back
 // until the next token says whether a stop string follows.
@@ -263,6 +270,7 @@ void Scheduler::emit_token(Sequence& seq, TokenId token, std::span<const float> 
 }
 
 bool Scheduler::step(const std::function<void(const SequenceEvent&)>& on_event) {
+  const auto start = std::chrono::steady_clock::now();
   take_incoming(on_event);
   std::erase_if(running_, [](const auto& seq) { return seq->done; });
   admit();
@@ -277,6 +285,7 @@ bool Scheduler::step(const std::function<void(const SequenceEvent&)>& on_event) 
       entries_.push_back({std::span(&seq->next, 1), seq->cached, seq->blocks, true});
       entry_owner_.push_back(seq.get());
     }
+  const size_t decode_rows = entries_.size();
   // Then prompt chunks, cut at multiples of prefill_chunk, while the budget lasts.
   const int budget = entries_.empty() ? options_.step_prompt_tokens
                                       : std::min(options_.step_prompt_tokens,
@@ -298,8 +307,11 @@ bool Scheduler::step(const std::function<void(const SequenceEvent&)>& on_event) 
     update_counters();
     return false;
   }
+  const auto forward_start = std::chrono::steady_clock::now();
   const std::span<const float> logits = model_.forward_batch(entries_, cache_);
+  counters_.forward_microseconds.fetch_add(microseconds_since(forward_start));
   counters_.prompt_tokens.fetch_add(static_cast<uint64_t>(prompt_tokens));
+  counters_.decode_rows.fetch_add(decode_rows);
   counters_.steps.fetch_add(1);
   const size_t n_vocab = static_cast<size_t>(model_.config().n_vocab);
   size_t row = 0;
@@ -316,6 +328,7 @@ bool Scheduler::step(const std::function<void(const SequenceEvent&)>& on_event) 
   }
   std::erase_if(running_, [](const auto& seq) { return seq->done; });
   update_counters();
+  counters_.step_microseconds.fetch_add(microseconds_since(start));
   return true;
 }
 

@@ -83,6 +83,9 @@ struct SchedulerCounters {
   std::atomic<int> waiting{0}, running{0}, kv_blocks_used{0}, kv_blocks_free{0},
       kv_blocks_cached{0};
   std::atomic<uint64_t> prompt_tokens{0}, generated_tokens{0}, steps{0};
+  // Where the steps' time went: all of each step, the model's forward pass within it, and the
+  // decode rows the steps ran (so a step's cost can be read per row).
+  std::atomic<uint64_t> step_microseconds{0}, forward_microseconds{0}, decode_rows{0};
   // Full prompt blocks looked up in the prefix cache at admission, and those found.
   std::atomic<uint64_t> prefix_lookup_blocks{0}, prefix_hit_blocks{0};
 };

@@ -58,6 +58,15 @@ std::string render_metrics(const llm::SchedulerCounters& s, const ServerMetrics&
   out += metric("yirage_generated_tokens_total", "counter", "Tokens generated.",
                 s.generated_tokens.load());
   out += metric("yirage_steps_total", "counter", "Batched forward steps.", s.steps.load());
+  out += metric("yirage_step_seconds_total", "counter",
+                "Time in steps: admission, the forward pass, sampling and token events.",
+                double(s.step_microseconds.load()) / 1e6);
+  out += metric("yirage_forward_seconds_total", "counter",
+                "Time in the steps' forward passes (the model on its backend).",
+                double(s.forward_microseconds.load()) / 1e6);
+  out += metric("yirage_decode_rows_total", "counter",
+                "Decode rows the steps ran (one per generating sequence per step).",
+                s.decode_rows.load());
   out += metric("yirage_requests_total", "counter", "Generation requests accepted.",
                 m.requests.load());
   out += metric("yirage_requests_rejected_busy_total", "counter",

@@ -173,7 +173,10 @@ def test_report_without_a_peer_says_the_ratio_is_absent(sb, yirage_bin, model_fi
         run = {}
         for n in args.streams:
             run[n] = sb.Round(n, wall=1.0, done=[sb.Request(tokens, 0.1, [0.01])] * n,
-                              errors=["HTTP 500: x"] if n == 4 else [])
+                              errors=["HTTP 500: x"] if n == 4 else [],
+                              steps={"yirage_steps_total": 10, "yirage_step_seconds_total":
+                                     tokens / 1e3, "yirage_forward_seconds_total": 0.01,
+                                     "yirage_decode_rows_total": 10 * n})
         runs.append(run)
     lines = []
     sb.report({"yirage": runs}, args, lines.append)
@@ -182,6 +185,8 @@ def test_report_without_a_peer_says_the_ratio_is_absent(sb, yirage_bin, model_fi
     row = next(line for line in lines if line.split()[:2] == ["4", "yirage"])
     assert "80.0 [40.0-120.0]" in row and row.split()[-1] == "3"
     assert "error from yirage (3x, at [4] streams): HTTP 500: x" in text
+    steps = text.split("yirage's steps over each round")[1].splitlines()[2:]
+    assert steps[1].split() == ["4", "10", "2.00", "[1.00-3.00]", "1.00", "[1.00-1.00]", "4.0"]
 
 
 def test_a_short_run_against_yirage_alone(source_dir, yirage_bin, tmp_path):
@@ -199,6 +204,14 @@ def test_a_short_run_against_yirage_alone(source_dir, yirage_bin, tmp_path):
     assert p.returncode == 0, p.stderr
     report = out.read_text()
     assert "ratio ours / peer: absent" in report and "load average at start" in report
-    rows = [line.split() for line in report.splitlines() if line[:7].strip() in ("1", "2")]
+    rows = [line.split() for line in report.splitlines() if line[7:].split()[:1] == ["yirage"]]
     assert [r[:2] for r in rows] == [["1", "yirage"], ["2", "yirage"]]
     assert all(r[-1] == "0" for r in rows)  # no failed request
+    # The server's own step counters: each request took at least 4 steps (one a token), the
+    # forward pass fits in its step, and a stream had at most one decode row a step.
+    steps = report.split("yirage's steps over each round")[1].splitlines()[2:4]
+    for line, streams in zip(steps, (1, 2)):
+        n, count, step_ms, _, forward_ms, _, rows_per_step = line.split()
+        assert int(n) == streams and int(count) >= 4
+        assert 0 < float(forward_ms) <= float(step_ms)
+        assert 0 < float(rows_per_step) <= streams
