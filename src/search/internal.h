@@ -168,6 +168,11 @@ struct Partition {
 };
 std::vector<Partition> enumerate_partitions(const ir::KernelGraph& graph, size_t max_partitions,
                                             bool* stopped_early = nullptr);
+// Whether a lone op (a group of one) is also searched as a generated kernel of its own, beside
+// the backend's kernel or library call: a matmul (a narrow product's GEMV can beat the library's)
+// and a softmax (whole rows a block, between two library matmuls). The driver ranks the best
+// µGraph with one such kernel apart (search.cpp), so the tuner measures it against the library.
+bool lone_op_searched(const ir::Op& op);
 
 // The µGraph in which each of `fused` becomes one fused node running `bodies[i]`; the nodes of
 // no group stay kernel ops.

@@ -121,6 +121,11 @@ std::vector<Partition> enumerate_partitions(const ir::KernelGraph& graph, size_t
   return out;
 }
 
+bool lone_op_searched(const ir::Op& op) {
+  return fusable_op(op) &&
+         (std::holds_alternative<ir::MatmulOp>(op) || std::holds_alternative<ir::SoftmaxOp>(op));
+}
+
 ir::KernelGraph build_mugraph(const ir::KernelGraph& graph, const std::vector<const Group*>& fused,
                               const std::vector<std::shared_ptr<const ir::BlockGraph>>& bodies,
                               const std::vector<std::shared_ptr<const ir::BlockGraph>>& finishes) {

@@ -42,6 +42,10 @@ constexpr size_t kRankedEpilogueApart = 1;
 constexpr size_t kSplitSources = 2;
 // And the best µGraph with a split loop, proved and ranked besides those.
 constexpr size_t kRankedSplit = 1;
+// And the best µGraph in which one lone op runs as a generated kernel, whole or split
+// (lone_op_searched): the estimate prices a library call by the description's rates, not by what
+// the library does at the shape, so the tuner measures the generated kernel against it.
+constexpr size_t kRankedLone = 1;
 
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
@@ -397,9 +401,14 @@ SearchResult superoptimize(const ir::KernelGraph& graph, const backend::DeviceDe
     note(fmt::format("kernel level: stopped the enumeration after {} partitions",
                      partitions.size()));
   std::vector<uint64_t> masks;
+  bool any_fusion = false;
   for (const Partition& p : partitions)
-    for (uint64_t m : p.groups)
-      if (__builtin_popcountll(m) > 1) masks.push_back(m);
+    for (uint64_t m : p.groups) {
+      const bool lone = __builtin_popcountll(m) == 1;
+      any_fusion |= !lone;
+      if (!lone || lone_op_searched(searched.node(int32_t(__builtin_ctzll(m))).op))
+        masks.push_back(m);
+    }
   std::sort(masks.begin(), masks.end(), [](uint64_t a, uint64_t b) {
     const int pa = __builtin_popcountll(a), pb = __builtin_popcountll(b);
     return pa != pb ? pa > pb : a < b;
@@ -411,7 +420,7 @@ SearchResult superoptimize(const ir::KernelGraph& graph, const backend::DeviceDe
         !make_group(searched, uint64_t(1) << (&node - searched.nodes().data()), false, why))
       note(fmt::format("{}; it stays a kernel of its own", why));
   }
-  if (masks.empty()) note("nothing to fuse: no two connected ops can share a kernel");
+  if (!any_fusion) note("nothing to fuse: no two connected ops can share a kernel");
 
   // Block level: one variant per operand presentation, each with its configurations.
   std::map<uint64_t, std::vector<std::unique_ptr<Variant>>> variants;
@@ -682,60 +691,82 @@ SearchResult superoptimize(const ir::KernelGraph& graph, const backend::DeviceDe
       taken.insert(best);
     }
   }
-  // And the best µGraph that splits one group's loop over a grid axis (split_reduced.cpp): the
+  // µGraphs in which one group takes its entry from a choice of its own (`special` names a
+  // group's, at most two), the other groups their best and lone ops their kernels: up to `count`
+  // of them, best first by the estimate, proved against the input graph and ranked.
+  auto rank_with_one = [&](size_t count, const char* what, auto special) {
+    std::set<std::pair<size_t, const GroupChoice*>> given_up;
+    for (size_t ranked = 0; ranked < count && !budget.poll_cancel();) {
+      size_t best = partitions.size();
+      uint64_t best_mask = 0;
+      GroupChoice* best_choice = nullptr;
+      double best_cost = INFINITY;
+      for (size_t p = 0; p < partitions.size(); ++p)
+        for (uint64_t m : partitions[p].groups)
+          for (GroupChoice* c : special(m)) {
+            if (c->exhausted() || given_up.count({p, c})) continue;
+            double cost = c->entries[c->next].candidate.cost;
+            for (uint64_t other : partitions[p].groups)
+              if (other != m) cost += group_cost(other);
+            if (cost < best_cost) best = p, best_mask = m, best_choice = c, best_cost = cost;
+          }
+      if (best == partitions.size()) break;
+      std::vector<const Group*> fused;
+      std::vector<std::shared_ptr<const ir::BlockGraph>> bodies, finishes;
+      std::vector<GroupChoice*> used;
+      for (uint64_t m : partitions[best].groups) {
+        if (m != best_mask && __builtin_popcountll(m) == 1) continue;
+        GroupChoice& c = m == best_mask ? *best_choice : choices[m];
+        const Entry& e = c.entries[c.next];
+        used.push_back(&c);
+        fused.push_back(e.group);
+        bodies.push_back(e.candidate.body);
+        finishes.push_back(e.candidate.finish);
+      }
+      ir::KernelGraph mugraph = build_mugraph(searched, fused, bodies, finishes);
+      verify::EquivalenceResult proof;
+      std::string why;
+      try {
+        proof = verify::check_equivalent(graph, mugraph, fingerprint);
+        why = proof.summary();
+      } catch (const Error& error) {
+        why = error.what();
+      }
+      if (proof.equivalent && proof.bound_met) {
+        chosen.push_back({std::move(mugraph), std::move(proof)});
+        ++ranked;
+        continue;
+      }
+      bool dropped = false;
+      for (GroupChoice* c : used) dropped |= verify_group(*c);
+      if (!dropped) {
+        note(fmt::format("a {} µGraph whose groups were proved failed the whole-graph proof: {}",
+                         what, why));
+        given_up.insert({best, best_choice});
+      }
+    }
+  };
+  auto choice_of = [](std::map<uint64_t, GroupChoice>& from, uint64_t mask) {
+    auto it = from.find(mask);
+    return it == from.end() ? nullptr : &it->second;
+  };
+  // The best µGraph that splits one group's loop over a grid axis (split_reduced.cpp): the
   // estimate charges a split its partials' round trip through memory and a second launch, but
   // not the memory bandwidth that a narrow grid leaves idle, which is what the split is for; so
   // the tuner measures it beside the others.
-  std::set<std::pair<size_t, uint64_t>> split_taken;
-  for (size_t ranked = 0; ranked < kRankedSplit && !budget.poll_cancel();) {
-    size_t best = partitions.size();
-    uint64_t best_mask = 0;
-    double best_cost = INFINITY;
-    for (size_t p = 0; p < partitions.size(); ++p)
-      for (uint64_t m : partitions[p].groups) {
-        auto it = split_choices.find(m);
-        if (it == split_choices.end() || it->second.exhausted() || split_taken.count({p, m}))
-          continue;
-        double cost = it->second.entries[it->second.next].candidate.cost;
-        for (uint64_t other : partitions[p].groups)
-          if (other != m) cost += group_cost(other);
-        if (cost < best_cost) best = p, best_mask = m, best_cost = cost;
-      }
-    if (best == partitions.size()) break;
-    std::vector<const Group*> fused;
-    std::vector<std::shared_ptr<const ir::BlockGraph>> bodies, finishes;
-    std::vector<GroupChoice*> used;
-    for (uint64_t m : partitions[best].groups) {
-      if (__builtin_popcountll(m) == 1) continue;
-      GroupChoice& c = m == best_mask ? split_choices[m] : choices[m];
-      const Entry& e = c.entries[c.next];
-      used.push_back(&c);
-      fused.push_back(e.group);
-      bodies.push_back(e.candidate.body);
-      finishes.push_back(e.candidate.finish);
-    }
-    ir::KernelGraph mugraph = build_mugraph(searched, fused, bodies, finishes);
-    verify::EquivalenceResult proof;
-    std::string why;
-    try {
-      proof = verify::check_equivalent(graph, mugraph, fingerprint);
-      why = proof.summary();
-    } catch (const Error& error) {
-      why = error.what();
-    }
-    if (proof.equivalent && proof.bound_met) {
-      chosen.push_back({std::move(mugraph), std::move(proof)});
-      ++ranked;
-      continue;
-    }
-    bool dropped = false;
-    for (GroupChoice* c : used) dropped |= verify_group(*c);
-    if (!dropped) {
-      note(fmt::format("a split µGraph whose groups were proved failed the whole-graph proof: {}",
-                       why));
-      split_taken.insert({best, best_mask});
-    }
-  }
+  rank_with_one(kRankedSplit, "split", [&](uint64_t m) {
+    std::vector<GroupChoice*> out;
+    if (__builtin_popcountll(m) > 1)
+      if (GroupChoice* c = choice_of(split_choices, m)) out.push_back(c);
+    return out;
+  });
+  rank_with_one(kRankedLone, "lone-op", [&](uint64_t m) {
+    std::vector<GroupChoice*> out;
+    if (__builtin_popcountll(m) == 1)
+      for (GroupChoice* c : {choice_of(choices, m), choice_of(split_choices, m)})
+        if (c) out.push_back(c);
+    return out;
+  });
   for (const auto& [mask, choice] : choices)
     if (choice.rejected >= kMaxRejectedPerGroup)
       note(fmt::format("group {:x}: {} candidates failed verification; gave up on it", mask,

@@ -287,14 +287,18 @@ TEST(Optimize, FusedCandidatesOfAnIllConditionedHalfGraphAreKept) {
   o.profile.min_seconds = 0.01;
   o.profile.min_repetitions = 3;
   o.library_variants = false;
+  o.profile_all = true;  // every candidate's float check, not only the cost model's top k
   const tune::OptimizeResult r = tune::optimize(graph, cpu_backend(), o);
   ASSERT_GE(r.entry.candidates.size(), 2u);
+  // Every candidate is kept; those that keep the products in f32 (the fused ones) were held to
+  // the widened graph. A candidate that rounds its products to f16 as the graph does (the matmul
+  // as a generated kernel of its own, lone_op_searched) meets the graph's own values.
+  int widened = 0;
   for (const tune::CandidateRecord& c : r.entry.candidates) {
     EXPECT_EQ(c.status, "ok") << c.label << ": " << c.message;
-    if (c.label == "unfused") continue;
-    EXPECT_NE(c.message.find("near_overflow: against the input graph in f32"), std::string::npos)
-        << c.label << ": " << c.message;
+    widened += c.message.find("near_overflow: against the input graph in f32") != std::string::npos;
   }
+  EXPECT_GE(widened, 1);
 }
 
 TEST(Optimize, TheDefaultCandidatesComeFromTheSearch) {

@@ -90,8 +90,10 @@ TEST(Search, UnsupportedOpEndsWithAClearMessage) {
   auto xt = g.transpose(x, 0, 1);
   g.mark_output(g.matmul(xt, w), "out");
   const SearchResult r = superoptimize(g, testing::cpu_like_device(), quick_options());
-  ASSERT_EQ(r.ranked.size(), 1u);
-  EXPECT_EQ(r.ranked.front().kernels, 2);
+  // The permute stays a kernel of its own in every candidate: the input graph, and the matmul
+  // as a generated kernel (lone_op_searched).
+  ASSERT_FALSE(r.ranked.empty());
+  for (const Candidate& c : r.ranked) EXPECT_EQ(c.kernels, 2);
   bool named = false;
   for (const std::string& n : r.notes) named |= n.find("permute") != std::string::npos;
   EXPECT_TRUE(named);
