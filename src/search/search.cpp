@@ -42,6 +42,8 @@ constexpr size_t kRankedEpilogueApart = 1;
 constexpr size_t kSplitSources = 2;
 // And the best µGraph with a split loop, proved and ranked besides those.
 constexpr size_t kRankedSplit = 1;
+// And the best µGraph in which every group that has a split form takes it, where two or more do.
+constexpr size_t kRankedAllSplit = 1;
 // And the best µGraph in which one lone op runs as a generated kernel, whole or split
 // (lone_op_searched): the estimate prices a library call by the description's rates, not by what
 // the library does at the shape, so the tuner measures the generated kernel against it.
@@ -691,32 +693,39 @@ SearchResult superoptimize(const ir::KernelGraph& graph, const backend::DeviceDe
       taken.insert(best);
     }
   }
-  // µGraphs in which one group takes its entry from a choice of its own (`special` names a
-  // group's, at most two), the other groups their best and lone ops their kernels: up to `count`
-  // of them, best first by the estimate, proved against the input graph and ranked.
-  auto rank_with_one = [&](size_t count, const char* what, auto special) {
-    std::set<std::pair<size_t, const GroupChoice*>> given_up;
+  // µGraphs in which some groups take their entries from choices of their own (each option of a
+  // partition, from `options(p)`, names them), the other groups their best and lone ops their
+  // kernels: up to `count` of them, best first by the estimate, proved against the input graph
+  // and ranked.
+  using Override = std::vector<std::pair<uint64_t, GroupChoice*>>;
+  auto rank_with = [&](size_t count, const char* what, auto options) {
+    std::set<std::pair<size_t, Override>> given_up;
     for (size_t ranked = 0; ranked < count && !budget.poll_cancel();) {
       size_t best = partitions.size();
-      uint64_t best_mask = 0;
-      GroupChoice* best_choice = nullptr;
+      Override best_override;
       double best_cost = INFINITY;
       for (size_t p = 0; p < partitions.size(); ++p)
-        for (uint64_t m : partitions[p].groups)
-          for (GroupChoice* c : special(m)) {
-            if (c->exhausted() || given_up.count({p, c})) continue;
-            double cost = c->entries[c->next].candidate.cost;
-            for (uint64_t other : partitions[p].groups)
-              if (other != m) cost += group_cost(other);
-            if (cost < best_cost) best = p, best_mask = m, best_choice = c, best_cost = cost;
+        for (const Override& o : options(partitions[p])) {
+          if (given_up.count({p, o})) continue;
+          double cost = 0;
+          for (uint64_t m : partitions[p].groups) {
+            auto it = std::find_if(o.begin(), o.end(), [m](const auto& x) { return x.first == m; });
+            cost += it == o.end() ? group_cost(m)
+                                  : (it->second->exhausted()
+                                         ? INFINITY
+                                         : it->second->entries[it->second->next].candidate.cost);
           }
+          if (cost < best_cost) best = p, best_override = o, best_cost = cost;
+        }
       if (best == partitions.size()) break;
       std::vector<const Group*> fused;
       std::vector<std::shared_ptr<const ir::BlockGraph>> bodies, finishes;
       std::vector<GroupChoice*> used;
       for (uint64_t m : partitions[best].groups) {
-        if (m != best_mask && __builtin_popcountll(m) == 1) continue;
-        GroupChoice& c = m == best_mask ? *best_choice : choices[m];
+        auto it = std::find_if(best_override.begin(), best_override.end(),
+                               [m](const auto& x) { return x.first == m; });
+        if (it == best_override.end() && __builtin_popcountll(m) == 1) continue;
+        GroupChoice& c = it != best_override.end() ? *it->second : choices[m];
         const Entry& e = c.entries[c.next];
         used.push_back(&c);
         fused.push_back(e.group);
@@ -742,7 +751,7 @@ SearchResult superoptimize(const ir::KernelGraph& graph, const backend::DeviceDe
       if (!dropped) {
         note(fmt::format("a {} µGraph whose groups were proved failed the whole-graph proof: {}",
                          what, why));
-        given_up.insert({best, best_choice});
+        given_up.insert({best, best_override});
       }
     }
   };
@@ -754,17 +763,27 @@ SearchResult superoptimize(const ir::KernelGraph& graph, const backend::DeviceDe
   // estimate charges a split its partials' round trip through memory and a second launch, but
   // not the memory bandwidth that a narrow grid leaves idle, which is what the split is for; so
   // the tuner measures it beside the others.
-  rank_with_one(kRankedSplit, "split", [&](uint64_t m) {
-    std::vector<GroupChoice*> out;
-    if (__builtin_popcountll(m) > 1)
-      if (GroupChoice* c = choice_of(split_choices, m)) out.push_back(c);
+  rank_with(kRankedSplit, "split", [&](const Partition& p) {
+    std::vector<Override> out;
+    for (uint64_t m : p.groups)
+      if (__builtin_popcountll(m) > 1)
+        if (GroupChoice* c = choice_of(split_choices, m)) out.push_back({{m, c}});
     return out;
   });
-  rank_with_one(kRankedLone, "lone-op", [&](uint64_t m) {
-    std::vector<GroupChoice*> out;
-    if (__builtin_popcountll(m) == 1)
-      for (GroupChoice* c : {choice_of(choices, m), choice_of(split_choices, m)})
-        if (c) out.push_back(c);
+  // And the best that splits every group that has a split form (a lone op's too), where that is
+  // two or more: the Llama MLP's hand-built H200 winners split both its products.
+  rank_with(kRankedAllSplit, "all-split", [&](const Partition& p) {
+    Override all;
+    for (uint64_t m : p.groups)
+      if (GroupChoice* c = choice_of(split_choices, m)) all.push_back({m, c});
+    return all.size() > 1 ? std::vector<Override>{all} : std::vector<Override>{};
+  });
+  rank_with(kRankedLone, "lone-op", [&](const Partition& p) {
+    std::vector<Override> out;
+    for (uint64_t m : p.groups)
+      if (__builtin_popcountll(m) == 1)
+        for (GroupChoice* c : {choice_of(choices, m), choice_of(split_choices, m)})
+          if (c) out.push_back({{m, c}});
     return out;
   });
   for (const auto& [mask, choice] : choices)
