@@ -2,7 +2,7 @@
 """How well the search's cost estimate predicts what the tuner then measures (issue 41's validation).
 
 The search ranks its candidates by an estimated time (search/cost.cpp), written into each
-candidate's label ("search #0 (1 kernel, estimated 2.65e-05 s)"); the tuner then profiles them on
+candidate's label ("search #0 (fused, 1 kernel, estimated 2.65e-05 s)"); the tuner then profiles them on
 the device and stores every measured time. This script compares the two, per graph and over all:
 
 - MAPE: mean |estimated - measured| / measured, over every candidate with both (and over those

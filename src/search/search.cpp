@@ -625,6 +625,7 @@ SearchResult superoptimize(const ir::KernelGraph& graph, const backend::DeviceDe
   struct Chosen {
     ir::KernelGraph mugraph;
     verify::EquivalenceResult proof;
+    std::string form;  // Candidate::form
   };
   std::vector<Chosen> chosen;
   std::set<size_t> taken;
@@ -682,7 +683,7 @@ SearchResult superoptimize(const ir::KernelGraph& graph, const backend::DeviceDe
       }
       report(false);
       taken.insert(best);
-      chosen.push_back({std::move(mugraph), std::move(proof)});
+      chosen.push_back({std::move(mugraph), std::move(proof), apart ? "epilogue apart" : "fused"});
       ++(apart ? chosen_apart : chosen_with_epilogues);
       continue;
     }
@@ -742,7 +743,7 @@ SearchResult superoptimize(const ir::KernelGraph& graph, const backend::DeviceDe
         why = error.what();
       }
       if (proof.equivalent && proof.bound_met) {
-        chosen.push_back({std::move(mugraph), std::move(proof)});
+        chosen.push_back({std::move(mugraph), std::move(proof), what});
         ++ranked;
         continue;
       }
@@ -800,6 +801,7 @@ SearchResult superoptimize(const ir::KernelGraph& graph, const backend::DeviceDe
     cand.predicted = cost::mugraph_phases(c.mugraph, space.rates);
     cand.estimated_seconds = cand.predicted.total();
     cand.mugraph = std::move(c.mugraph);
+    cand.form = std::move(c.form);
     result.ranked.push_back(std::move(cand));
   }
   {
@@ -813,6 +815,7 @@ SearchResult superoptimize(const ir::KernelGraph& graph, const backend::DeviceDe
     input.proof.per_trial_bound = 0;
     input.proof.false_accept_bound = 0;
     input.proof.assumptions = {"the candidate is the input graph itself"};
+    input.form = "input graph";
     result.ranked.push_back(std::move(input));
   }
   std::stable_sort(
@@ -822,8 +825,8 @@ SearchResult superoptimize(const ir::KernelGraph& graph, const backend::DeviceDe
 
   // The float check of every fused candidate; one that fails it is dropped (and said so).
   ReferenceOutputs reference;
-  // Not cut by a cancellation: there are at most kRankedFused + kRankedEpilogueApart + kRankedSplit
-  // of them, and none may go unchecked.
+  // Not cut by a cancellation: there are at most kRankedFused + kRankedEpilogueApart +
+  // kRankedSplit + kRankedAllSplit + kRankedLone of them, and none may go unchecked.
   for (size_t i = 0; i < result.ranked.size();) {
     Candidate& c = result.ranked[i];
     if (c.proof.assumptions ==

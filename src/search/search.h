@@ -112,6 +112,9 @@ struct Candidate {
   cost::Phases predicted;           // the cost model's phases (cost/cost_model.h)
   verify::EquivalenceResult proof;  // against the input graph
   FloatCheck float_check;           // passed: a candidate that fails it is not returned
+  // Which of the driver's rankings proposed it (search.cpp): "fused", "epilogue apart", "split",
+  // "all-split", "lone-op" or "input graph"; reports name a winner by it.
+  std::string form;
 };
 
 // The Z3 pruner's work in one search: queries asked, answered from the cache, and of those Z3

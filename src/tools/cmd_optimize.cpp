@@ -305,6 +305,7 @@ nlohmann::json ranked_json(const search::SearchResult& result, const ir::KernelG
                         {"kernels", c.kernels},
                         {"input_graph", ir::structural_hash(c.mugraph) == input_hash &&
                                             c.mugraph.nodes().size() == graph.nodes().size()},
+                        {"form", c.form},
                         {"estimated_seconds", c.estimated_seconds},
                         {"predicted", cost::to_json(c.predicted)}};
     if (with_mugraphs) j["mugraph"] = ir::to_json(c.mugraph);
@@ -323,7 +324,9 @@ void print_predictions(const search::SearchResult& result, const ir::KernelGraph
     fmt::print(
         "  {:>4} {:>7} {:>10.3g} {:>10.3g} {:>10.3g} {:>10.3g} {:>10.3g} {:>10.3g} {:>10.3g}{}\n",
         i, result.ranked[i].kernels, p.launch, p.ramp_up, p.steady, p.ramp_down, p.collective,
-        p.overlap, p.total(), ranked[i]["input_graph"].get<bool>() ? "  (the unfused graph)" : "");
+        p.overlap, p.total(),
+        ranked[i]["input_graph"].get<bool>() ? "  (the unfused graph)"
+                                             : "  (" + result.ranked[i].form + ")");
   }
 }
 

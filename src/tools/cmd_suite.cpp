@@ -112,8 +112,8 @@ class ProgressLine {
   bool open_ = false;
 };
 
-// "search #1 (1 kernel, estimated 0.00844 s)" -> "search #1 (1 kernel)": the estimate is the
-// search's cost model, and beside measured times it would read as a measurement.
+// "search #1 (fused, 1 kernel, estimated 0.00844 s)" -> "search #1 (fused, 1 kernel)": the
+// estimate is the search's cost model, and beside measured times it would read as a measurement.
 std::string short_label(std::string label) {
   const size_t at = label.find(", estimated ");
   const size_t close = at == std::string::npos ? at : label.find(')', at);
@@ -201,7 +201,7 @@ void tune_suite(backend::Backend& backend, const std::vector<std::string>& names
     fmt::print("backend: {}\n", describe_backend(backend));
     fmt::print("bs {}, dtype {}; search up to {:g} s per workload; tuning cache {}\n", o.bs,
                o.dtype, o.search_seconds, cache);
-    fmt::print("{:<16} {:<24} {:>7} {:>11} {:>14}\n", "workload", "winner", "kernels", "tuning",
+    fmt::print("{:<16} {:<38} {:>7} {:>11} {:>14}\n", "workload", "winner", "kernels", "tuning",
                "steady state");
   }
   double total_tuning = 0;
@@ -218,7 +218,7 @@ void tune_suite(backend::Backend& backend, const std::vector<std::string>& names
       fmt::print("{}\n", workload_json(names[i], o, backend, w).dump());
     else
       fmt::print(
-          "{:<16} {:<24} {:>7} {:>11} {:>14}\n", names[i], winner, w.kernels,
+          "{:<16} {:<38} {:>7} {:>11} {:>14}\n", names[i], winner, w.kernels,
           w.tuned.cache_hit ? std::string("cache hit") : fmt::format("{:.2f} s", w.tune_seconds),
           format_micros(w.steady_seconds));
     std::fflush(stdout);  // a reader of the pipe sees each workload as it finishes

@@ -42,9 +42,10 @@ struct TunedOptimizeOptions {
 void tuned_optimize(const TunedOptimizeOptions& options);
 
 // The search's ranked candidates with their predicted phases (cost/cost_model.h), for --json:
-// [{"rank", "kernels", "input_graph", "estimated_seconds", "predicted": {"launch", "ramp_up",
-// "steady", "ramp_down", "collective", "overlap", "kernels", "total"}}, ...]; "input_graph" marks
-// the unfused graph itself, which the tuner labels "unfused" (cmd_optimize.cpp).
+// [{"rank", "kernels", "input_graph", "form" (search::Candidate::form), "estimated_seconds",
+// "predicted": {"launch", "ramp_up", "steady", "ramp_down", "collective", "overlap", "kernels",
+// "total"}}, ...]; "input_graph" marks the unfused graph itself, which the tuner labels "unfused"
+// (cmd_optimize.cpp).
 nlohmann::json ranked_json(const search::SearchResult& result, const ir::KernelGraph& graph,
                            bool with_mugraphs);
 // For --verbose: the rates the model ranked by, then one line per candidate with its phases, the

@@ -44,8 +44,8 @@ std::vector<Candidate> candidates_of(const search::SearchResult& result) {
   std::vector<Candidate> candidates;
   for (size_t i = 0; i < result.ranked.size(); ++i) {
     const search::Candidate& c = result.ranked[i];
-    candidates.push_back({fmt::format("search #{} ({} kernel{}, estimated {:.3g} s)", i, c.kernels,
-                                      c.kernels == 1 ? "" : "s", c.estimated_seconds),
+    candidates.push_back({fmt::format("search #{} ({}, {} kernel{}, estimated {:.3g} s)", i, c.form,
+                                      c.kernels, c.kernels == 1 ? "" : "s", c.estimated_seconds),
                           c.mugraph, c.proof});
   }
   return candidates;

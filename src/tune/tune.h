@@ -239,7 +239,7 @@ struct OptimizeOptions {
   }();
   // Top-k tuning: the cost model's best-ranked `max_candidates` search candidates are compiled and
   // profiled, with the unfused graph (always) and each one's library variant, if any; the rest
-  // of the ranking is recorded as "not_profiled". The search ranks at most 5 (the input graph
+  // of the ranking is recorded as "not_profiled". The search ranks at most 7 (the input graph
   // among them), so profile_all = true, or a large max_candidates, measures every one.
   int max_candidates = 2;
   bool profile_all = false;
