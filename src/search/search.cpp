@@ -9,7 +9,9 @@
 // candidates are proved alone against their groups' kernel graphs, in cost order, to find and
 // drop the wrong ones; a partition whose candidates all hold alone is given up. Each group's best
 // bodies with a loop also come split over a grid axis (split_reduced.cpp), and the best µGraph by
-// the estimate with one such split is proved and ranked besides, for the tuner to measure.
+// the estimate with one such split is proved and ranked besides, as is the best that splits every
+// group that has a split form, and the best that runs one lone matmul or softmax as a generated
+// kernel (whole or split) instead of the backend's own kernel or library call.
 #include <algorithm>
 #include <cmath>
 #include <future>

@@ -2,23 +2,24 @@
 //
 // superoptimize() partitions the graph's ops into fusion groups (kernel level; a unary elementwise
 // epilogue both with its producer and apart from it, the best µGraph of each choice proved and
-// returned, so that the tuner measures both: partition.cpp), and for every
-// group of two or more ops enumerates block graphs (block level): grids, imaps, fmaps, omaps and
-// for-loop ranges come from a dim-correspondence analysis of the group, with extents that divide
-// the dims (powers of two, extents whose tiles are aligned powers of two, and for the grid the
-// best fit to the device's parallel units; dims.cpp) filtered by the device description's
-// `capabilities["search"]` (documented in backend/device.h); block ops are enumerated in a
-// canonical order, each prefix pruned unless its abstract expression can be part of the group's
-// (abstract_expr.h documents the axioms). Exp-normalize is built in its safe form only: a softmax
-// (or exp(x) / Σexp(x) written out, read as one; exp_normalize.cpp) has its row max subtracted
-// before the exp, and in a loop over its dim becomes an online softmax, a running max with
-// rescaled accumulators (block_search.cpp). Complete candidates are ranked by the
-// phase cost model (cost/cost_model.h), at the device's rough rates or calibrated ones; the
-// cheapest µGraphs are proved equivalent to the input graph by finite-field fingerprints
-// (verify::check_equivalent), each once, and each is checked in floating point against the
-// reference executor on the input distributions of verify/numerics.h, which drops one that
-// overflows where the input graph does not. The unfused input graph is always a valid candidate, so
-// the result is never empty.
+// returned, so that the tuner measures both: partition.cpp), and for every group of two or more
+// ops, and every lone matmul or softmax (lone_op_searched), enumerates block graphs (block level):
+// grids, imaps, fmaps, omaps and for-loop ranges come from a dim-correspondence analysis of the
+// group, with extents that divide the dims (powers of two, extents whose tiles are aligned powers
+// of two, and for the grid the best fit to the device's parallel units; dims.cpp) filtered by the
+// device description's `capabilities["search"]` (documented in backend/device.h); block ops are
+// enumerated in a canonical order, each prefix pruned unless its abstract expression can be part of
+// the group's (abstract_expr.h documents the axioms). Exp-normalize is built in its safe form only:
+// a softmax (or exp(x) / Σexp(x) written out, read as one; exp_normalize.cpp) has its row max
+// subtracted before the exp, and in a loop over its dim becomes an online softmax, a running max
+// with rescaled accumulators (block_search.cpp). Complete candidates are ranked by the phase cost
+// model (cost/cost_model.h), at the device's rough rates or calibrated ones; the cheapest µGraphs
+// are proved equivalent to the input graph by finite-field fingerprints (verify::check_equivalent),
+// each once, besides the best that split one group's loop over a grid axis, that split every
+// group's, and that run one lone op as a generated kernel (search.cpp; Candidate::form names
+// which), and each is checked in floating point against the reference executor on the input
+// distributions of verify/numerics.h, which drops one that overflows where the input graph does
+// not. The unfused input graph is always a valid candidate, so the result is never empty.
 //
 // Determinism: the enumeration order is fixed and work items are merged in item order, so a
 // search that finishes within its budgets returns the same ranking for the same seed whatever
