@@ -384,7 +384,7 @@ def steps_report(results, args, out):
         return
     out("")
     out("yirage's steps over each round (its /metrics counters), median [min-max] of the runs")
-    out(f"{'streams':>7}{'steps':>8}{'step ms':>22}{'forward ms':>22}{'decode rows/step':>18}")
+    out(f"{'streams':>7} {'steps':>7} {'step ms':>25} {'forward ms':>25} {'decode rows/step':>17}")
     for n in args.streams:
         per = [run[n].steps for run in runs]
         steps = [p["yirage_steps_total"] for p in per]
@@ -393,7 +393,8 @@ def steps_report(results, args, out):
         rows = [p["yirage_decode_rows_total"] / c for p, c in zip(per, steps)]
         cells = [f"{m:.2f} [{lo:.2f}-{hi:.2f}]" for m, lo, hi in
                  (spread(step_ms), spread(forward_ms))]
-        out(f"{n:>7}{np.median(steps):>8.0f}{cells[0]:>22}{cells[1]:>22}{np.median(rows):>18.1f}")
+        out(f"{n:>7} {np.median(steps):>7.0f} {cells[0]:>25} {cells[1]:>25} "
+            f"{np.median(rows):>17.1f}")
 
 
 def positive_int(text):
