@@ -701,6 +701,11 @@ SearchResult superoptimize(const ir::KernelGraph& graph, const backend::DeviceDe
   // kernels: up to `count` of them, best first by the estimate, proved against the input graph
   // and ranked.
   using Override = std::vector<std::pair<uint64_t, GroupChoice*>>;
+  auto override_of = [](const Override& o, uint64_t mask) -> GroupChoice* {
+    for (const auto& [m, c] : o)
+      if (m == mask) return c;
+    return nullptr;
+  };
   auto rank_with = [&](size_t count, const char* what, auto options) {
     std::set<std::pair<size_t, Override>> given_up;
     for (size_t ranked = 0; ranked < count && !budget.poll_cancel();) {
@@ -712,11 +717,10 @@ SearchResult superoptimize(const ir::KernelGraph& graph, const backend::DeviceDe
           if (given_up.count({p, o})) continue;
           double cost = 0;
           for (uint64_t m : partitions[p].groups) {
-            auto it = std::find_if(o.begin(), o.end(), [m](const auto& x) { return x.first == m; });
-            cost += it == o.end() ? group_cost(m)
-                                  : (it->second->exhausted()
-                                         ? INFINITY
-                                         : it->second->entries[it->second->next].candidate.cost);
+            const GroupChoice* c = override_of(o, m);
+            cost += !c               ? group_cost(m)
+                    : c->exhausted() ? INFINITY
+                                     : c->entries[c->next].candidate.cost;
           }
           if (cost < best_cost) best = p, best_override = o, best_cost = cost;
         }
@@ -725,10 +729,9 @@ SearchResult superoptimize(const ir::KernelGraph& graph, const backend::DeviceDe
       std::vector<std::shared_ptr<const ir::BlockGraph>> bodies, finishes;
       std::vector<GroupChoice*> used;
       for (uint64_t m : partitions[best].groups) {
-        auto it = std::find_if(best_override.begin(), best_override.end(),
-                               [m](const auto& x) { return x.first == m; });
-        if (it == best_override.end() && __builtin_popcountll(m) == 1) continue;
-        GroupChoice& c = it != best_override.end() ? *it->second : choices[m];
+        GroupChoice* special = override_of(best_override, m);
+        if (!special && __builtin_popcountll(m) == 1) continue;
+        GroupChoice& c = special ? *special : choices[m];
         const Entry& e = c.entries[c.next];
         used.push_back(&c);
         fused.push_back(e.group);
