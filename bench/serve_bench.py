@@ -249,7 +249,8 @@ def yirage_command(args, port):
                "--context", str(args.context), "--backend", args.backend]
     if args.kv_memory is not None:
         command += ["--kv-memory", str(args.kv_memory)]
-    return command + (["--hand-written"] if args.hand_written else [])
+    return (command + (["--hand-written"] if args.hand_written else []) +
+            (["--time-blocks"] if args.time_blocks else []))
 
 
 def llama_command(args, port):
@@ -294,6 +295,7 @@ def load_average():
 
 STEP_COUNTERS = ["yirage_steps_total", "yirage_step_seconds_total",
                  "yirage_forward_seconds_total", "yirage_decode_rows_total"]
+BLOCK_PREFIXES = ('yirage_block_seconds_total{block="', 'yirage_block_launches_total{block="')
 
 
 def step_counters(url):
@@ -305,10 +307,12 @@ def step_counters(url):
         return None
     values = {}
     for line in text.splitlines():
-        name, _, value = line.partition(" ")
+        name, _, value = line.rpartition(" ")
         if name in STEP_COUNTERS:
             values[name] = float(value)
-    return values if len(values) == len(STEP_COUNTERS) else None
+        elif name.startswith(BLOCK_PREFIXES):  # with --time-blocks: per block, by label
+            values[name] = float(value)
+    return values if all(c in values for c in STEP_COUNTERS) else None
 
 
 def run_server(server, args):
@@ -322,7 +326,7 @@ def run_server(server, args):
                                   timeout=args.timeout)
         after = step_counters(server.url)
         if before and after:
-            rounds[n].steps = {k: after[k] - before[k] for k in STEP_COUNTERS}
+            rounds[n].steps = {k: v - before.get(k, 0) for k, v in after.items()}
         first += requests
         r = rounds[n]
         print(f"  {server.name:<12} {n:>3} streams: {r.tokens / r.wall:7.1f} tok/s, "
@@ -395,6 +399,32 @@ def steps_report(results, args, out):
                  (spread(step_ms), spread(forward_ms))]
         out(f"{n:>7} {np.median(steps):>7.0f} {cells[0]:>25} {cells[1]:>25} "
             f"{np.median(rows):>17.1f}")
+    blocks_report(runs, args, out)
+
+
+def blocks_report(runs, args, out):
+    """With --time-blocks: per concurrency, each block's ms per step (median of the runs), the
+    most first, as the server's yirage_block_seconds_total counted them."""
+    seconds_prefix = BLOCK_PREFIXES[0]
+    names = sorted({k for run in runs for n in args.streams for k in run[n].steps
+                    if k.startswith(seconds_prefix)})
+    if not names:
+        return
+    for n in args.streams:
+        per = [run[n].steps for run in runs]
+        out("")
+        out(f"yirage's blocks at {n} streams (--time-blocks: the backend waited for around each "
+            "launch), median of the runs")
+        out(f"{'ms/step':>9} {'launches/step':>14} {'ms/launch':>10}  block")
+        rows = []
+        for name in names:
+            launches_name = BLOCK_PREFIXES[1] + name[len(seconds_prefix):]
+            ms = np.median([1e3 * p.get(name, 0) / p["yirage_steps_total"] for p in per])
+            launches = np.median([p.get(launches_name, 0) / p["yirage_steps_total"] for p in per])
+            if launches > 0:
+                rows.append((ms, launches, name[len(seconds_prefix):-2]))
+        for ms, launches, block in sorted(rows, reverse=True):
+            out(f"{ms:>9.2f} {launches:>14.1f} {ms / launches:>10.3f}  {block}")
 
 
 def positive_int(text):
@@ -444,6 +474,9 @@ def parse_args(argv=None):
                         help="yirage serve's --kv-memory (default: the server's)")
     parser.add_argument("--hand-written", action="store_true",
                         help="yirage on its hand-written kernels instead of the fused graphs")
+    parser.add_argument("--time-blocks", action="store_true",
+                        help="yirage times each fused block (slower steps) and the report says "
+                             "where a step's time went")
     parser.add_argument("--out", help="also write the report to this file")
     args = parser.parse_args(argv)
     if os.path.isdir(args.model):

@@ -80,6 +80,7 @@ struct Llm::Impl {
                            .fused_blocks = options.fused_blocks,
                            .backend = options.backend.get(),
                            .attention_on_backend = options.attention_on_backend,
+                           .time_blocks = options.time_blocks,
                            .progress = options.progress,
                            .detail = options.detail}),
         tokenizer(tokenizer_of(source)),

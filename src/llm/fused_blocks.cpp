@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstring>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -184,6 +185,52 @@ double seconds_from(std::chrono::steady_clock::time_point start) {
 // The roles of ActivationBuffers' buffers, one buffer per role and size.
 enum Role : int { kX, kQ, kK, kV, kAttention, kNext, kLogits };
 
+// Each block's launches and time, where FusedBlockOptions::time_blocks asks for them: the backend
+// is waited for before and after a launch, so that the time is the block's alone. The server's
+// metrics read them from another thread than the one stepping the model.
+class BlockTimer {
+ public:
+  BlockTimer(backend::Backend& backend, bool on) : backend_(backend), on_(on) {}
+
+  // Names what `block` (a module, or any key) runs, for the times of its launches.
+  void name(const void* block, std::string what) {
+    if (!on_) return;
+    std::lock_guard lock(mutex_);
+    index_[block] = times_.size();
+    times_.push_back({std::move(what), 0, 0});
+  }
+
+  template <typename F>
+  void time(const void* block, F&& run) {
+    if (!on_) return run();
+    backend_.synchronize();
+    const auto start = std::chrono::steady_clock::now();
+    run();
+    backend_.synchronize();
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::lock_guard lock(mutex_);
+    BlockTime& t = times_.at(index_.at(block));
+    ++t.launches;
+    t.seconds += seconds;
+  }
+
+  std::vector<BlockTime> times() const {
+    std::lock_guard lock(mutex_);
+    std::vector<BlockTime> launched;
+    for (const BlockTime& t : times_)
+      if (t.launches > 0) launched.push_back(t);
+    return launched;
+  }
+
+ private:
+  backend::Backend& backend_;
+  const bool on_;
+  mutable std::mutex mutex_;
+  std::map<const void*, size_t> index_;
+  std::vector<BlockTime> times_;
+};
+
 class FusedBlocks final : public HotBlocks {
  public:
   FusedBlocks(const LlamaConfig& config, const LlamaWeights& weights,
@@ -192,11 +239,14 @@ class FusedBlocks final : public HotBlocks {
         attention_(std::move(attention)),
         backend_(*options.backend),
         activations_(backend_),
+        timer_(backend_, options.time_blocks),
         attention_on_backend_(options.attention_on_backend),
         search_seconds_(options.search_seconds) {
     if (attention_on_backend_)
       if (std::string why = backend_attention_unsupported(c_); !why.empty())
         fail("attention on the {} backend: {}", backend_.name(), why);
+    timer_.name(attention_.get(), "attention on the host's kernels");
+    timer_.name(&activations_, "a step's rows to the backend and back");
     const std::vector<NamedGraph> graphs = fused_block_graphs(c_, weights);
     std::vector<std::unique_ptr<backend::Module>> modules;
     for (size_t i = 0; i < graphs.size(); ++i)
@@ -281,13 +331,17 @@ class FusedBlocks final : public HotBlocks {
 
   void attention(int layer, int pos0, int n, float* q, float* k, float* v, KvCache& cache,
                  float* out) override {
-    attention_->attention(layer, pos0, n, q, k, v, cache, out);
+    timer_.time(attention_.get(),
+                [&] { attention_->attention(layer, pos0, n, q, k, v, cache, out); });
   }
 
   void paged_attention(int layer, std::span<const SequenceRows> sequences, float* q, float* k,
                        float* v, PagedKvCache& cache, float* out) override {
-    attention_->paged_attention(layer, sequences, q, k, v, cache, out);
+    timer_.time(attention_.get(),
+                [&] { attention_->paged_attention(layer, sequences, q, k, v, cache, out); });
   }
+
+  std::vector<BlockTime> block_times() const override { return timer_.times(); }
 
   void output_and_mlp(int layer, const float* attention, int n, float* x) override {
     const LayerBuffers& l = layers_[static_cast<size_t>(layer)];
@@ -375,7 +429,9 @@ class FusedBlocks final : public HotBlocks {
                       winner.seconds * 1e3,
                       result.cache_hit ? "cached" : fmt::format("optimized in {:.1f} s", seconds)));
     }
-    return backend_.compile(result.chosen);
+    std::unique_ptr<backend::Module> module = backend_.compile(result.chosen);
+    timer_.name(module.get(), what);
+    return module;
   }
 
   // What decoder_layers keeps per KV layout: each layer's pool, the attention graph per bucket,
@@ -461,10 +517,12 @@ class FusedBlocks final : public HotBlocks {
     std::vector<float>& staged = a.host_x;
     staged.assign(size_t(capacity) * c_.n_embd, 0.0f);
     std::copy_n(x, rows.size() * c_.n_embd, staged.begin());
-    a.x->write(bytes_of(staged.data(), staged.size() * sizeof(float)));
-    a.table->write(bytes_of(table.data(), table.size() * sizeof(int32_t)));
-    a.positions->write(bytes_of(positions.data(), positions.size() * sizeof(int32_t)));
-    a.rope->write(bytes_of(rope.data(), rope.size() * sizeof(int32_t)));
+    timer_.time(&activations_, [&] {
+      a.x->write(bytes_of(staged.data(), staged.size() * sizeof(float)));
+      a.table->write(bytes_of(table.data(), table.size() * sizeof(int32_t)));
+      a.positions->write(bytes_of(positions.data(), positions.size() * sizeof(int32_t)));
+      a.rope->write(bytes_of(rope.data(), rope.size() * sizeof(int32_t)));
+    });
     for (int l = 0; l < c_.n_layer; ++l) {
       const LayerBuffers& w = layers_[size_t(l)];
       backend::Buffer* pool = stack.pools[size_t(l)].get();
@@ -480,21 +538,24 @@ class FusedBlocks final : public HotBlocks {
       std::swap(a.x, a.x_next);
     }
     backend_.synchronize();
-    a.x->read({reinterpret_cast<std::byte*>(staged.data()), staged.size() * sizeof(float)});
+    timer_.time(&activations_, [&] {
+      a.x->read({reinterpret_cast<std::byte*>(staged.data()), staged.size() * sizeof(float)});
+    });
     std::copy_n(staged.begin(), rows.size() * c_.n_embd, x);
   }
 
   // A launch whose buffers stay on the backend.
-  static void run(backend::Module& module, std::initializer_list<backend::Buffer*> inputs,
-                  std::initializer_list<backend::Buffer*> outputs) {
+  void run(backend::Module& module, std::initializer_list<backend::Buffer*> inputs,
+           std::initializer_list<backend::Buffer*> outputs) {
     const std::vector<backend::Buffer*> in(inputs), out(outputs);
-    module.launch(in, out);
+    timer_.time(&module, [&] { module.launch(in, out); });
   }
 
   const LlamaConfig& c_;
   std::unique_ptr<HotBlocks> attention_;
   backend::Backend& backend_;
   ActivationBuffers activations_;
+  BlockTimer timer_;
   std::array<std::unique_ptr<backend::Module>, kRowBuckets.size()> norm_qkv_, output_and_mlp_;
   // The final norm and LM head per bucket of rows; only the last (one row) where the backend's
   // buffers are host memory.

@@ -42,6 +42,8 @@ struct FusedBlockOptions {
   // With attention_on_backend: the KV caches to make pools for at load, with progress lines (the
   // model's own). Others get theirs at their first step, optimized without progress lines.
   std::vector<KvLayout> kv_layouts;
+  // Time every launch, the backend waited for before and after it (ModelOptions::time_blocks).
+  bool time_blocks = false;
 };
 
 struct NamedGraph {

@@ -247,7 +247,8 @@ LlamaModel::LlamaModel(LlamaConfig config, LlamaWeights weights, const ModelOpti
                                  options.progress,
                                  options.detail,
                                  attention_on_backend_,
-                                 {own_layout()}});
+                                 {own_layout()},
+                                 options.time_blocks});
   logits_.resize(static_cast<size_t>(config_.n_vocab));
   // The model's own cache as a block table: one sequence whose blocks are 0, 1, 2, ...
   const KvLayout own = own_layout();
@@ -256,6 +257,10 @@ LlamaModel::LlamaModel(LlamaConfig config, LlamaWeights weights, const ModelOpti
 }
 
 LlamaModel::~LlamaModel() = default;
+
+std::vector<BlockTime> LlamaModel::block_times() const {
+  return blocks_->block_times();
+}
 
 std::string LlamaModel::hot_path() const {
   return hot_path_;

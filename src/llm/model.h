@@ -112,9 +112,19 @@ struct KvLayout {
   int max_blocks = 0;
 };
 
+// One hot block's launches and the time they took (ModelOptions::time_blocks): "rmsnorm+qkv, 64
+// rows", "rope + paged attention, 1 rows, 512 KV blocks", ...
+struct BlockTime {
+  std::string block;
+  uint64_t launches = 0;
+  double seconds = 0;
+};
+
 class HotBlocks {
  public:
   virtual ~HotBlocks() = default;
+  // Optional: each block's launches and time so far, where the blocks were asked to time them.
+  virtual std::vector<BlockTime> block_times() const { return {}; }
   // Optional: every decoder layer of a step in one call, for blocks that keep the keys and values
   // themselves, in a pool of their backend's with the blocks of `layout` (the host's cache then
   // holds none of them): x[rows][n_embd] in, the last layer's output out. False where the blocks
@@ -175,6 +185,10 @@ struct ModelOptions {
   // are not host memory (a GPU), so that a step does not go to the host and back every layer.
   std::optional<bool> attention_on_backend = {};
   double search_seconds = 2;  // per block graph, the first time on this device
+  // With fused blocks: wait for the backend before and after every block launch and add up each
+  // block's time (LlamaModel::block_times). It serializes the host with the device, so a step
+  // takes longer; it says where a step's time goes.
+  bool time_blocks = false;
   std::function<void(const std::string&)> progress = {};  // optimization progress; may be empty
   std::function<void(const std::string&)> detail = {};    // the tuning pipeline's lines
 };
@@ -197,6 +211,9 @@ class LlamaModel {
   // Where the hot blocks run: "fused kernel graphs on the cpu backend" (the backend's name), or
   // the hand-written kernels and why.
   std::string hot_path() const;
+  // Each fused block's launches and time so far (ModelOptions::time_blocks); empty otherwise.
+  // Safe to call from another thread than the one stepping the model.
+  std::vector<BlockTime> block_times() const;
 
   // Appends `tokens` to the sequence and returns the logits after the last one (n_vocab floats,
   // valid until the next call). With `all_logits` (tests) every position's logits are computed:

@@ -31,7 +31,8 @@ std::string metric(const char* name, const char* type, const char* help, T value
 
 }  // namespace
 
-std::string render_metrics(const llm::SchedulerCounters& s, const ServerMetrics& m) {
+std::string render_metrics(const llm::SchedulerCounters& s, const ServerMetrics& m,
+                           std::span<const llm::BlockTime> blocks) {
   std::string out;
   out += metric("yirage_queue_depth", "gauge", "Requests waiting for KV blocks or a batch slot.",
                 s.waiting.load());
@@ -79,6 +80,18 @@ std::string render_metrics(const llm::SchedulerCounters& s, const ServerMetrics&
                                       "Time from a request's arrival to its first token.");
   out += m.inter_token_latency.render("yirage_inter_token_latency_seconds",
                                       "Time between a request's consecutive tokens.");
+  if (!blocks.empty()) {
+    out +=
+        "# HELP yirage_block_seconds_total Time in a fused block's launches (--time-blocks).\n"
+        "# TYPE yirage_block_seconds_total counter\n";
+    for (const llm::BlockTime& b : blocks)
+      out += fmt::format("yirage_block_seconds_total{{block=\"{}\"}} {}\n", b.block, b.seconds);
+    out +=
+        "# HELP yirage_block_launches_total Launches of a fused block (--time-blocks).\n"
+        "# TYPE yirage_block_launches_total counter\n";
+    for (const llm::BlockTime& b : blocks)
+      out += fmt::format("yirage_block_launches_total{{block=\"{}\"}} {}\n", b.block, b.launches);
+  }
   return out;
 }
 

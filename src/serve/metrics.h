@@ -5,8 +5,10 @@
 #include <array>
 #include <cstdint>
 #include <mutex>
+#include <span>
 #include <string>
 
+#include "llm/model.h"
 #include "llm/scheduler.h"
 
 namespace yirage::serve {
@@ -32,6 +34,8 @@ struct ServerMetrics {
   std::atomic<uint64_t> requests{0}, rejected_busy{0}, rejected_invalid{0}, cancelled{0};
 };
 
-std::string render_metrics(const llm::SchedulerCounters& scheduler, const ServerMetrics& server);
+// `blocks`: each fused block's launches and seconds, where the server times them (--time-blocks).
+std::string render_metrics(const llm::SchedulerCounters& scheduler, const ServerMetrics& server,
+                           std::span<const llm::BlockTime> blocks = {});
 
 }  // namespace yirage::serve

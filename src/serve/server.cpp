@@ -66,6 +66,7 @@ struct Server::Impl {
                                                     .context_length = o.context_length,
                                                     .fused_blocks = o.fused_blocks,
                                                     .backend = o.backend,
+                                                    .time_blocks = o.time_blocks,
                                                     .progress = o.progress})),
         scheduler(llm.model(), llm.tokenizer(),
                   llm::SchedulerOptions{.kv_memory_bytes = o.kv_memory_bytes,
@@ -107,7 +108,8 @@ struct Server::Impl {
                                         {"owned_by", "yirage"}}})}});
     });
     http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-      res.set_content(render_metrics(scheduler.counters(), metrics), "text/plain; version=0.0.4");
+      res.set_content(render_metrics(scheduler.counters(), metrics, llm.model().block_times()),
+                      "text/plain; version=0.0.4");
     });
     http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
       generate(req, res, Endpoint::completions);

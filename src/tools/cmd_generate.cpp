@@ -45,6 +45,7 @@ void run(const GenerateCli& cli) {
   std::fputc('\n', stdout);
   std::fflush(stdout);
   print_stats(r.stats);
+  if (cli.llm.time_blocks) print_block_times(model.model());
   if (!cli.save_json.empty()) write_json(cli.save_json, r);
 }
 

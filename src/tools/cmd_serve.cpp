@@ -80,6 +80,9 @@ void add_serve_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--hand-written", cli->hand_written,
                 "Run every block on the hand-written kernels instead of the superoptimized graphs");
+  cmd->add_flag("--time-blocks", o.time_blocks,
+                "Time each fused block's launches, waiting for the backend around each (slower "
+                "steps), into /metrics' yirage_block_seconds_total");
   cmd->callback([cli] { run(*cli); });
 }
 

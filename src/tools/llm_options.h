@@ -1,6 +1,7 @@
 // Options shared by `yirage generate` and `yirage chat`.
 #pragma once
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -38,6 +39,7 @@ struct LlmCliOptions {
   bool hand_written = false;
   std::string attention = "auto";
   bool verbose = false;
+  bool time_blocks = false;
   llm::GenerateOptions generate;
 };
 
@@ -74,6 +76,9 @@ inline void add_llm_options(CLI::App& cmd, LlmCliOptions& o) {
       ->capture_default_str();
   cmd.add_flag("--verbose", o.verbose,
                "Show the superoptimizer's candidates and timings while the blocks are optimized");
+  cmd.add_flag("--time-blocks", o.time_blocks,
+               "Time each fused block's launches, waiting for the backend around each (slower "
+               "steps), and print where the time went");
 }
 
 // Optimization progress goes to stderr, as the statistics do, so stdout stays the text.
@@ -82,6 +87,7 @@ inline llm::Llm open_llm(const LlmCliOptions& o) {
   options.fused_blocks = !o.hand_written;
   options.backend = create_llm_backend(o.backend, o.threads);
   options.attention_on_backend = llm::attention_placement(o.attention);
+  options.time_blocks = o.time_blocks;
   options.progress = [](const std::string& line) { fmt::print(stderr, "optimizing {}\n", line); };
   if (o.verbose) options.detail = [](const std::string& line) { fmt::print(stderr, "{}\n", line); };
   llm::Llm model = llm::Llm::open(o.model, options);
@@ -93,6 +99,25 @@ inline void print_stats(const llm::GenerateStats& s) {
   fmt::print(stderr, "prefill: {} tokens, {:.1f} tokens/s; decode: {} tokens, {:.1f} tokens/s\n",
              s.prompt_tokens, s.prefill_tokens_per_second(), s.generated_tokens,
              s.decode_tokens_per_second());
+}
+
+// Where the steps' time went, by block, the most first (--time-blocks).
+inline void print_block_times(const llm::LlamaModel& model) {
+  std::vector<llm::BlockTime> times = model.block_times();
+  if (times.empty()) {
+    fmt::print(stderr, "block times: none; the hot blocks run on the hand-written kernels\n");
+    return;
+  }
+  std::ranges::sort(times, [](const auto& a, const auto& b) { return a.seconds > b.seconds; });
+  double total = 0;
+  for (const llm::BlockTime& t : times) total += t.seconds;
+  fmt::print(stderr, "block times ({:.1f} ms in all, the backend waited for around each):\n",
+             total * 1e3);
+  fmt::print(stderr, "  {:>10} {:>8} {:>12} {:>6}  {}\n", "ms", "launches", "ms/launch", "share",
+             "block");
+  for (const llm::BlockTime& t : times)
+    fmt::print(stderr, "  {:10.2f} {:8} {:12.4f} {:5.1f}%  {}\n", t.seconds * 1e3, t.launches,
+               t.seconds * 1e3 / double(t.launches), 100 * t.seconds / total, t.block);
 }
 
 }  // namespace yirage::tools

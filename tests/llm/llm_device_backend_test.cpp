@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <span>
 #include <string>
 #include <vector>
@@ -343,6 +344,42 @@ TEST_F(DeviceBackend, AttentionOnTheBackendCopiesXOnceAStepAndTheLogitsHold) {
       file, ModelOptions{.threads = 2, .context_length = 64, .backend = testing::cpu_backend()});
   const std::span<const float> half_logits = half_on_cpu.forward(half);
   EXPECT_LE(max_difference(rows.subspan(n_vocab), half_logits, n_vocab), 0.03 * scale);
+}
+
+// --time-blocks: each launch waited for on both sides and counted under its block's name; the
+// logits those of the untimed model.
+TEST_F(DeviceBackend, TimedBlocksCountEveryLaunchWaitForTheBackendAndKeepTheLogits) {
+  const std::vector<std::byte> bytes = write_tiny_llama(TinyLlama{});
+  GgufFile file = GgufFile::from_memory(bytes);
+  const ModelOptions untimed{
+      .threads = 2, .context_length = 64, .backend = &backend_, .search_seconds = 0.2};
+  ModelOptions timed_options = untimed;
+  timed_options.time_blocks = true;
+  LlamaModel plain(file, untimed), timed(file, timed_options);
+  const std::span<const TokenId> prompt(kTinyPrompt);
+  const std::span<const float> want = plain.forward(prompt.first(1));
+  const std::vector<float> expected(want.begin(), want.end());
+  EXPECT_TRUE(plain.block_times().empty());
+  EXPECT_TRUE(timed.block_times().empty());  // nothing launched yet
+
+  ledger_ = {};
+  const std::span<const float> got = timed.forward(prompt.first(1));
+  EXPECT_EQ(std::vector<float>(got.begin(), got.end()), expected);
+  const int layers = timed.config().n_layer;
+  std::map<std::string, uint64_t> launches;
+  for (const BlockTime& t : timed.block_times()) {
+    EXPECT_GT(t.seconds, 0) << t.block;
+    launches[t.block] = t.launches;
+  }
+  const std::map<std::string, uint64_t> want_launches = {
+      {"rmsnorm+qkv, 1 rows", layers},
+      {"rope + paged attention, 1 rows, 4 KV blocks", layers},
+      {"attention output + gated mlp, 1 rows", layers},
+      {"final norm + lm head", 1},
+      {"a step's rows to the backend and back", 2}};  // x and the tables in, x out
+  EXPECT_EQ(launches, want_launches);
+  // Two waits around each timed launch, and the untimed step's own two.
+  EXPECT_EQ(ledger_.synchronizes, 2 * (3 * size_t(layers) + 1 + 2) + 2);
 }
 
 TEST_F(DeviceBackend, AModelItCannotRunIsRefusedWithTheReasonNotRunOnTheHost) {

@@ -299,6 +299,43 @@ def test_metrics_are_prometheus_text(server, client):
     assert re.search(r'^yirage_time_to_first_token_seconds_bucket\{le="\+Inf"\} [1-9]', text,
                      flags=re.M)
     assert re.search(r"^yirage_inter_token_latency_seconds_count [1-9]", text, flags=re.M)
+    assert "yirage_block_seconds_total" not in text  # only with --time-blocks
+
+
+def test_time_blocks_counts_each_blocks_launches_and_seconds(yirage_bin, model):
+    served = Served(yirage_bin, model, "--max-batch", "4", "--time-blocks")
+    try:
+        status, _, body = served.post("/v1/completions", {"model": "m", "prompt": PROMPT,
+                                                          "max_tokens": 3, "temperature": 0})
+        assert status == 200, body
+        text = served.get("/metrics")
+    finally:
+        code, err = served.stop()
+    assert code == 0, err
+    seconds = dict(re.findall(r'^yirage_block_seconds_total\{block="([^"]+)"\} (\S+)$', text,
+                              flags=re.M))
+    launches = dict(re.findall(r'^yirage_block_launches_total\{block="([^"]+)"\} (\S+)$', text,
+                               flags=re.M))
+    assert set(seconds) == set(launches) and "rmsnorm+qkv, 1 rows" in seconds, text
+    layers = 30  # SmolLM2-135M
+    for block, count in launches.items():
+        assert float(seconds[block]) > 0, block
+        if not block.startswith("final norm"):  # every layer launches the others once a step
+            assert int(count) % layers == 0 and int(count) > 0, (block, count)
+    # Two decode steps after the prompt's step, one row each.
+    assert int(launches["rmsnorm+qkv, 1 rows"]) >= 2 * layers
+
+
+def test_generate_time_blocks_prints_where_the_time_went(yirage_bin, model):
+    result = subprocess.run(
+        [yirage_bin, "generate", "--model", model, "--prompt", PROMPT, "-n", "4", "--context",
+         str(CONTEXT), "--time-blocks"], capture_output=True, text=True, timeout=300, check=True)
+    table = result.stderr.split("block times (", 1)[1].splitlines()
+    assert table[1].split() == ["ms", "launches", "ms/launch", "share", "block"]
+    rows = [line.split(None, 4) for line in table[2:]]
+    blocks = {row[4]: int(row[1]) for row in rows}
+    assert blocks["rmsnorm+qkv, 1 rows"] % 30 == 0 and blocks["final norm + lm head"] == 4
+    assert abs(sum(float(row[3].rstrip("%")) for row in rows) - 100) < 0.5
 
 
 def free_port():

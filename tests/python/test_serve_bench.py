@@ -190,6 +190,29 @@ def test_report_without_a_peer_says_the_ratio_is_absent(sb, yirage_bin, model_fi
     # Wide cells (seconds a step, as a loaded sanitized build takes) stay apart.
     assert steps[1].split() == ["4", "10", "2000.00", "[1000.00-3000.00]", "1000.00",
                                 "[1000.00-1000.00]", "4.0"]
+    assert "yirage's blocks" not in text  # no --time-blocks counters
+
+
+def test_block_times_report_each_blocks_ms_a_step_the_most_first(sb, yirage_bin, model_file):
+    args = sb.parse_args(["--yirage", yirage_bin, "--model", model_file, "--streams", "2",
+                          "--time-blocks"])
+    assert "--time-blocks" in sb.yirage_command(args, 1)
+    seconds, launches = sb.BLOCK_PREFIXES
+    runs = []
+    for scale in (1, 3):
+        steps = {"yirage_steps_total": 10, "yirage_step_seconds_total": 1,
+                 "yirage_forward_seconds_total": 0.5, "yirage_decode_rows_total": 20,
+                 seconds + 'mlp, 4 rows"}': 0.2 * scale, launches + 'mlp, 4 rows"}': 300,
+                 seconds + 'qkv, 4 rows"}': 0.5, launches + 'qkv, 4 rows"}': 300,
+                 seconds + 'lm head"}': 0.0, launches + 'lm head"}': 0}
+        runs.append({2: sb.Round(2, wall=1.0, done=[sb.Request(4, 0.1, [0.01])], errors=[],
+                                 steps=steps)})
+    lines = []
+    sb.report({"yirage": runs}, args, lines.append)
+    table = "\n".join(lines).split("yirage's blocks at 2 streams")[1].splitlines()[2:]
+    # qkv 50 ms a step; mlp the median of 20 and 60; the lm head never launched, left out.
+    assert [row.split() for row in table] == [["50.00", "30.0", "1.667", "qkv,", "4", "rows"],
+                                              ["40.00", "30.0", "1.333", "mlp,", "4", "rows"]]
 
 
 def test_a_short_run_against_yirage_alone(source_dir, yirage_bin, tmp_path):
