@@ -39,7 +39,7 @@ struct LlmOptions {
   // RoPE, the KV cache and attention on the backend as well (ModelOptions); unset: where the
   // backend's buffers are not host memory.
   std::optional<bool> attention_on_backend = {};  // attention_placement() reads it from a name
-  // Time each fused block's launches (ModelOptions::time_blocks; LlamaModel::block_times).
+  // Time each hot block's launches (ModelOptions::time_blocks; LlamaModel::block_times).
   bool time_blocks = false;
   // Lines shown while the block graphs are optimized the first time; may be empty.
   std::function<void(const std::string&)> progress = {};

@@ -5,7 +5,6 @@
 #include <chrono>
 #include <cstring>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -17,6 +16,7 @@
 
 #include "backend/backend.h"
 #include "ir/ir.h"
+#include "llm/block_timer.h"
 #include "support/error.h"
 #include "tune/tune.h"
 
@@ -185,52 +185,6 @@ double seconds_from(std::chrono::steady_clock::time_point start) {
 // The roles of ActivationBuffers' buffers, one buffer per role and size.
 enum Role : int { kX, kQ, kK, kV, kAttention, kNext, kLogits };
 
-// Each block's launches and time, where FusedBlockOptions::time_blocks asks for them: the backend
-// is waited for before and after a launch, so that the time is the block's alone. The server's
-// metrics read them from another thread than the one stepping the model.
-class BlockTimer {
- public:
-  BlockTimer(backend::Backend& backend, bool on) : backend_(backend), on_(on) {}
-
-  // Names what `block` (a module, or any key) runs, for the times of its launches.
-  void name(const void* block, std::string what) {
-    if (!on_) return;
-    std::lock_guard lock(mutex_);
-    index_[block] = times_.size();
-    times_.push_back({std::move(what), 0, 0});
-  }
-
-  template <typename F>
-  void time(const void* block, F&& run) {
-    if (!on_) return run();
-    backend_.synchronize();
-    const auto start = std::chrono::steady_clock::now();
-    run();
-    backend_.synchronize();
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::lock_guard lock(mutex_);
-    BlockTime& t = times_.at(index_.at(block));
-    ++t.launches;
-    t.seconds += seconds;
-  }
-
-  std::vector<BlockTime> times() const {
-    std::lock_guard lock(mutex_);
-    std::vector<BlockTime> launched;
-    for (const BlockTime& t : times_)
-      if (t.launches > 0) launched.push_back(t);
-    return launched;
-  }
-
- private:
-  backend::Backend& backend_;
-  const bool on_;
-  mutable std::mutex mutex_;
-  std::map<const void*, size_t> index_;
-  std::vector<BlockTime> times_;
-};
-
 class FusedBlocks final : public HotBlocks {
  public:
   FusedBlocks(const LlamaConfig& config, const LlamaWeights& weights,
@@ -239,7 +193,7 @@ class FusedBlocks final : public HotBlocks {
         attention_(std::move(attention)),
         backend_(*options.backend),
         activations_(backend_),
-        timer_(backend_, options.time_blocks),
+        timer_(&backend_, options.time_blocks),
         attention_on_backend_(options.attention_on_backend),
         search_seconds_(options.search_seconds) {
     if (attention_on_backend_)

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <limits>
 
+#include "llm/block_timer.h"
 #include "llm/cpu_blocks.h"
 #include "llm/fused_blocks.h"
 #include "support/error.h"
@@ -240,6 +241,7 @@ LlamaModel::LlamaModel(LlamaConfig config, LlamaWeights weights, const ModelOpti
       kernels_(&best_kernels()),
       cache_(config_, checked_capacity(config_, weights_, options)) {
   blocks_ = make_cpu_blocks(config_, weights_, cache_.capacity, pool_, *kernels_);
+  if (options.time_blocks && !unfused_why_.empty()) blocks_ = timed_blocks(std::move(blocks_));
   if (unfused_why_.empty())
     blocks_ = make_fused_blocks(config_, weights_, std::move(blocks_),
                                 {options.backend,

@@ -185,9 +185,9 @@ struct ModelOptions {
   // are not host memory (a GPU), so that a step does not go to the host and back every layer.
   std::optional<bool> attention_on_backend = {};
   double search_seconds = 2;  // per block graph, the first time on this device
-  // With fused blocks: wait for the backend before and after every block launch and add up each
-  // block's time (LlamaModel::block_times). It serializes the host with the device, so a step
-  // takes longer; it says where a step's time goes.
+  // Add up each hot block's launches and time (LlamaModel::block_times), fused or hand-written;
+  // fused blocks wait for their backend before and after every launch. It serializes the host with
+  // the device, so a step takes longer; it says where a step's time goes.
   bool time_blocks = false;
   std::function<void(const std::string&)> progress = {};  // optimization progress; may be empty
   std::function<void(const std::string&)> detail = {};    // the tuning pipeline's lines
@@ -211,7 +211,7 @@ class LlamaModel {
   // Where the hot blocks run: "fused kernel graphs on the cpu backend" (the backend's name), or
   // the hand-written kernels and why.
   std::string hot_path() const;
-  // Each fused block's launches and time so far (ModelOptions::time_blocks); empty otherwise.
+  // Each hot block's launches and time so far (ModelOptions::time_blocks); empty otherwise.
   // Safe to call from another thread than the one stepping the model.
   std::vector<BlockTime> block_times() const;
 

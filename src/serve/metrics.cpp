@@ -82,12 +82,12 @@ std::string render_metrics(const llm::SchedulerCounters& s, const ServerMetrics&
                                       "Time between a request's consecutive tokens.");
   if (!blocks.empty()) {
     out +=
-        "# HELP yirage_block_seconds_total Time in a fused block's launches (--time-blocks).\n"
+        "# HELP yirage_block_seconds_total Time in a hot block's launches (--time-blocks).\n"
         "# TYPE yirage_block_seconds_total counter\n";
     for (const llm::BlockTime& b : blocks)
       out += fmt::format("yirage_block_seconds_total{{block=\"{}\"}} {}\n", b.block, b.seconds);
     out +=
-        "# HELP yirage_block_launches_total Launches of a fused block (--time-blocks).\n"
+        "# HELP yirage_block_launches_total Launches of a hot block (--time-blocks).\n"
         "# TYPE yirage_block_launches_total counter\n";
     for (const llm::BlockTime& b : blocks)
       out += fmt::format("yirage_block_launches_total{{block=\"{}\"}} {}\n", b.block, b.launches);

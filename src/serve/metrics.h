@@ -34,7 +34,7 @@ struct ServerMetrics {
   std::atomic<uint64_t> requests{0}, rejected_busy{0}, rejected_invalid{0}, cancelled{0};
 };
 
-// `blocks`: each fused block's launches and seconds, where the server times them (--time-blocks).
+// `blocks`: each hot block's launches and seconds, where the server times them (--time-blocks).
 std::string render_metrics(const llm::SchedulerCounters& scheduler, const ServerMetrics& server,
                            std::span<const llm::BlockTime> blocks = {});
 

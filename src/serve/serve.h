@@ -28,7 +28,7 @@ struct ServeOptions {
   int max_batch = 16;
   int max_queue = 64;  // waiting requests beyond which new ones get 429
   bool fused_blocks = true;
-  // Time each fused block's launches (llm::LlmOptions::time_blocks), for /metrics.
+  // Time each hot block's launches (llm::LlmOptions::time_blocks), for /metrics.
   bool time_blocks = false;
   // Where the block graphs run (llm::LlmOptions::backend); the caller creates it by name.
   std::shared_ptr<backend::Backend> backend = {};

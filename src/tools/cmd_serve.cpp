@@ -81,7 +81,7 @@ void add_serve_command(CLI::App& app) {
   cmd->add_flag("--hand-written", cli->hand_written,
                 "Run every block on the hand-written kernels instead of the superoptimized graphs");
   cmd->add_flag("--time-blocks", o.time_blocks,
-                "Time each fused block's launches, waiting for the backend around each (slower "
+                "Time each hot block's launches, waiting for the backend around each (slower "
                 "steps), into /metrics' yirage_block_seconds_total");
   cmd->callback([cli] { run(*cli); });
 }

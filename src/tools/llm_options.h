@@ -77,7 +77,7 @@ inline void add_llm_options(CLI::App& cmd, LlmCliOptions& o) {
   cmd.add_flag("--verbose", o.verbose,
                "Show the superoptimizer's candidates and timings while the blocks are optimized");
   cmd.add_flag("--time-blocks", o.time_blocks,
-               "Time each fused block's launches, waiting for the backend around each (slower "
+               "Time each hot block's launches, waiting for the backend around each (slower "
                "steps), and print where the time went");
 }
 
@@ -105,7 +105,7 @@ inline void print_stats(const llm::GenerateStats& s) {
 inline void print_block_times(const llm::LlamaModel& model) {
   std::vector<llm::BlockTime> times = model.block_times();
   if (times.empty()) {
-    fmt::print(stderr, "block times: none; the hot blocks run on the hand-written kernels\n");
+    fmt::print(stderr, "block times: none, no block was launched\n");
     return;
   }
   std::ranges::sort(times, [](const auto& a, const auto& b) { return a.seconds > b.seconds; });

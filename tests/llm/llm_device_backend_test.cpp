@@ -410,5 +410,33 @@ TEST(HostBackend, WithoutABackendEveryBlockRunsOnTheHandWrittenKernels) {
   EXPECT_EQ(model.hot_path(), "hand-written kernels (no backend given to run them on)");
 }
 
+// --time-blocks on the hand-written blocks: the fused blocks' names, each call counted once, and
+// the logits untouched.
+TEST(HostBackend, TimedHandWrittenBlocksCountEachCallUnderTheFusedBlocksNames) {
+  const std::vector<std::byte> bytes = write_tiny_llama(TinyLlama{});
+  GgufFile file = GgufFile::from_memory(bytes);
+  LlamaModel plain(file, ModelOptions{.context_length = 64});
+  LlamaModel timed(file, ModelOptions{.context_length = 64, .time_blocks = true});
+  const std::span<const TokenId> prompt(kTinyPrompt);
+  const std::span<const float> want = plain.forward(prompt);
+  const std::vector<float> expected(want.begin(), want.end());
+  const std::span<const float> got = timed.forward(prompt);
+  EXPECT_EQ(std::vector<float>(got.begin(), got.end()), expected);
+  EXPECT_TRUE(plain.block_times().empty());
+  const uint64_t layers = uint64_t(timed.config().n_layer);
+  const std::string rows = fmt::format("{} rows", prompt.size());
+  std::map<std::string, uint64_t> launches;
+  for (const BlockTime& t : timed.block_times()) {
+    EXPECT_GT(t.seconds, 0) << t.block;
+    launches[t.block] = t.launches;
+  }
+  const std::map<std::string, uint64_t> want_launches = {
+      {"rmsnorm+qkv, " + rows, layers},
+      {"attention on the host's kernels", layers},
+      {"attention output + gated mlp, " + rows, layers},
+      {"final norm + lm head", 1}};
+  EXPECT_EQ(launches, want_launches);
+}
+
 }  // namespace
 }  // namespace yirage::llm

@@ -326,10 +326,12 @@ def test_time_blocks_counts_each_blocks_launches_and_seconds(yirage_bin, model):
     assert int(launches["rmsnorm+qkv, 1 rows"]) >= 2 * layers
 
 
-def test_generate_time_blocks_prints_where_the_time_went(yirage_bin, model):
+@pytest.mark.parametrize("path", [[], ["--hand-written"]], ids=["searched", "hand-written"])
+def test_generate_time_blocks_prints_where_the_time_went(yirage_bin, model, path):
     result = subprocess.run(
         [yirage_bin, "generate", "--model", model, "--prompt", PROMPT, "-n", "4", "--context",
-         str(CONTEXT), "--time-blocks"], capture_output=True, text=True, timeout=300, check=True)
+         str(CONTEXT), "--time-blocks", *path], capture_output=True, text=True, timeout=300,
+        check=True)
     table = result.stderr.split("block times (", 1)[1].splitlines()
     assert table[1].split() == ["ms", "launches", "ms/launch", "share", "block"]
     rows = [line.split(None, 4) for line in table[2:]]
