@@ -140,6 +140,8 @@ std::vector<int64_t> split_counts(const ir::GridDims& grid, int64_t range,
                                   const SearchSpace& space);
 // Finish grids reach up to this many times the device's parallel units.
 inline constexpr int64_t kSplitFinishUnits = 4;
+// The partials' grid too: beyond a few waves, more splits only add partials to write and read.
+inline constexpr int64_t kSplitPartsUnits = 4;
 // How many times finer than `grid` along its first axis a split's finish may run: 1, and the
 // powers of two up to kSplitFinishUnits times the parallel units in blocks.
 std::vector<int64_t> split_finish_refinements(const ir::GridDims& grid, const SearchSpace& space);
@@ -147,10 +149,26 @@ std::vector<int64_t> split_finish_refinements(const ir::GridDims& grid, const Se
 // nullopt with `why` (no free grid axis, tiles that do not divide, ...).
 std::optional<SplitBodies> split_over_loop(const ir::BlockGraph& body, int64_t splits,
                                            std::string& why, int64_t refine = 1);
+// The split form of `body` whose finish reads each partial whole, as one view with the splits on a
+// dim of their own (a kernel-level reshape), and combines them in one iteration, on the body's
+// grid with axis `refine_axis` `refine` times finer; or nullopt with `why`.
+std::optional<SplitBodies> split_one_view(const ir::BlockGraph& body, int64_t splits,
+                                          std::string& why, int refine_axis = -1,
+                                          int64_t refine = 1);
+// The (axis, factor) refinements a one-view finish of a body of `grid` may take: (-1, 1), and per
+// axis of extent > 1 the powers of two up to the device's grid-block limit (whether the partial
+// tiles divide that finely is split_one_view's to check).
+std::vector<std::pair<int, int64_t>> split_one_view_refinements(const ir::GridDims& grid,
+                                                                const SearchSpace& space);
+// A fused kernel of `finish` on `partials`, each reshaped first where the finish reads it as a
+// view of other dims (split_one_view).
+std::vector<ir::TensorRef> add_finish(ir::KernelGraph& graph,
+                                      const std::shared_ptr<const ir::BlockGraph>& finish,
+                                      std::vector<ir::TensorRef> partials, const std::string& name);
 // The two kernels as a kernel graph with `target`'s inputs and outputs, for proofs and tests.
 ir::KernelGraph split_kernel_graph(const ir::KernelGraph& target, const SplitBodies& split);
-// The split forms of a found candidate that fit the limits, up to filling twice the device's
-// parallel units, costed as both kernels.
+// The split forms of a found candidate that fit the limits, up to kSplitPartsUnits times the
+// device's parallel units in partials' blocks, costed as both kernels.
 std::vector<BlockCandidate> split_candidates(const BlockCandidate& c, const SearchSpace& space);
 
 // The cost model's predicted seconds of one fused kernel's body (cost/cost_model.h).

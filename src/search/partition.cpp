@@ -185,8 +185,8 @@ ir::KernelGraph build_mugraph(const ir::KernelGraph& graph, const std::vector<co
         out.add_node(ir::FusedOp{bodies[size_t(g)]}, inputs,
                      free_name("fused_" + graph.node(group.nodes[0]).name));
     if (size_t(g) < finishes.size() && finishes[size_t(g)])
-      results = out.add_node(ir::FusedOp{finishes[size_t(g)]}, results,
-                             free_name("finish_" + graph.node(group.nodes[0]).name));
+      results = add_finish(out, finishes[size_t(g)], std::move(results),
+                           free_name("finish_" + graph.node(group.nodes[0]).name));
     for (size_t k = 0; k < group.outputs.size(); ++k) mapped[group.outputs[k]] = results[k];
     for (int32_t m : group.nodes) emitted[size_t(m)] = true;
     done += group.nodes.size();

@@ -117,8 +117,26 @@ std::vector<int64_t> split_counts(const ir::GridDims& grid, int64_t range,
   return out;
 }
 
-std::optional<SplitBodies> split_over_loop(const ir::BlockGraph& body, int64_t splits,
-                                           std::string& why, int64_t refine) {
+namespace {
+
+// The parts kernel of a split, and what its finish needs to know of each partial.
+struct SplitParts {
+  // A partial: a body accumulator's, or (running_max) the split's running max of the chunk max m
+  // that a rescaled_sum reads (`source` is then m).
+  struct Partial {
+    int32_t source;
+    bool running_max = false;
+  };
+  std::shared_ptr<const ir::BlockGraph> parts;
+  std::vector<Partial> partials;   // in the parts' saver order
+  std::vector<ir::AxisMap> omaps;  // each partial's saver omap
+  int axis = -1;                   // the grid axis the splits take
+};
+
+// The body's loop cut into `splits` ranges on a free grid axis, each accumulator's partial saved
+// instead of running the post-loop ops; nullopt with `why` where the body does not split.
+std::optional<SplitParts> split_parts(const ir::BlockGraph& body, int64_t splits,
+                                      std::string& why) {
   const int64_t range = body.forloop_range();
   const int axis = split_free_axis(body.grid());
   if (splits < 2 || range % splits != 0 || axis < 0) {
@@ -132,12 +150,9 @@ std::optional<SplitBodies> split_over_loop(const ir::BlockGraph& body, int64_t s
   const auto& nodes = body.nodes();
   std::map<int32_t, int32_t> in_parts;  // body node -> parts node
   // The parts' savers, in order: body accumulators, and for each chunk max m that a rescaled_sum
-  // reads, the split's running max of m (`source` is then m), saved just before its first reader.
-  struct Partial {
-    int32_t source;
-    bool running_max = false;
-  };
-  std::vector<Partial> partials;
+  // reads, the split's running max of m, saved just before its first reader.
+  SplitParts out;
+  std::vector<SplitParts::Partial>& partials = out.partials;
   std::map<int32_t, size_t> running_max;  // m -> its partial
   bool walks = false;
   for (size_t id = 0; id < nodes.size(); ++id) {
@@ -173,8 +188,7 @@ std::optional<SplitBodies> split_over_loop(const ir::BlockGraph& body, int64_t s
     why = "no operand is walked by the loop";
     return std::nullopt;
   }
-  std::vector<ir::AxisMap> omaps;
-  for (const Partial& p : partials) {
+  for (const SplitParts::Partial& p : partials) {
     const int32_t acc = p.source;
     std::optional<ir::AxisMap> omap =
         split_partial_omap(body, nodes[size_t(acc)].tile.dims.size(), axis);
@@ -185,8 +199,23 @@ std::optional<SplitBodies> split_over_loop(const ir::BlockGraph& body, int64_t s
     parts.save(
         p.running_max ? parts.accumulate(ir::AccumFn::max, in_parts.at(acc)) : in_parts.at(acc),
         *omap);
-    omaps.push_back(*omap);
+    out.omaps.push_back(*omap);
   }
+  out.parts = std::make_shared<const ir::BlockGraph>(std::move(parts));
+  out.axis = axis;
+  return out;
+}
+
+}  // namespace
+
+std::optional<SplitBodies> split_over_loop(const ir::BlockGraph& body, int64_t splits,
+                                           std::string& why, int64_t refine) {
+  std::optional<SplitParts> split = split_parts(body, splits, why);
+  if (!split) return std::nullopt;
+  const auto& nodes = body.nodes();
+  const std::vector<SplitParts::Partial>& partials = split->partials;
+  const std::vector<ir::AxisMap>& omaps = split->omaps;
+  const int axis = split->axis;
 
   // The finish's grid: the body's, its first axis `refine` times finer.
   ir::GridDims finish_grid = body.grid();
@@ -207,7 +236,7 @@ std::optional<SplitBodies> split_over_loop(const ir::BlockGraph& body, int64_t s
         if (it->imap[size_t(a)] != ir::kReplicate) reads_axis[id] |= 1u << a;
     for (int32_t in : nodes[id].inputs) reads_axis[id] |= reads_axis[size_t(in)];
   }
-  const std::vector<ir::TensorType> partial_types = parts.output_types();
+  const std::vector<ir::TensorType> partial_types = split->parts->output_types();
   ir::BlockGraph finish(finish_grid, splits, partial_types);
   std::map<int32_t, int32_t> in_finish;  // body node -> finish node
   std::map<int32_t, int32_t> max_reads;  // chunk max m -> the finish's iterator of its running max
@@ -251,8 +280,123 @@ std::optional<SplitBodies> split_over_loop(const ir::BlockGraph& body, int64_t s
     why = fmt::format("the finish on a grid {} times finer: {}", refine, e.what());
     return std::nullopt;
   }
-  return SplitBodies{std::make_shared<const ir::BlockGraph>(std::move(parts)),
-                     std::make_shared<const ir::BlockGraph>(std::move(finish)), splits};
+  return SplitBodies{split->parts, std::make_shared<const ir::BlockGraph>(std::move(finish)),
+                     splits};
+}
+
+std::vector<std::pair<int, int64_t>> split_one_view_refinements(const ir::GridDims& grid,
+                                                                const SearchSpace& space) {
+  std::vector<std::pair<int, int64_t>> out = {{-1, 1}};
+  const int64_t limit = space.max_grid_blocks > 0 ? space.max_grid_blocks : grid.blocks() * 1024;
+  for (int a = 0; a < ir::kGridAxes; ++a)
+    if (grid.extent[size_t(a)] > 1)
+      for (int64_t f = 2; grid.blocks() * f <= limit; f *= 2) out.push_back({a, f});
+  return out;
+}
+
+std::optional<SplitBodies> split_one_view(const ir::BlockGraph& body, int64_t splits,
+                                          std::string& why, int refine_axis, int64_t refine) {
+  std::optional<SplitParts> split = split_parts(body, splits, why);
+  if (!split) return std::nullopt;
+  const auto& nodes = body.nodes();
+  const std::vector<ir::TensorType> partial_types = split->parts->output_types();
+  ir::GridDims grid = body.grid();
+  if (refine > 1) {
+    if (refine_axis < 0 || grid.extent[size_t(refine_axis)] == 1) {
+      why = fmt::format("grid axis {} is not one the body's blocks spread over", refine_axis);
+      return std::nullopt;
+    }
+    grid.extent[size_t(refine_axis)] *= refine;
+  }
+  // Each partial as the finish reads it: its stacked dim (split-major, as the savers lay the
+  // splits' tiles one after another) cut into [splits, tile], the splits' dim at `stacked`.
+  std::vector<ir::TensorType> views;
+  std::vector<int> stacked_dims;
+  for (size_t j = 0; j < split->partials.size(); ++j) {
+    const int d = split->omaps[j][size_t(split->axis)];
+    ir::TensorType view = partial_types[j];
+    view.dims[size_t(d)] /= splits;
+    view.dims.insert(view.dims.begin() + d, splits);
+    views.push_back(view);
+    stacked_dims.push_back(d);
+  }
+  ir::BlockGraph finish(grid, 1, views);
+  std::map<int32_t, int32_t> in_finish;  // body node -> finish node
+  std::map<int32_t, int32_t> weights;    // chunk max m -> exp(M_i - M) of its running maxes
+  std::map<int32_t, int> weight_dims;    // chunk max m -> the splits' dim of those weights
+  try {
+    for (size_t j = 0; j < split->partials.size(); ++j) {
+      const int stacked = stacked_dims[j];
+      ir::AxisMap imap = split->omaps[j];
+      imap[size_t(split->axis)] = ir::kReplicate;
+      for (int& d : imap)
+        if (d != ir::kReplicate && d >= stacked) ++d;
+      const int32_t it = finish.iterator(int(j), imap, ir::kReplicate);
+      const int32_t source = split->partials[j].source;
+      if (split->partials[j].running_max) {
+        // exp(M_i - M), M the largest of the splits' running maxes M_i: the factor that brings
+        // each split's rescaled sums to the common max, as rescaled_sum's finish does in a loop.
+        const int32_t max = finish.add(ir::ReduceOp{ir::ReduceFn::max, stacked, true}, {it});
+        weights[source] = finish.add(ir::UnaryOp{ir::UnaryFn::exp},
+                                     {finish.add(ir::BinaryOp{ir::BinaryFn::sub}, {it, max})});
+        weight_dims[source] = stacked;
+        continue;
+      }
+      const auto& acc = std::get<ir::AccumulatorOp>(nodes[size_t(source)].op);
+      int32_t folded = -1;
+      switch (acc.fn) {
+        case ir::AccumFn::sum:
+          folded = finish.add(ir::ReduceOp{ir::ReduceFn::sum, stacked, false}, {it});
+          break;
+        case ir::AccumFn::mean:  // equal ranges: the mean of the splits' means
+          folded = finish.add(ir::ReduceOp{ir::ReduceFn::mean, stacked, false}, {it});
+          break;
+        case ir::AccumFn::max:
+          folded = finish.add(ir::ReduceOp{ir::ReduceFn::max, stacked, false}, {it});
+          break;
+        case ir::AccumFn::rescaled_sum: {
+          const int32_t m = nodes[size_t(source)].inputs[1];
+          if (weight_dims.at(m) != stacked) {
+            why = "a rescaled sum and its running maxes are stacked on different dims";
+            return std::nullopt;
+          }
+          const int32_t scaled = finish.add(ir::BinaryOp{ir::BinaryFn::mul}, {it, weights.at(m)});
+          folded = finish.add(ir::ReduceOp{ir::ReduceFn::sum, stacked, false}, {scaled});
+          break;
+        }
+        case ir::AccumFn::rms:
+          why = "an rms accumulator's finish needs its eps after the mean; only the loop has it";
+          return std::nullopt;
+      }
+      // A loop of one iteration: the sum accumulator passes the combined partial through, into
+      // the post-loop phase where the body's own post-loop ops and savers run.
+      in_finish[source] = finish.accumulate(ir::AccumFn::sum, folded);
+    }
+    for (size_t id = 0; id < nodes.size(); ++id) {
+      const ir::BlockPhase phase = body.phase(int32_t(id));
+      if (phase == ir::BlockPhase::in_loop || in_finish.count(int32_t(id))) continue;
+      std::vector<int32_t> inputs;
+      for (int32_t in : nodes[id].inputs) inputs.push_back(in_finish.at(in));
+      in_finish[int32_t(id)] = finish.add(nodes[id].op, std::move(inputs));
+    }
+  } catch (const Error& e) {
+    why = fmt::format("a one-view finish on a grid {} times finer along axis {}: {}", refine,
+                      refine_axis, e.what());
+    return std::nullopt;
+  }
+  return SplitBodies{split->parts, std::make_shared<const ir::BlockGraph>(std::move(finish)),
+                     splits};
+}
+
+std::vector<ir::TensorRef> add_finish(ir::KernelGraph& graph,
+                                      const std::shared_ptr<const ir::BlockGraph>& finish,
+                                      std::vector<ir::TensorRef> partials,
+                                      const std::string& name) {
+  const std::vector<ir::TensorType>& reads = finish->operands();
+  for (size_t j = 0; j < partials.size() && j < reads.size(); ++j)
+    if (graph.type(partials[j]).dims != reads[j].dims)
+      partials[j] = graph.reshape(partials[j], reads[j].dims);
+  return graph.add_node(ir::FusedOp{finish}, partials, name);
 }
 
 ir::KernelGraph split_kernel_graph(const ir::KernelGraph& target, const SplitBodies& split) {
@@ -263,7 +407,7 @@ ir::KernelGraph split_kernel_graph(const ir::KernelGraph& target, const SplitBod
     inputs.push_back(out.input(node.name, node.outputs[0].dims, node.outputs[0].dtype));
   }
   std::vector<ir::TensorRef> partials = out.add_node(ir::FusedOp{split.parts}, inputs, "parts");
-  std::vector<ir::TensorRef> results = out.add_node(ir::FusedOp{split.finish}, partials, "finish");
+  std::vector<ir::TensorRef> results = add_finish(out, split.finish, partials, "finish");
   for (size_t k = 0; k < target.outputs().size(); ++k)
     out.mark_output(results.at(k), target.outputs()[k].name);
   return out;
@@ -274,26 +418,29 @@ std::vector<BlockCandidate> split_candidates(const BlockCandidate& c, const Sear
   if (c.finish) return out;
   const ir::BlockLimits limits = space.limits();
   for (int64_t s : split_counts(c.body->grid(), c.body->forloop_range(), space)) {
-    // Splits beyond filling the device's parallel units only add partials to write and read.
-    if (c.body->grid().blocks() * s > 2 * space.parallel_units) break;
-    for (int64_t refine : split_finish_refinements(c.body->grid(), space)) {
-      std::string why;
-      std::optional<SplitBodies> split = split_over_loop(*c.body, s, why, refine);
-      if (!split) continue;
+    if (c.body->grid().blocks() * s > kSplitPartsUnits * space.parallel_units) break;
+    auto add = [&](std::optional<SplitBodies> split, const std::string& key) {
+      if (!split) return;
       try {
         split->parts->validate(limits);
         split->finish->validate(limits);
       } catch (const Error&) {
-        continue;  // the finish's tiles exceed the limits the body's post-loop part kept to
+        return;  // the finish's tiles exceed the limits the body's post-loop part kept to
       }
       BlockCandidate sc;
       sc.body = split->parts;
       sc.finish = split->finish;
       sc.splits = s;
       sc.cost = block_graph_cost(*split->parts, space) + block_graph_cost(*split->finish, space);
-      sc.key = fmt::format("split{}/{}:{}", s, refine, c.key);
+      sc.key = key + ":" + c.key;
       out.push_back(std::move(sc));
-    }
+    };
+    std::string why;
+    for (int64_t refine : split_finish_refinements(c.body->grid(), space))
+      add(split_over_loop(*c.body, s, why, refine), fmt::format("split{}/{}", s, refine));
+    for (auto [axis, refine] : split_one_view_refinements(c.body->grid(), space))
+      add(split_one_view(*c.body, s, why, axis, refine),
+          fmt::format("split{}/view{}x{}", s, axis, refine));
   }
   return out;
 }

@@ -14,13 +14,15 @@
 // finish the configuration's grid (or one refined along its first axis, as
 // split_finish_refinements() allows; whether a body's partial tiles divide that finely is
 // checked by split_over_loop on the body, which a schedule does not fix), a loop over the splits
-// and the group's outputs. At most one group of a µGraph is split or is a lone op's kernel, or
-// every group of two or more ops is split (two splits or more), as the search ranks them
-// (search.cpp). Reshapes are
-// free and not counted. That is the schedule, not yet the block ops: enumerating each held
-// configuration's block graphs and proving the µGraph equal to the suite's graph at full size is
-// left to do (it takes seconds to minutes a µGraph; grid_space_test.cpp does it for rmsnorm_linear
-// n64_k512, and EpilogueApart below for the small shape of gated_mlp's library-products variant).
+// and the group's outputs; or the one-view finish (split_one_view), one iteration on the
+// configuration's grid refined along any axis. The partials' grid stays within
+// kSplitPartsUnits waves of the parallel units, as split_candidates keeps it. At most one group of
+// a µGraph is split or is a lone op's kernel, or every group of two or more ops is split (two
+// splits or more), as the search ranks them (search.cpp). Reshapes are free and not counted. That
+// is the schedule, not yet the block ops: enumerating each held configuration's block graphs and
+// proving the µGraph equal to the suite's graph at full size is left to do (it takes seconds to
+// minutes a µGraph; grid_space_test.cpp does it for rmsnorm_linear n64_k512, and EpilogueApart
+// below for the small shape of gated_mlp's library-products variant).
 //
 // What is not held is listed in kExpectedGaps with the reason; the test fails when a listed gap
 // closes (move it out of the list) or a new one opens.
@@ -155,6 +157,8 @@ class Space {
            block_configs(group->target, space_, std::numeric_limits<size_t>::max())) {
         s.schedules.insert({sorted_grid(c.grid), c.range});
         for (int64_t splits : split_counts(c.grid, c.range, space_)) {
+          // split_candidates stops where the partials' grid passes kSplitPartsUnits waves.
+          if (c.grid.blocks() * splits > kSplitPartsUnits * space_.parallel_units) break;
           ir::GridDims parts = c.grid;
           *std::find(parts.extent.begin(), parts.extent.end(), 1) = splits;
           for (int64_t refine : split_finish_refinements(c.grid, space_)) {
@@ -166,6 +170,13 @@ class Space {
               }
             s.splits.insert(
                 {{sorted_grid(parts), c.range / splits}, {sorted_grid(finish), splits}});
+          }
+          // The one-view finish (split_one_view): one iteration, on the grid refined along any
+          // of its axes.
+          for (auto [axis, refine] : split_one_view_refinements(c.grid, space_)) {
+            ir::GridDims finish = c.grid;
+            if (axis >= 0) finish.extent[size_t(axis)] *= refine;
+            s.splits.insert({{sorted_grid(parts), c.range / splits}, {sorted_grid(finish), 1}});
           }
         }
       }
@@ -262,11 +273,13 @@ const std::map<std::string, std::string>& expected_gaps() {
   static const std::string kSplitFinishHoldsRowOp =
       "the finish fuses a whole-row op after the split product: a group of its own is not built";
   // Key-split attention is in the space (split_reduced.cpp: partial rescaled sums with each
-  // split's running max), but its finish loops over the splits on the body's grid, while these
-  // finishes read a row's stacked partials at once as an [s, d] view (a reshape), in one
-  // iteration, on a grid over heads and query rows of their own.
+  // split's running max, combined in a loop over the splits or at once as one view of the stacked
+  // partials, as these finishes do), but not at these bodies' tiles: 64 or 128 query rows by 64
+  // or 128 keys an iteration hold S, exp(S) and exp(S)·V in f32 beside Q, K and V, over the
+  // description's max_tile_bytes_in_loop, which counts every in-loop tile at once; the search's
+  // whole-attention bodies at 128 rows walk at most 8 keys an iteration.
   static const std::string kKeySplitAttention =
-      "key-split attention's finish reads the stacked partials as one view, not in a loop";
+      "key-split attention's body tiles (qb rows by lc keys) exceed the in-loop tile limit";
   // A loop of one iteration over the whole of K, its weight tile streamed: the search's loop of
   // one iteration is its no-loop choice, whose products run after the loop on accumulated tiles,
   // and only a product in the loop streams its weight (ir::StreamedWeights), so the whole-K tiles

@@ -4,6 +4,7 @@
 // random inputs, and a wrong finish is rejected.
 #include <limits>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -187,6 +188,46 @@ TEST(SplitReduced, AnOnlineSoftmaxSplitsOverTheKeys) {
   const verify::EquivalenceResult proof =
       verify::check_equivalent(g, split_kernel_graph(g, *split));
   EXPECT_FALSE(proof.equivalent) << proof.summary();
+}
+
+// Key-split attention whose finish reads each row's stacked partials at once, as [splits, d] views
+// (flash-decoding's combine), in one iteration on a grid over heads and query rows of its own:
+// proved, and run on both executors on every input distribution (the large ones overflow an
+// unsafe combine).
+TEST(SplitReduced, AOneViewFinishCombinesTheKeySplitsAtOnce) {
+  ir::KernelGraph g;
+  auto q = g.input("Q", {2, 16, 8}, ir::DType::f32);
+  auto k = g.input("K", {2, 8, 64}, ir::DType::f32);
+  auto v = g.input("V", {2, 64, 8}, ir::DType::f32);
+  g.mark_output(g.matmul(g.softmax(g.matmul(q, k), -1), v), "out");
+  // Blocks over heads and 8 query rows; the loop walks the keys 8 at a time.
+  BlockGraph b({{2, 2, 1}}, 8, {g.type(q), g.type(k), g.type(v)});
+  const int32_t qi = b.iterator(0, {0, 1, kReplicate}, kReplicate);
+  const int32_t ki = b.iterator(1, {0, kReplicate, kReplicate}, 2);
+  const int32_t vi = b.iterator(2, {0, kReplicate, kReplicate}, 1);
+  const int32_t s = b.add(ir::MatmulOp{}, {qi, ki});
+  const int32_t m = b.add(ir::ReduceOp{ir::ReduceFn::max, 2}, {s});
+  const int32_t e =
+      b.add(ir::UnaryOp{ir::UnaryFn::exp}, {b.add(ir::BinaryOp{ir::BinaryFn::sub}, {s, m})});
+  const int32_t ev = b.rescaled_sum(b.add(ir::MatmulOp{}, {e, vi}), m);
+  const int32_t l = b.rescaled_sum(b.add(ir::ReduceOp{ir::ReduceFn::sum, 2}, {e}), m);
+  b.save(b.add(ir::BinaryOp{ir::BinaryFn::div}, {ev, l}), {0, 1, kReplicate});
+  for (auto [splits, axis, refine] :
+       {std::tuple{2, -1, 1}, std::tuple{4, 1, 2}, std::tuple{8, 1, 8}}) {
+    std::string why;
+    std::optional<SplitBodies> split = split_one_view(b, splits, why, axis, refine);
+    ASSERT_TRUE(split) << why;
+    // The partials stack on the last dim (heads and rows carry grid axes): the finish reads the
+    // weighted sums [2, 16, 8 s] as [2, 16, s, 8], in one iteration.
+    EXPECT_EQ(split->finish->operands()[1].dims, (ir::Dims{2, 16, splits, 8}));
+    EXPECT_EQ(split->finish->forloop_range(), 1);
+    EXPECT_EQ(split->finish->grid().extent[1], 2 * refine);
+    expect_split_holds(g, *split, 51 + uint64_t(splits));
+  }
+  // Rows split finer than a query row are not a grid.
+  std::string why;
+  EXPECT_FALSE(split_one_view(b, 2, why, 1, 16));
+  EXPECT_FALSE(why.empty());
 }
 
 // What the block search finds for a group with a loop gets split forms, each proved against the
