@@ -48,6 +48,7 @@ void run(const ChatCli& cli) {
     if (cli.stats) print_stats(model.last_stats());
     messages.push_back({"assistant", reply});
   }
+  if (cli.llm.time_blocks) print_block_times(model.model());  // the whole session's
 }
 
 }  // namespace
