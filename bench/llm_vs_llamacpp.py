@@ -11,7 +11,12 @@ and the range of its runs, and the ratios are of medians (the load average is pr
 above the core count means other work shared the machine). A last line compares the searched
 blocks with the hand-written ones, the figure issue 35 asks to be at least 1.0x.
 
-  python3 bench/llm_vs_llamacpp.py --yirage build/release/yirage [--threads 2] [--out FILE]
+--block-runs N then decodes N more times per path with `--time-blocks` (the blocks timed one by
+one, outside the timed runs above) and prints each block's ms a launch on both paths, median and
+range, with their ratio: where the two paths' decode differs.
+
+  python3 bench/llm_vs_llamacpp.py --yirage build/release/yirage [--threads 2] [--block-runs 5]
+      [--out FILE]
 
 --requantize q4_0 first converts the model with llama.cpp's own quantizer (the embedding stays
 Q8_0) into a temporary file, and both engines run that: the Q4_0 kernels against llama.cpp's.
@@ -68,18 +73,52 @@ def requantized(llama_cpp, model, ftype_name, directory):
     return path
 
 
-def run_ours(binary, model, prompt, n, threads, hand_written=False):
+def run_ours(binary, model, prompt, n, threads, hand_written=False, time_blocks=False):
     with tempfile.TemporaryDirectory() as tmp:
         out = pathlib.Path(tmp) / "r.json"
         p = subprocess.run([binary, "generate", "--model", str(model), "--prompt", prompt, "-n",
                             str(n), "--temperature", "0", "--threads", str(threads), "--context",
                             "1024", "--save-json", str(out)]
-                           + (["--hand-written"] if hand_written else []),
+                           + (["--hand-written"] if hand_written else [])
+                           + (["--time-blocks"] if time_blocks else []),
                            check=True, capture_output=True, text=True)
         r = json.loads(out.read_text())
     r["hot_blocks"] = next((line for line in p.stderr.splitlines()
                             if line.startswith("hot blocks:")), "hot blocks: ?")
+    if time_blocks:
+        r["blocks"] = block_times(p.stderr)
     return r
+
+
+def block_times(stderr):
+    """{block: ms a launch} from the table `yirage generate --time-blocks` prints."""
+    if "block times (" not in stderr:
+        sys.exit(f"yirage generate --time-blocks printed no block table:\n{stderr[-2000:]}")
+    table = stderr.split("block times (", 1)[1].splitlines()[2:]
+    times = {}
+    for line in table:
+        cells = line.split(None, 4)
+        if len(cells) == 5 and cells[3].endswith("%"):
+            times[cells[4]] = float(cells[2])
+    return times
+
+
+def blocks_report(say, per_path):
+    """Each block's ms a launch, searched against hand-written (median [range] of the runs)."""
+    median = statistics.median
+    names = sorted({b for runs in per_path.values() for run in runs for b in run})
+    say("")
+    say("blocks at decode, ms a launch (--time-blocks: each block timed alone), median [range]")
+    say(f"{'searched':>24} {'hand-written':>24} {'ratio':>6}  block")
+
+    def cell(values):
+        return f"{median(values):.4f} [{min(values):.4f}-{max(values):.4f}]" if values else "-"
+
+    for name in names:
+        ours = [run[name] for run in per_path["searched"] if name in run]
+        hand = [run[name] for run in per_path["hand-written"] if name in run]
+        ratio = f"{median(ours) / median(hand):6.2f}" if ours and hand else f"{'-':>6}"
+        say(f"{cell(ours):>24} {cell(hand):>24} {ratio}  {name}")
 
 
 def llama_prefill(engine, ids):
@@ -108,6 +147,8 @@ def main():
     ap.add_argument("--prompt-tokens", type=int, default=128)
     ap.add_argument("--decode-tokens", type=int, default=64)
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--block-runs", type=int, default=0,
+                    help="decodes per path with --time-blocks afterwards (0: none)")
     ap.add_argument("--out")
     ap.add_argument("--requantize", choices=["q4_0"])
     args = ap.parse_args()
@@ -174,6 +215,14 @@ def main():
     say("searched blocks / hand-written kernels (medians): " + ", ".join(
         f"{phase} {median(runs['yirage_' + key]) / median(runs['hand_' + key]):.2f}x"
         for phase, key in (("prefill", "pf"), ("decode", "dec"))))
+    if args.block_runs > 0:
+        per_path = {"searched": [], "hand-written": []}
+        for _ in range(args.block_runs):
+            for path, hand in (("searched", False), ("hand-written", True)):
+                per_path[path].append(run_ours(args.yirage, model, DECODE_PROMPT,
+                                               args.decode_tokens, args.threads, hand,
+                                               time_blocks=True)["blocks"])
+        blocks_report(say, per_path)
     say(f"load average after: {os.getloadavg()[0]:.2f}")
     if args.out:
         pathlib.Path(args.out).write_text("\n".join(lines) + "\n")

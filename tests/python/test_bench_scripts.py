@@ -89,3 +89,37 @@ def test_cost_model_runs_on_the_cpu_backend(source_dir, yirage_bin, tmp_path):
     assert "unfused" in labels and all(" + " not in label for label in labels)
     assert all(pred > 0 and meas > 0 for _, pred, meas in rows[0]["pairs"])
     assert (tmp_path / "cost_model_cpu.png").read_bytes().startswith(b"\x89PNG")
+
+
+def load_bench(source_dir, name):
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(name, source_dir / "bench" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_llm_bench_reads_the_block_table_generate_prints(source_dir, yirage_bin):
+    bench = load_bench(source_dir, "llm_vs_llamacpp")
+    model = bench.model_path(None)
+    if not model.is_file():
+        pytest.skip(f"the model is missing at {model} (run scripts/fetch-model.sh)")
+    for hand in (False, True):
+        r = bench.run_ours(yirage_bin, model, bench.DECODE_PROMPT, 3, 2, hand, time_blocks=True)
+        blocks = r["blocks"]
+        assert "rmsnorm+qkv, 1 rows" in blocks and "final norm + lm head" in blocks, blocks
+        assert all(ms > 0 for ms in blocks.values()), blocks
+
+
+def test_llm_bench_blocks_report_pairs_the_paths(source_dir):
+    bench = load_bench(source_dir, "llm_vs_llamacpp")
+    lines = []
+    bench.blocks_report(lines.append, {
+        "searched": [{"mlp, 1 rows": 0.2, "only ours": 1.0}, {"mlp, 1 rows": 0.4}],
+        "hand-written": [{"mlp, 1 rows": 0.1}, {"mlp, 1 rows": 0.3}, {"mlp, 1 rows": 0.2}]})
+    rows = {name: line.split() for line in lines[3:] for name in ("mlp, 1 rows", "only ours")
+            if line.endswith("  " + name)}
+    # Medians 0.3 against 0.2: 1.5x; a block one path lacks gets no ratio.
+    assert rows["mlp, 1 rows"][:5] == ["0.3000", "[0.2000-0.4000]", "0.2000", "[0.1000-0.3000]",
+                                       "1.50"]
+    assert rows["only ours"][:4] == ["1.0000", "[1.0000-1.0000]", "-", "-"]
