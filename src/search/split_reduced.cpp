@@ -32,6 +32,13 @@
 // then read whole and averaged over its copies, as the hand-built rmsnorm_linear splits do, when
 // it reads no operand that the axis partitions (so every strip computed the same value).
 //
+// The finish may instead read each partial whole, in one iteration (split_one_view): a kernel-level
+// reshape views the stacked dim as [splits, tile], and the finish reduces over the splits' dim at
+// once, the rescaled sums weighted by exp(M_i - M) with M the largest running max (flash-
+// decoding's combine), on the body's grid refined along any of its axes. A loop over the splits
+// makes each of a finish's blocks wait on `splits` small loads in turn; one view issues them
+// together. Bodies with an rms accumulator keep the loop (its eps follows the mean).
+//
 // Both kernels are plain block graphs: the IR needs no new construct, the verifier proves the
 // two-kernel µGraph like any other, and every backend that lowers a fused kernel runs them.
 #include <algorithm>
