@@ -15,6 +15,7 @@
 #include "backend/cuda/codegen.h"
 #include "backend/cuda/driver.h"
 #include "block_test_graphs.h"
+#include "search/internal.h"
 #include "suite/suite.h"
 #include "suite_mugraphs.h"
 
@@ -569,6 +570,39 @@ TEST(CudaCompile, BlockTestGraphs) {
     one(attention_softmax_block(t), "attention_softmax");
     one(attention_mean_block(t), "attention_mean");
     one(split_k_block(t), "split_k");
+  }
+}
+
+// Key-split attention as the search splits it (search/split_reduced.cpp), an online-softmax body
+// at the gqa workload's shape: both finishes, the loop over the splits and the one view of the
+// stacked partials (rank-4 tiles, the splits' dim reduced at once), lower and compile.
+TEST(CudaCompile, KeySplitFinishesOfTheSearchCompile) {
+  ir::KernelGraph g;
+  auto q = g.input("Q", {2, 256, 64}, ir::DType::f16);
+  auto k = g.input("K", {2, 64, 4096}, ir::DType::f16);
+  auto v = g.input("V", {2, 4096, 64}, ir::DType::f16);
+  g.mark_output(g.matmul(g.softmax(g.matmul(q, k), -1), v), "out");
+  using ir::kReplicate;
+  ir::BlockGraph b({{2, 16, 1}}, 128, {g.type(q), g.type(k), g.type(v)});
+  const int32_t qi = b.iterator(0, {0, 1, kReplicate}, kReplicate);
+  const int32_t ki = b.iterator(1, {0, kReplicate, kReplicate}, 2);
+  const int32_t vi = b.iterator(2, {0, kReplicate, kReplicate}, 1);
+  const int32_t s = b.add(ir::MatmulOp{}, {qi, ki});
+  const int32_t m = b.add(ir::ReduceOp{ir::ReduceFn::max, 2}, {s});
+  const int32_t e =
+      b.add(ir::UnaryOp{ir::UnaryFn::exp}, {b.add(ir::BinaryOp{ir::BinaryFn::sub}, {s, m})});
+  const int32_t ev = b.rescaled_sum(b.add(ir::MatmulOp{}, {e, vi}), m);
+  const int32_t l = b.rescaled_sum(b.add(ir::ReduceOp{ir::ReduceFn::sum, 2}, {e}), m);
+  b.save(b.add(ir::BinaryOp{ir::BinaryFn::div}, {ev, l}), {0, 1, kReplicate});
+  std::set<std::string> seen;
+  std::string why;
+  const std::optional<search::SplitBodies> loop = search::split_over_loop(b, 8, why);
+  ASSERT_TRUE(loop) << why;
+  compile_all(search::split_kernel_graph(g, *loop), "key split, loop finish", seen);
+  for (int64_t refine : {1, 8}) {
+    const std::optional<search::SplitBodies> view = search::split_one_view(b, 8, why, 1, refine);
+    ASSERT_TRUE(view) << why;
+    compile_all(search::split_kernel_graph(g, *view), fmt::format("one view, {}x", refine), seen);
   }
 }
 
