@@ -166,6 +166,9 @@ class DimVars {
 // memory transactions (16 f16 elements are 32 bytes, a DRAM sector).
 constexpr int64_t kGranule = 16;
 
+// A wider granule for divisor extents: 128 elements, 256 bytes of f16, two DRAM bursts.
+constexpr int64_t kWideGranule = 128;
+
 // The granule of `extent`: kGranule, or its own largest power-of-two factor when that is smaller.
 int64_t granule_of(int64_t extent) {
   int64_t g = 1;
@@ -205,6 +208,15 @@ std::vector<int64_t> split_extents(int64_t extent, int64_t limit, int64_t units)
   for (int64_t p = 1; p <= extent; p *= 2) add(p);
   for (int64_t tile = granule_of(extent); tile <= extent; tile *= 2)
     if (extent % tile == 0) add(extent / tile);
+  // Tiles of whole wide granules: where the odd part of a dim has more than one factor (32000 =
+  // 2^8 · 5^3), the divisors between its powers of two (50 blocks of 640 columns) are extents
+  // that neither rule above reaches. A dim whose odd part is 1 or prime gains none.
+  if (extent % kWideGranule == 0)
+    for (int64_t d = 1; d * d <= extent / kWideGranule; ++d)
+      if ((extent / kWideGranule) % d == 0) {
+        add(d);
+        add(extent / kWideGranule / d);
+      }
   if (units > 1) add(best_wave_fit(extent, limit, units));
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());

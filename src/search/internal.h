@@ -142,9 +142,13 @@ std::vector<int64_t> split_counts(const ir::GridDims& grid, int64_t range,
 inline constexpr int64_t kSplitFinishUnits = 4;
 // The partials' grid too: beyond a few waves, more splits only add partials to write and read.
 inline constexpr int64_t kSplitPartsUnits = 4;
-// How many times finer than `grid` along its first axis a split's finish may run: 1, and the
-// powers of two up to kSplitFinishUnits times the parallel units in blocks.
-std::vector<int64_t> split_finish_refinements(const ir::GridDims& grid, const SearchSpace& space);
+// How many times finer than `grid` along its first axis a split's finish may run: 1, the powers
+// of two, and the divisors of `tile` (that axis's tile extent; 0 where unknown) that leave tiles of
+// whole 16-element granules, up to kSplitFinishUnits times the parallel units in blocks.
+std::vector<int64_t> split_finish_refinements(const ir::GridDims& grid, int64_t tile,
+                                              const SearchSpace& space);
+// The extent of the tile that a body's first grid axis spreads over (its first saver's), or 0.
+int64_t first_axis_tile(const ir::BlockGraph& body);
 // The split form of `body`, its finish `refine` times finer along the grid's first axis, or
 // nullopt with `why` (no free grid axis, tiles that do not divide, ...).
 std::optional<SplitBodies> split_over_loop(const ir::BlockGraph& body, int64_t splits,

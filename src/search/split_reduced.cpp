@@ -106,12 +106,29 @@ int split_first_axis(const ir::GridDims& grid) {
 
 }  // namespace
 
-std::vector<int64_t> split_finish_refinements(const ir::GridDims& grid, const SearchSpace& space) {
+std::vector<int64_t> split_finish_refinements(const ir::GridDims& grid, int64_t tile,
+                                              const SearchSpace& space) {
   std::vector<int64_t> out = {1};
   if (split_first_axis(grid) < 0) return out;
-  for (int64_t f = 2; grid.blocks() * f <= kSplitFinishUnits * space.parallel_units; f *= 2)
-    out.push_back(f);
+  const int64_t most = kSplitFinishUnits * space.parallel_units / grid.blocks();
+  for (int64_t f = 2; f <= most; f *= 2) out.push_back(f);
+  // A body tile of 640 columns (50 blocks of 32000) refines 5 times into 128-column strips.
+  constexpr int64_t kGranule = 16;
+  for (int64_t f = 3; f <= most && tile > 0; ++f)
+    if (tile % f == 0 && (tile / f) % kGranule == 0 && (f & (f - 1)) != 0) out.push_back(f);
+  std::sort(out.begin(), out.end());
   return out;
+}
+
+int64_t first_axis_tile(const ir::BlockGraph& body) {
+  const int axis = split_first_axis(body.grid());
+  if (axis < 0) return 0;
+  for (const ir::BlockNode& node : body.nodes())
+    if (const auto* save = std::get_if<ir::OutputSaverOp>(&node.op)) {
+      const int d = save->omap[size_t(axis)];
+      return d == ir::kReplicate ? 0 : node.tile.dims[size_t(d)];
+    }
+  return 0;
 }
 
 std::vector<int64_t> split_counts(const ir::GridDims& grid, int64_t range,
@@ -443,7 +460,7 @@ std::vector<BlockCandidate> split_candidates(const BlockCandidate& c, const Sear
       out.push_back(std::move(sc));
     };
     std::string why;
-    for (int64_t refine : split_finish_refinements(c.body->grid(), space))
+    for (int64_t refine : split_finish_refinements(c.body->grid(), first_axis_tile(*c.body), space))
       add(split_over_loop(*c.body, s, why, refine), fmt::format("split{}/{}", s, refine));
     for (auto [axis, refine] : split_one_view_refinements(c.body->grid(), space))
       add(split_one_view(*c.body, s, why, axis, refine),
