@@ -309,13 +309,10 @@ bool Scheduler::step(const std::function<void(const SequenceEvent&)>& on_event) 
   }
   const auto forward_start = std::chrono::steady_clock::now();
   const std::span<const float> logits = model_.forward_batch(entries_, cache_);
-  counters_.forward_microseconds.fetch_add(microseconds_since(forward_start));
-  counters_.prompt_tokens.fetch_add(static_cast<uint64_t>(prompt_tokens));
-  counters_.decode_rows.fetch_add(decode_rows);
-  counters_.steps.fetch_add(1);
+  const uint64_t forward_microseconds = microseconds_since(forward_start);
   const size_t n_vocab = static_cast<size_t>(model_.config().n_vocab);
-  size_t row = 0;
-  for (size_t e = 0; e < entries_.size(); ++e) {
+  sampled_.clear();
+  for (size_t e = 0, row = 0; e < entries_.size(); ++e) {
     Sequence& seq = *entry_owner_[e];
     seq.cached += static_cast<int>(entries_[e].tokens.size());
     // Blocks a chunk of several prompt rows completed join the prefix cache; one completed by a
@@ -323,12 +320,20 @@ bool Scheduler::step(const std::function<void(const SequenceEvent&)>& on_event) 
     // bits it computes itself.
     if (options_.prefix_caching && entries_[e].tokens.size() > 1) publish_prefix(seq);
     if (!entries_[e].logits) continue;
-    const TokenId token = seq.sampler.sample(logits.subspan(row++ * n_vocab, n_vocab), seq.history);
-    emit_token(seq, token, logits.subspan((row - 1) * n_vocab, n_vocab), on_event);
+    const std::span<const float> row_logits = logits.subspan(row++ * n_vocab, n_vocab);
+    sampled_.push_back({&seq, seq.sampler.sample(row_logits, seq.history), row_logits});
   }
+  // The step's counters land before its tokens go out, the step's time first: a client that has
+  // its last token finds the step that made it counted, and no reader sees a forward pass without
+  // the step that holds it. The token events themselves fall outside the step's time.
+  counters_.step_microseconds.fetch_add(microseconds_since(start));
+  counters_.forward_microseconds.fetch_add(forward_microseconds);
+  counters_.prompt_tokens.fetch_add(static_cast<uint64_t>(prompt_tokens));
+  counters_.decode_rows.fetch_add(decode_rows);
+  counters_.steps.fetch_add(1);
+  for (const Sampled& s : sampled_) emit_token(*s.seq, s.token, s.logits, on_event);
   std::erase_if(running_, [](const auto& seq) { return seq->done; });
   update_counters();
-  counters_.step_microseconds.fetch_add(microseconds_since(start));
   return true;
 }
 

@@ -138,6 +138,13 @@ class Scheduler {
   std::vector<std::unique_ptr<Sequence>> running_;
   std::vector<BatchEntry> entries_;
   std::vector<Sequence*> entry_owner_;
+  // A step's sampled tokens, emitted once its counters are in.
+  struct Sampled {
+    Sequence* seq;
+    TokenId token;
+    std::span<const float> logits;
+  };
+  std::vector<Sampled> sampled_;
 };
 
 }  // namespace yirage::llm

@@ -60,7 +60,7 @@ std::string render_metrics(const llm::SchedulerCounters& s, const ServerMetrics&
                 s.generated_tokens.load());
   out += metric("yirage_steps_total", "counter", "Batched forward steps.", s.steps.load());
   out += metric("yirage_step_seconds_total", "counter",
-                "Time in steps: admission, the forward pass, sampling and token events.",
+                "Time in steps: admission, the forward pass and sampling.",
                 double(s.step_microseconds.load()) / 1e6);
   out += metric("yirage_forward_seconds_total", "counter",
                 "Time in the steps' forward passes (the model on its backend).",

@@ -134,8 +134,13 @@ std::vector<Outcome> run_all(Scheduler& scheduler, std::vector<SequenceRequest> 
   for (size_t i = 0; i < requests.size(); ++i) index[scheduler.submit(requests[i])] = i;
   std::vector<Outcome> out(requests.size());
   size_t finished = 0;
+  uint64_t steps = scheduler.counters().steps.load();
   while (finished < requests.size()) {
     const bool worked = scheduler.step([&](const SequenceEvent& e) {
+      // A step's counters are in before its tokens go out (a server's client reads them then).
+      const SchedulerCounters& c = scheduler.counters();
+      EXPECT_EQ(c.steps.load(), steps + 1);
+      EXPECT_GE(c.step_microseconds.load(), c.forward_microseconds.load());
       Outcome& o = out.at(index.at(e.id));
       ++o.events;
       if (e.new_tokens == 1) o.ids.push_back(e.token);
@@ -146,6 +151,7 @@ std::vector<Outcome> run_all(Scheduler& scheduler, std::vector<SequenceRequest> 
       }
     });
     EXPECT_LE(scheduler.counters().running.load(), max_running);
+    steps += worked;
     if (!worked) ADD_FAILURE() << "the scheduler idled with requests unfinished";
     if (!worked) break;
   }
