@@ -163,17 +163,41 @@ inline BlockGraph attention_mean_block(DType dtype) {
   return g;
 }
 
-// softmax(Q·K)·V with the online max rescale.
-inline BlockGraph attention_softmax_block(DType dtype) {
-  int32_t q, k, v;
-  BlockGraph g = attention_operands_block(dtype, q, k, v);
+// softmax(Q·K)·V with the online max rescale, as the search builds its safe form, over Q [H, S,
+// D], K [H, D, L], V [H, L, D]: blocks split the heads (x) and, `query_blocks` > 1, the queries
+// (y); the loop walks the keys in `range` chunks.
+inline BlockGraph online_softmax_attention_block(const TensorType& q_type, const TensorType& k_type,
+                                                 const TensorType& v_type, int64_t query_blocks,
+                                                 int64_t range) {
+  const int rows = query_blocks > 1 ? 1 : kReplicate;
+  BlockGraph g({{q_type.dims[0], query_blocks, 1}}, range, {q_type, k_type, v_type});
+  const int32_t q = g.iterator(0, {0, rows, kReplicate}, kReplicate);
+  const int32_t k = g.iterator(1, {0, kReplicate, kReplicate}, 2);
+  const int32_t v = g.iterator(2, {0, kReplicate, kReplicate}, 1);
   int32_t s = g.add(MatmulOp{}, {q, k});
   int32_t m = g.add(ReduceOp{ReduceFn::max, 2}, {s});
   int32_t p = g.add(UnaryOp{UnaryFn::exp}, {g.add(BinaryOp{BinaryFn::sub}, {s, m})});
   int32_t pv = g.rescaled_sum(g.add(MatmulOp{}, {p, v}), m);
   int32_t l = g.rescaled_sum(g.add(ReduceOp{ReduceFn::sum, 2}, {p}), m);
-  g.save(g.add(BinaryOp{BinaryFn::div}, {pv, l}), {0, 1, kReplicate});
+  g.save(g.add(BinaryOp{BinaryFn::div}, {pv, l}), {0, rows, kReplicate});
   return g;
+}
+
+// The kernel graph the online-softmax block computes, softmax(Q·K)·V, at the given shapes.
+inline KernelGraph softmax_attention_graph(DType dtype, Dims q, Dims k, Dims v) {
+  KernelGraph g;
+  auto qi = g.input("Q", std::move(q), dtype);
+  auto ki = g.input("K", std::move(k), dtype);
+  auto vi = g.input("V", std::move(v), dtype);
+  g.mark_output(g.matmul(g.softmax(g.matmul(qi, ki), -1), vi), "out");
+  return g;
+}
+
+// softmax(Q·K)·V with the online max rescale.
+inline BlockGraph attention_softmax_block(DType dtype) {
+  return online_softmax_attention_block({dtype, {kHeads, kQueries, kHeadDim}},
+                                        {dtype, {kHeads, kHeadDim, kKeys}},
+                                        {dtype, {kHeads, kKeys, kHeadDim}}, 2, 4);
 }
 
 inline KernelGraph attention_kernel(DType dtype, bool softmax) {

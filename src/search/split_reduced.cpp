@@ -230,6 +230,20 @@ std::optional<SplitParts> split_parts(const ir::BlockGraph& body, int64_t splits
   return out;
 }
 
+// The body's post-loop ops (the accumulators' readers and the savers) appended to `finish`, on
+// the finish's values of the accumulators (`in_finish`: body node -> finish node, extended).
+void add_post_loop_ops(const ir::BlockGraph& body, ir::BlockGraph& finish,
+                       std::map<int32_t, int32_t>& in_finish) {
+  const auto& nodes = body.nodes();
+  for (size_t id = 0; id < nodes.size(); ++id) {
+    const ir::BlockPhase phase = body.phase(int32_t(id));
+    if (phase == ir::BlockPhase::in_loop || in_finish.count(int32_t(id))) continue;
+    std::vector<int32_t> inputs;
+    for (int32_t in : nodes[id].inputs) inputs.push_back(in_finish.at(in));
+    in_finish[int32_t(id)] = finish.add(nodes[id].op, std::move(inputs));
+  }
+}
+
 }  // namespace
 
 std::optional<SplitBodies> split_over_loop(const ir::BlockGraph& body, int64_t splits,
@@ -293,13 +307,7 @@ std::optional<SplitBodies> split_over_loop(const ir::BlockGraph& body, int64_t s
                               ? finish.rescaled_sum(it, max_reads.at(node.inputs[1]))
                               : finish.add(acc, {it});
     }
-    for (size_t id = 0; id < nodes.size(); ++id) {
-      const ir::BlockPhase phase = body.phase(int32_t(id));
-      if (phase == ir::BlockPhase::in_loop || in_finish.count(int32_t(id))) continue;
-      std::vector<int32_t> inputs;
-      for (int32_t in : nodes[id].inputs) inputs.push_back(in_finish.at(in));
-      in_finish[int32_t(id)] = finish.add(nodes[id].op, std::move(inputs));
-    }
+    add_post_loop_ops(body, finish, in_finish);
   } catch (const Error& e) {
     why = fmt::format("the finish on a grid {} times finer: {}", refine, e.what());
     return std::nullopt;
@@ -396,13 +404,7 @@ std::optional<SplitBodies> split_one_view(const ir::BlockGraph& body, int64_t sp
       // the post-loop phase where the body's own post-loop ops and savers run.
       in_finish[source] = finish.accumulate(ir::AccumFn::sum, folded);
     }
-    for (size_t id = 0; id < nodes.size(); ++id) {
-      const ir::BlockPhase phase = body.phase(int32_t(id));
-      if (phase == ir::BlockPhase::in_loop || in_finish.count(int32_t(id))) continue;
-      std::vector<int32_t> inputs;
-      for (int32_t in : nodes[id].inputs) inputs.push_back(in_finish.at(in));
-      in_finish[int32_t(id)] = finish.add(nodes[id].op, std::move(inputs));
-    }
+    add_post_loop_ops(body, finish, in_finish);
   } catch (const Error& e) {
     why = fmt::format("a one-view finish on a grid {} times finer along axis {}: {}", refine,
                       refine_axis, e.what());

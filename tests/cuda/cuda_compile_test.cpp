@@ -577,23 +577,10 @@ TEST(CudaCompile, BlockTestGraphs) {
 // at the gqa workload's shape: both finishes, the loop over the splits and the one view of the
 // stacked partials (rank-4 tiles, the splits' dim reduced at once), lower and compile.
 TEST(CudaCompile, KeySplitFinishesOfTheSearchCompile) {
-  ir::KernelGraph g;
-  auto q = g.input("Q", {2, 256, 64}, ir::DType::f16);
-  auto k = g.input("K", {2, 64, 4096}, ir::DType::f16);
-  auto v = g.input("V", {2, 4096, 64}, ir::DType::f16);
-  g.mark_output(g.matmul(g.softmax(g.matmul(q, k), -1), v), "out");
-  using ir::kReplicate;
-  ir::BlockGraph b({{2, 16, 1}}, 128, {g.type(q), g.type(k), g.type(v)});
-  const int32_t qi = b.iterator(0, {0, 1, kReplicate}, kReplicate);
-  const int32_t ki = b.iterator(1, {0, kReplicate, kReplicate}, 2);
-  const int32_t vi = b.iterator(2, {0, kReplicate, kReplicate}, 1);
-  const int32_t s = b.add(ir::MatmulOp{}, {qi, ki});
-  const int32_t m = b.add(ir::ReduceOp{ir::ReduceFn::max, 2}, {s});
-  const int32_t e =
-      b.add(ir::UnaryOp{ir::UnaryFn::exp}, {b.add(ir::BinaryOp{ir::BinaryFn::sub}, {s, m})});
-  const int32_t ev = b.rescaled_sum(b.add(ir::MatmulOp{}, {e, vi}), m);
-  const int32_t l = b.rescaled_sum(b.add(ir::ReduceOp{ir::ReduceFn::sum, 2}, {e}), m);
-  b.save(b.add(ir::BinaryOp{ir::BinaryFn::div}, {ev, l}), {0, 1, kReplicate});
+  const ir::KernelGraph g = ir::testing::softmax_attention_graph(ir::DType::f16, {2, 256, 64},
+                                                                 {2, 64, 4096}, {2, 4096, 64});
+  const ir::BlockGraph b = ir::testing::online_softmax_attention_block(
+      g.type(g.inputs()[0]), g.type(g.inputs()[1]), g.type(g.inputs()[2]), 16, 128);
   std::set<std::string> seen;
   std::string why;
   const std::optional<search::SplitBodies> loop = search::split_over_loop(b, 8, why);

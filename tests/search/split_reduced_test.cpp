@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "backend/backend.h"
+#include "block_test_graphs.h"
 #include "cuda/h200_description.h"
 #include "ir/block_graph.h"
 #include "search/internal.h"
@@ -57,6 +58,13 @@ ir::KernelGraph rmsnorm_linear_rows(int64_t m, int64_t k, int64_t n) {
                     .at(0);
   g.mark_output(g.add_node(ir::MatmulOp{}, {normed, w}, "out").at(0), "out");
   return g;
+}
+
+// The types of `g`'s inputs, in order.
+std::vector<ir::TensorType> operand_types(const ir::KernelGraph& g) {
+  std::vector<ir::TensorType> types;
+  for (const ir::TensorRef& in : g.inputs()) types.push_back(g.type(in));
+  return types;
 }
 
 // Proves the split, and runs it on the reference executor and the cpu backend against the target.
@@ -137,22 +145,11 @@ TEST(SplitReduced, AWrongFinishIsRejected) {
 // Key-split attention: the online softmax's rescaled sums over each split's keys, with the
 // split's running max saved beside them, rescaled to the global max by the finish.
 TEST(SplitReduced, AnOnlineSoftmaxSplitsOverTheKeys) {
-  ir::KernelGraph g;
-  auto q = g.input("Q", {2, 16, 8}, ir::DType::f32);
-  auto k = g.input("K", {2, 8, 32}, ir::DType::f32);
-  auto v = g.input("V", {2, 32, 8}, ir::DType::f32);
-  g.mark_output(g.matmul(g.softmax(g.matmul(q, k), -1), v), "out");
-  BlockGraph b({{2, 1, 1}}, 4, {g.type(q), g.type(k), g.type(v)});
-  const int32_t qi = b.iterator(0, {0, kReplicate, kReplicate}, kReplicate);
-  const int32_t ki = b.iterator(1, {0, kReplicate, kReplicate}, 2);
-  const int32_t vi = b.iterator(2, {0, kReplicate, kReplicate}, 1);
-  const int32_t s = b.add(ir::MatmulOp{}, {qi, ki});
-  const int32_t m = b.add(ir::ReduceOp{ir::ReduceFn::max, 2}, {s});
-  const int32_t e =
-      b.add(ir::UnaryOp{ir::UnaryFn::exp}, {b.add(ir::BinaryOp{ir::BinaryFn::sub}, {s, m})});
-  const int32_t ev = b.rescaled_sum(b.add(ir::MatmulOp{}, {e, vi}), m);
-  const int32_t l = b.rescaled_sum(b.add(ir::ReduceOp{ir::ReduceFn::sum, 2}, {e}), m);
-  b.save(b.add(ir::BinaryOp{ir::BinaryFn::div}, {ev, l}), {0, kReplicate, kReplicate});
+  const ir::KernelGraph g =
+      ir::testing::softmax_attention_graph(ir::DType::f32, {2, 16, 8}, {2, 8, 32}, {2, 32, 8});
+  const std::vector<ir::TensorType> types = operand_types(g);
+  const BlockGraph b =
+      ir::testing::online_softmax_attention_block(types[0], types[1], types[2], 1, 4);
   for (int64_t splits : {2, 4}) {
     std::string why;
     std::optional<SplitBodies> split = split_over_loop(b, splits, why);
@@ -195,23 +192,12 @@ TEST(SplitReduced, AnOnlineSoftmaxSplitsOverTheKeys) {
 // proved, and run on both executors on every input distribution (the large ones overflow an
 // unsafe combine).
 TEST(SplitReduced, AOneViewFinishCombinesTheKeySplitsAtOnce) {
-  ir::KernelGraph g;
-  auto q = g.input("Q", {2, 16, 8}, ir::DType::f32);
-  auto k = g.input("K", {2, 8, 64}, ir::DType::f32);
-  auto v = g.input("V", {2, 64, 8}, ir::DType::f32);
-  g.mark_output(g.matmul(g.softmax(g.matmul(q, k), -1), v), "out");
+  const ir::KernelGraph g =
+      ir::testing::softmax_attention_graph(ir::DType::f32, {2, 16, 8}, {2, 8, 64}, {2, 64, 8});
+  const std::vector<ir::TensorType> types = operand_types(g);
   // Blocks over heads and 8 query rows; the loop walks the keys 8 at a time.
-  BlockGraph b({{2, 2, 1}}, 8, {g.type(q), g.type(k), g.type(v)});
-  const int32_t qi = b.iterator(0, {0, 1, kReplicate}, kReplicate);
-  const int32_t ki = b.iterator(1, {0, kReplicate, kReplicate}, 2);
-  const int32_t vi = b.iterator(2, {0, kReplicate, kReplicate}, 1);
-  const int32_t s = b.add(ir::MatmulOp{}, {qi, ki});
-  const int32_t m = b.add(ir::ReduceOp{ir::ReduceFn::max, 2}, {s});
-  const int32_t e =
-      b.add(ir::UnaryOp{ir::UnaryFn::exp}, {b.add(ir::BinaryOp{ir::BinaryFn::sub}, {s, m})});
-  const int32_t ev = b.rescaled_sum(b.add(ir::MatmulOp{}, {e, vi}), m);
-  const int32_t l = b.rescaled_sum(b.add(ir::ReduceOp{ir::ReduceFn::sum, 2}, {e}), m);
-  b.save(b.add(ir::BinaryOp{ir::BinaryFn::div}, {ev, l}), {0, 1, kReplicate});
+  const BlockGraph b =
+      ir::testing::online_softmax_attention_block(types[0], types[1], types[2], 2, 8);
   for (auto [splits, axis, refine] :
        {std::tuple{2, -1, 1}, std::tuple{4, 1, 2}, std::tuple{8, 1, 8}}) {
     std::string why;
