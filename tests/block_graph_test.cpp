@@ -221,6 +221,16 @@ TEST(BlockExecutor, RejectsMismatchedOperands) {
 // ---------------------------------------------------------------------------------------------
 // Tile inference, phases and sizes
 
+BlockLimits limits_of(int64_t in_loop, int64_t total, int64_t blocks,
+                      StreamedWeights streamed = {}) {
+  BlockLimits limits;
+  limits.max_tile_bytes_in_loop = in_loop;
+  limits.max_tile_bytes_total = total;
+  limits.max_grid_blocks = blocks;
+  limits.streamed = std::move(streamed);
+  return limits;
+}
+
 TEST(BlockGraph, InfersTilesPhasesAndOutputs) {
   BlockGraph g = testing::rmsnorm_linear_block(DType::f16);
   const std::vector<BlockNode>& n = g.nodes();
@@ -242,6 +252,39 @@ TEST(BlockGraph, InfersTilesPhasesAndOutputs) {
   EXPECT_EQ(g.total_bytes(), g.in_loop_bytes() + 4 * (32 + 4 + 32));
 }
 
+// The cuda lowering's rules as the limits count them: three buffers of each tile the loop walks
+// (X, G and W), and none for the tiles it computes where they are read or folds into their
+// accumulators from registers (G ⊙ W, the partial product, the squares and their chunk mean).
+TEST(BlockGraph, LimitsCountPipelineBuffersAndNotRegisterTiles) {
+  const BlockGraph g = testing::rmsnorm_linear_block(DType::f16);
+  RegisterTiles elementwise, summed;
+  elementwise.single_use_elementwise = true;
+  summed.summed_into_accumulator = true;
+  const RegisterTiles both{true, true};
+  std::vector<int32_t> kept;
+  for (int32_t id = 0; id < int32_t(g.nodes().size()); ++id)
+    if (g.in_registers(id, both)) kept.push_back(id);
+  EXPECT_EQ(kept, (std::vector<int32_t>{3, 4, 5, 6}));
+  EXPECT_TRUE(g.in_registers(3, elementwise) && g.in_registers(5, elementwise));
+  EXPECT_TRUE(g.in_registers(4, summed) && g.in_registers(6, summed));
+  EXPECT_FALSE(g.in_registers(3, summed) || g.in_registers(4, elementwise));
+  const int64_t walked = 2 * (32 + 8 + 64), in_registers = 4 * (64 + 32 + 32 + 4);
+  const int64_t total = g.total_bytes() + 2 * walked - in_registers;
+  BlockLimits limits = limits_of(0, total, 0);
+  limits.pipeline_stages = 3;
+  limits.in_registers = both;
+  EXPECT_EQ(g.tile_overrun(limits).kind, BlockGraph::TileOverrun::Kind::none);
+  limits.max_tile_bytes_total = total - 1;
+  EXPECT_EQ(g.tile_overrun(limits).bytes, total);
+  EXPECT_EQ(error_of([&] { g.validate(limits); }),
+            fmt::format("block graph: the tiles take {} bytes in all, with 3 buffers of each tile "
+                        "the loop walks, more than the limit of {}",
+                        total, total - 1));
+  // Stages past the loop's range (4 here) are not kept.
+  limits.pipeline_stages = 8;
+  EXPECT_EQ(g.tile_overrun(limits).bytes, total + walked);
+}
+
 TEST(BlockGraph, RescaledSumCountsItsRunningMax) {
   BlockGraph g = testing::attention_softmax_block(DType::f32);
   // Node 8 is rescaled_sum(pv [1, 4, 8], m [1, 4, 1]).
@@ -252,21 +295,15 @@ TEST(BlockGraph, RescaledSumCountsItsRunningMax) {
 TEST(BlockGraph, ValidateEnforcesLimits) {
   BlockGraph g = testing::gated_mlp_block(DType::f32);
   const int64_t in_loop = g.in_loop_bytes(), total = g.total_bytes();
-  g.validate({in_loop, total, 4, {}});  // every limit exactly met
+  g.validate(limits_of(in_loop, total, 4));  // every limit exactly met
   EXPECT_EQ(
-      error_of([&] {
-        g.validate({in_loop - 1, 0, 0, {}});
-      }),
+      error_of([&] { g.validate(limits_of(in_loop - 1, 0, 0)); }),
       fmt::format("block graph: the loop body's tiles take {} bytes, more than the limit of {}",
                   in_loop, in_loop - 1));
-  EXPECT_EQ(error_of([&] {
-              g.validate({0, total - 1, 0, {}});
-            }),
+  EXPECT_EQ(error_of([&] { g.validate(limits_of(0, total - 1, 0)); }),
             fmt::format("block graph: the tiles take {} bytes in all, more than the limit of {}",
                         total, total - 1));
-  EXPECT_EQ(error_of([&] {
-              g.validate({0, 0, 3, {}});
-            }),
+  EXPECT_EQ(error_of([&] { g.validate(limits_of(0, 0, 3)); }),
             "block graph: the grid [2, 2, 1] has 4 blocks, more than the limit of 3");
 }
 
@@ -301,18 +338,14 @@ TEST(BlockGraph, AWeightTileAProductStreamsIsNotHeld) {
   EXPECT_EQ(g.total_bytes(kStreamed), held + 4 * 64);  // and the sum
   EXPECT_EQ(g.staged_bytes(kStreamed), 1 * 4096 * 2);  // A for all 8 iterations
   const int64_t total = g.total_bytes(kStreamed) + g.staged_bytes(kStreamed);
-  g.validate({held, total, 96, kStreamed});
-  EXPECT_THAT(error_of([&] {
-                g.validate({held, total, 96, {}});
-              }),
+  g.validate(limits_of(held, total, 96, kStreamed));
+  EXPECT_THAT(error_of([&] { g.validate(limits_of(held, total, 96)); }),
               HasSubstr("the loop body's tiles take 66816 bytes"));
   // An A too large to stage: the weight is held.
   StreamedWeights small = kStreamed;
   small.max_staged_bytes = 4096;
   EXPECT_FALSE(g.streams(w, small));
-  EXPECT_THAT(error_of([&] {
-                g.validate({held, total, 96, small});
-              }),
+  EXPECT_THAT(error_of([&] { g.validate(limits_of(held, total, 96, small)); }),
               HasSubstr("the loop body's tiles take 66816 bytes"));
 }
 
@@ -332,9 +365,7 @@ TEST(BlockGraph, ProductsOfTwoAsStageBoth) {
   one_a.max_staged_bytes = 12000;  // each A alone (8192 bytes) fits, both do not
   EXPECT_TRUE(g.streams(w1, one_a) && g.streams(w2, one_a));
   EXPECT_EQ(g.staged_bytes(one_a), 2 * 8192);
-  EXPECT_EQ(error_of([&] {
-              g.validate({0, 0, 0, one_a});
-            }),
+  EXPECT_EQ(error_of([&] { g.validate(limits_of(0, 0, 0, one_a)); }),
             "block graph: the streamed products hold 16384 bytes of A, more than the limit of "
             "12000");
 }

@@ -130,6 +130,16 @@ class Backend {
   // Lowers and compiles the program; throws yirage::Error naming the op it cannot handle.
   virtual std::unique_ptr<Module> compile(const ir::KernelGraph& graph) = 0;
 
+  // Optional: why this backend could not lower `body`, a fused kernel's block graph that fits the
+  // description's limits (capabilities["search"], which only estimate the backend's memory), or
+  // empty when it could. The search drops the bodies rejected here before proving them. Works
+  // also where the backend is unavailable; the default, for backends whose limits are exact,
+  // rejects nothing.
+  virtual std::string reject_body(const ir::BlockGraph& body) const {
+    (void)body;
+    return {};
+  }
+
   // Optional: waits until every launched module has finished. Backends that run synchronously
   // keep this default.
   virtual void synchronize() {}

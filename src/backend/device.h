@@ -17,8 +17,13 @@ struct DeviceDescription {
   // memory, compute capability, ... Keys are backend-specific and documented in each backend,
   // except "search", which every backend that can run fused kernels fills the same way: the
   // space the superoptimizer may search (src/search), an object of
-  //   max_tile_bytes_in_loop  bytes of the tiles one block holds in one loop iteration
-  //   max_tile_bytes_total    bytes of all of one block's tiles (loop body, accumulators, after)
+  //   max_tile_bytes_in_loop  optional: bytes of the tiles one block holds in one loop iteration
+  //   max_tile_bytes_total    bytes of all of one block's tiles (loop body, accumulators, after,
+  //                           and every pipeline buffer of the tiles the loop walks)
+  //   pipeline_stages         optional (1): buffers the lowering keeps of each walked tile
+  //   in_registers            optional: the tiles the lowering keeps out of the block's memory,
+  //                           by rule names of ir::RegisterTiles ("single_use_elementwise",
+  //                           "summed_into_accumulator")
   //   max_grid_blocks         blocks in one fused kernel's grid
   //   parallel_units          blocks that run at once (cores, SMs)
   //   bytes_per_second, flops_per_second, launch_seconds

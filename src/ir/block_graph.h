@@ -136,12 +136,28 @@ struct StreamedWeights {
   int64_t max_blocks = 0;              // grids of at most this many blocks (0: any)
 };
 
+// Tiles a backend's lowering keeps out of the block's memory, so that the limits do not count
+// them: each is a rule of the cuda lowering (backend/cuda/block_lowering.h) stated on the block
+// graph. BlockGraph::in_registers() says which nodes qualify.
+struct RegisterTiles {
+  // An elementwise op whose one reader runs in its phase: the reader computes it where it reads it.
+  bool single_use_elementwise = false;
+  // An in-loop matmul or sum/mean reduction whose one reader is a sum, mean or rms accumulator:
+  // its partial tile stays in registers and folds into the accumulator.
+  bool summed_into_accumulator = false;
+};
+
 // What a backend allows a block to hold; the search reads these from the device description.
 struct BlockLimits {
   int64_t max_tile_bytes_in_loop = 0;  // all in-loop tiles of one iteration together
   int64_t max_tile_bytes_total = 0;    // in-loop tiles plus accumulators and post-loop tiles
   int64_t max_grid_blocks = 0;
   StreamedWeights streamed;
+  // Buffers the backend keeps of each tile the loop walks, so that the next iterations' loads
+  // are in flight while one computes (at most the loop's range of them): the total counts every
+  // buffer. 1: the tile is loaded where it is used.
+  int64_t pipeline_stages = 1;
+  RegisterTiles in_registers;
 };
 
 struct BlockNode {
@@ -201,7 +217,8 @@ class BlockGraph {
   int64_t staged_bytes(const StreamedWeights& s, bool pending = false) const;
 
   // The first of `limits`' tile limits the graph breaks (the loop body's tiles, the streamed
-  // products' staged A, all tiles with that A), with its bytes and the limit; kind none when it
+  // products' staged A, all tiles with that A and every pipeline buffer of the walked tiles),
+  // with its bytes and the limit; kind none when it
   // breaks none. validate() reports it; the search prunes by it while a graph is being built
   // (`pending`, as streams() takes it). The grid limit is validate()'s alone.
   struct TileOverrun {
@@ -209,6 +226,9 @@ class BlockGraph {
     int64_t bytes = 0, limit = 0;
   };
   TileOverrun tile_overrun(const BlockLimits& limits, bool pending = false) const;
+  // Whether node `id`'s tile is kept out of the block's memory under `r` (RegisterTiles); an
+  // unread node (in a graph still being built) is not.
+  bool in_registers(int32_t id, const RegisterTiles& r) const;
 
  private:
   int64_t staged_a_bytes(const BlockNode& matmul) const;

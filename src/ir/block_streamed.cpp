@@ -1,7 +1,8 @@
-// Which tiles a block streams instead of holding (ir::StreamedWeights), and what the memory
-// limits count with them left out. The rule is the cuda backend's (codegen_block_stream.cpp
-// streams_b and register_streamable), stated on the block graph so that the search's tile limits
-// admit the bodies the backend runs without holding their weights, and no others.
+// Which tiles a block streams instead of holding (ir::StreamedWeights) or keeps in registers
+// (ir::RegisterTiles), and what the memory limits count with them left out. The rule is the cuda
+// backend's (codegen_block_stream.cpp streams_b and register_streamable), stated on the block graph
+// so that the search's tile limits admit the bodies the backend runs without holding their weights,
+// and no others.
 #include <algorithm>
 
 #include "ir/block_graph.h"
@@ -99,14 +100,42 @@ int64_t BlockGraph::total_bytes(const StreamedWeights& s, bool pending) const {
   return bytes;
 }
 
+bool BlockGraph::in_registers(int32_t id, const RegisterTiles& r) const {
+  if (!r.single_use_elementwise && !r.summed_into_accumulator) return false;
+  int32_t reader = -1;
+  int readers = 0;
+  for (size_t other = 0; other < nodes_.size(); ++other)
+    for (int32_t in : nodes_[other].inputs)
+      if (in == id) {
+        ++readers;
+        reader = int32_t(other);
+      }
+  if (readers != 1) return false;
+  const BlockOp& op = nodes_[size_t(id)].op;
+  if (r.single_use_elementwise &&
+      (std::holds_alternative<UnaryOp>(op) || std::holds_alternative<BinaryOp>(op)))
+    return phases_[size_t(id)] == phases_[size_t(reader)];
+  if (!r.summed_into_accumulator || phases_[size_t(id)] != BlockPhase::in_loop) return false;
+  const auto* reduce = std::get_if<ReduceOp>(&op);
+  const bool sums = std::holds_alternative<MatmulOp>(op) ||
+                    (reduce && (reduce->fn == ReduceFn::sum || reduce->fn == ReduceFn::mean));
+  const auto* acc = std::get_if<AccumulatorOp>(&nodes_[size_t(reader)].op);
+  return sums && acc &&
+         (acc->fn == AccumFn::sum || acc->fn == AccumFn::mean || acc->fn == AccumFn::rms);
+}
+
 BlockGraph::TileOverrun BlockGraph::tile_overrun(const BlockLimits& limits, bool pending) const {
   const std::vector<bool> streamed = streamed_nodes(limits.streamed, pending);
+  const int64_t extra_stages =
+      std::max<int64_t>(std::min(limits.pipeline_stages, forloop_range_), 1) - 1;
   int64_t in_loop = 0, held = 0;
   for (size_t id = 0; id < nodes_.size(); ++id) {
-    if (streamed[id]) continue;
+    if (streamed[id] || in_registers(int32_t(id), limits.in_registers)) continue;
     const int64_t bytes = tile_bytes(int32_t(id));
     held += bytes;
     if (phases_[id] == BlockPhase::in_loop) in_loop += bytes;
+    const auto* it = std::get_if<InputIteratorOp>(&nodes_[id].op);
+    if (it && it->fmap != kReplicate) held += extra_stages * bytes;
   }
   using Kind = TileOverrun::Kind;
   if (limits.max_tile_bytes_in_loop > 0 && in_loop > limits.max_tile_bytes_in_loop)

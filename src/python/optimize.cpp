@@ -212,6 +212,7 @@ nb::dict report_of(const ir::KernelGraph& graph, const tune::OptimizeResult& tun
   r["verified_candidates"] = stats.verified;
   r["budget_exhausted"] = stats.budget_exhausted;
   r["memory_bound_hit"] = stats.memory_bound_hit;
+  r["backend_rejected"] = stats.backend_rejected;
   r["resumed"] = stats.resumed;
   // The search's float check is of its best-ranked candidate.
   if (tuned.search && entry.winner().label.starts_with("search #0 "))

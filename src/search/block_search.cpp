@@ -751,6 +751,7 @@ class Enumerator {
     c.key = ir::to_json(g2).dump();
     for (const BlockCandidate& f : found_)
       if (f.key == c.key) return;
+    if (budget_.rejects(g2)) return;
     c.body = std::make_shared<const ir::BlockGraph>(std::move(g2));
     // Held until the search ends (its caller keeps every group's candidates): the key, and the
     // body's structs at about as much again.

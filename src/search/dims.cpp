@@ -369,6 +369,27 @@ std::vector<BlockConfig> block_configs(const ir::KernelGraph& target, const Sear
     return {product->inputs[0], rows * a[1] * 2};
   };
 
+  // The nodes whose tiles the lowering keeps out of the block's memory (ir::RegisterTiles), as
+  // the group's graph shows them: an elementwise op that one op of the group reads, and a
+  // product or sum whose share of the walked dim folds into its accumulator from registers.
+  const size_t count = target.nodes().size();
+  std::vector<int> readers(count, 0);
+  for (const ir::Node& node : target.nodes())
+    for (const ir::TensorRef& t : node.inputs) ++readers[size_t(t.node)];
+  for (const ir::GraphOutput& out : target.outputs()) ++readers[size_t(out.tensor.node)];
+  std::vector<bool> in_registers(count, false), summed_in_registers(count, false);
+  for (size_t id = 0; id < count; ++id) {
+    const ir::Op& op = target.nodes()[id].op;
+    in_registers[id] =
+        space.in_registers.single_use_elementwise && readers[id] == 1 &&
+        (std::holds_alternative<ir::UnaryOp>(op) || std::holds_alternative<ir::BinaryOp>(op));
+    const auto* reduce = std::get_if<ir::ReduceOp>(&op);
+    summed_in_registers[id] =
+        space.in_registers.summed_into_accumulator &&
+        (std::holds_alternative<ir::MatmulOp>(op) ||
+         (reduce && (reduce->fn == ir::ReduceFn::sum || reduce->fn == ir::ReduceFn::mean)));
+  }
+
   std::vector<BlockConfig> all;
   for (int loop : loop_vars) {
     struct Scored {
@@ -398,7 +419,7 @@ std::vector<BlockConfig> block_configs(const ir::KernelGraph& target, const Sear
             axis_var.push_back({axis++, grid_vars[i]});
           }
         if (space.max_grid_blocks > 0 && c.grid.blocks() > space.max_grid_blocks) continue;
-        int64_t in_loop = 0, streamed_bytes = 0, staged = 0;
+        int64_t in_loop = 0, streamed_bytes = 0, staged = 0, walked_bytes = 0;
         std::vector<ir::TensorRef> staged_as;
         for (size_t i = 0; i < inputs.size(); ++i) {
           ir::InputIteratorOp it{int(i),
@@ -424,6 +445,8 @@ std::vector<BlockConfig> block_configs(const ir::KernelGraph& target, const Sear
               staged += a.bytes;
               staged_as.push_back(a.a);
             }
+          } else if (it.fmap != ir::kReplicate) {
+            walked_bytes += bytes;
           }
           c.iterators.push_back(it);
         }
@@ -447,8 +470,9 @@ std::vector<BlockConfig> block_configs(const ir::KernelGraph& target, const Sear
         int64_t loop_tiles = 0, other_tiles = 0;
         for (size_t id = 0; id < target.nodes().size(); ++id) {
           const ir::Node& node = target.nodes()[id];
-          if (std::holds_alternative<ir::InputOp>(node.op)) continue;
-          const int64_t tiles = std::holds_alternative<ir::SoftmaxOp>(node.op) ? 2 : 1;
+          if (std::holds_alternative<ir::InputOp>(node.op) || in_registers[id]) continue;
+          const bool softmax = std::holds_alternative<ir::SoftmaxOp>(node.op);
+          const int64_t tiles = softmax && !space.in_registers.single_use_elementwise ? 2 : 1;
           const bool sums_walked =
               std::any_of(node.inputs.begin(), node.inputs.end(), carries_loop);
           const std::vector<int> tv = dims_vars({int32_t(id), 0});
@@ -465,13 +489,17 @@ std::vector<BlockConfig> block_configs(const ir::KernelGraph& target, const Sear
             elements *= std::max<int64_t>(e, 1);
           }
           (walked ? loop_tiles : other_tiles) += tiles * elements * 4;
-          if (!walked && sums_walked) loop_tiles += elements * 4;
+          if (!walked && sums_walked && !summed_in_registers[id]) loop_tiles += elements * 4;
         }
         const int64_t held = in_loop - streamed_bytes;
+        // The walked tiles' other pipeline buffers (ir::BlockLimits::pipeline_stages).
+        const int64_t buffers =
+            (std::max<int64_t>(std::min(space.pipeline_stages, range), 1) - 1) * walked_bytes;
         if (space.max_tile_bytes_in_loop > 0 && held + loop_tiles > space.max_tile_bytes_in_loop)
           continue;
         if (space.max_tile_bytes_total > 0 &&
-            held + staged + loop_tiles + other_tiles + out_bytes > space.max_tile_bytes_total)
+            held + buffers + staged + loop_tiles + other_tiles + out_bytes >
+                space.max_tile_bytes_total)
           continue;
         const double busy =
             double(std::min(c.grid.blocks(), space.parallel_units)) / double(space.parallel_units);

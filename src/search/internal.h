@@ -93,6 +93,21 @@ struct Budget {
     }
   }
   void release(uint64_t bytes) { held_bytes.fetch_sub(bytes, std::memory_order_relaxed); }
+  // SearchOptions::reject_body, and what it dropped: how many bodies, and the first one's reason.
+  const std::function<std::string(const ir::BlockGraph&)>* reject_body = nullptr;
+  std::atomic<uint64_t> rejected{0};
+  std::mutex rejection_mutex;
+  std::string first_rejection;
+  // Whether the backend rejects `body` (counted when it does).
+  bool rejects(const ir::BlockGraph& body) {
+    if (!reject_body || !*reject_body) return false;
+    std::string why = (*reject_body)(body);
+    if (why.empty()) return false;
+    ++rejected;
+    std::lock_guard lock(rejection_mutex);
+    if (first_rejection.empty()) first_rejection = std::move(why);
+    return true;
+  }
   std::mutex hook_mutex;
   bool stop() {
     if (stopped.load(std::memory_order_relaxed)) return true;

@@ -84,6 +84,24 @@ ir::StreamedWeights streamed_weights(const nlohmann::json& s, const std::string&
   return w;
 }
 
+// capabilities.search.in_registers (ir::RegisterTiles), optional: the names of its rules.
+ir::RegisterTiles in_registers(const nlohmann::json& s, const std::string& device) {
+  ir::RegisterTiles r;
+  if (!s.contains("in_registers")) return r;
+  const std::string at = fmt::format("device '{}': capabilities.search.in_registers", device);
+  if (!s["in_registers"].is_array()) fail("{} must be an array of rule names", at);
+  for (const nlohmann::json& rule : s["in_registers"]) {
+    const std::string name = rule.is_string() ? rule.get<std::string>() : rule.dump();
+    if (name == "single_use_elementwise")
+      r.single_use_elementwise = true;
+    else if (name == "summed_into_accumulator")
+      r.summed_into_accumulator = true;
+    else
+      fail("{}: unknown rule {} (single_use_elementwise, summed_into_accumulator)", at, name);
+  }
+  return r;
+}
+
 struct Variant {
   Group group;
   std::vector<BlockConfig> configs;
@@ -336,11 +354,16 @@ SearchSpace search_space(const backend::DeviceDescription& device) {
         device.name);
   const nlohmann::json& s = device.capabilities["search"];
   SearchSpace space;
-  space.max_tile_bytes_in_loop = positive_int(s, "max_tile_bytes_in_loop", device.name);
+  // Optional: a backend whose only bound is the block's memory states the total alone.
+  if (s.contains("max_tile_bytes_in_loop"))
+    space.max_tile_bytes_in_loop = positive_int(s, "max_tile_bytes_in_loop", device.name);
   space.max_tile_bytes_total = positive_int(s, "max_tile_bytes_total", device.name);
+  if (s.contains("pipeline_stages"))
+    space.pipeline_stages = positive_int(s, "pipeline_stages", device.name);
   space.max_grid_blocks = positive_int(s, "max_grid_blocks", device.name);
   space.parallel_units = positive_int(s, "parallel_units", device.name);
   space.streamed = streamed_weights(s, device.name);
+  space.in_registers = in_registers(s, device.name);
   space.rates = cost::device_from_capabilities(device.capabilities, device.name);
   return space;
 }
@@ -373,6 +396,7 @@ SearchResult superoptimize(const ir::KernelGraph& graph, const backend::DeviceDe
                          ? options.max_memory_bytes
                          : available_memory_bytes().value_or(uint64_t{8} << 30) / 4;
   budget.should_stop = &options.should_stop;
+  budget.reject_body = &options.reject_body;
   std::unique_ptr<Z3Oracle> z3;  // one per search: its cache serves every work item
   if (options.pruner == Pruner::z3) {
     z3 = std::make_unique<Z3Oracle>();
@@ -566,7 +590,8 @@ SearchResult superoptimize(const ir::KernelGraph& graph, const backend::DeviceDe
     for (const Entry& e : choice.entries) {
       if (e.candidate.body->forloop_range() < 2) continue;
       for (BlockCandidate& sc : split_candidates(e.candidate, space))
-        splits.push_back({std::move(sc), e.group});
+        if (!budget.rejects(*sc.body) && !budget.rejects(*sc.finish))
+          splits.push_back({std::move(sc), e.group});
       if (++looped == kSplitSources) break;
     }
     if (splits.empty()) continue;
@@ -862,6 +887,11 @@ SearchResult superoptimize(const ir::KernelGraph& graph, const backend::DeviceDe
   result.stats.cancelled = budget.cancelled;
   result.stats.pruner = options.pruner;
   result.stats.expr_pruned = budget.expr_pruned;
+  result.stats.backend_rejected = budget.rejected;
+  if (budget.rejected > 0)
+    note(fmt::format(
+        "the backend rejected {} bodies that the description's limits admit (the first: {})",
+        uint64_t(budget.rejected), budget.first_rejection));
   if (z3) {
     result.stats.z3 = z3->stats();
     for (const std::string& d : result.stats.z3.differences) note(d);

@@ -84,6 +84,10 @@ struct SearchOptions {
   // The rates candidates are ranked by (cost/cost_model.h): a calibration's (tune::Calibration,
   // `yirage calibrate`) where the caller has one; empty: the device description's rough rates.
   std::optional<cost::Device> rates;
+  // The target backend's check of a body it would lower (backend::Backend::reject_body): called
+  // from the searching threads on each finished body that fits the description's limits; a body
+  // with a reason is dropped, and the drops are counted in the stats. Empty: the limits alone.
+  std::function<std::string(const ir::BlockGraph&)> reject_body;
 };
 
 // The float check of one candidate: it and the input graph run on fresh inputs from each of
@@ -146,6 +150,7 @@ struct SearchStats {
   uint64_t memory_held_bytes = 0;  // the most the enumeration held at once, as counted there
   bool cancelled = false;          // should_stop returned true
   bool resumed = false;            // work items were taken from the checkpoint
+  uint64_t backend_rejected = 0;   // finished bodies SearchOptions::reject_body dropped
 };
 
 struct SearchResult {
@@ -174,14 +179,17 @@ int count_kernels(const ir::KernelGraph& graph);
 // The search space a device description allows (capabilities["search"]); exposed for tests and
 // the CLI. Throws yirage::Error naming the missing or invalid key.
 struct SearchSpace {
-  int64_t max_tile_bytes_in_loop = 0;
+  int64_t max_tile_bytes_in_loop = 0;  // 0: no limit of its own (the total still counts the loop)
   int64_t max_tile_bytes_total = 0;
+  int64_t pipeline_stages = 1;     // ir::BlockLimits::pipeline_stages
+  ir::RegisterTiles in_registers;  // capabilities.search.in_registers
   int64_t max_grid_blocks = 0;
   int64_t parallel_units = 1;    // SMs or cores: the cost model's waves, and a grid extent's fit
   ir::StreamedWeights streamed;  // capabilities.search.streamed_weights; none when absent
   cost::Device rates;            // from the capabilities, or SearchOptions::rates when set
   ir::BlockLimits limits() const {
-    return {max_tile_bytes_in_loop, max_tile_bytes_total, max_grid_blocks, streamed};
+    return {max_tile_bytes_in_loop, max_tile_bytes_total, max_grid_blocks, streamed,
+            pipeline_stages,        in_registers};
   }
 };
 SearchSpace search_space(const backend::DeviceDescription& device);

@@ -208,6 +208,8 @@ void optimize(const OptimizeOptions& o) {
       // An unreadable cache ranks by the rough rates.
     }
   }
+  const backend::Backend& target = backend::find_backend(info.name);
+  options.reject_body = [&target](const ir::BlockGraph& body) { return target.reject_body(body); };
   struct sigaction action = {}, previous = {};
   action.sa_handler = on_interrupt;
   action.sa_flags = SA_RESETHAND;
@@ -239,6 +241,7 @@ void optimize(const OptimizeOptions& o) {
         {"budget_exhausted", r.stats.budget_exhausted},
         {"memory_bound_hit", r.stats.memory_bound_hit},
         {"memory_held_bytes", r.stats.memory_held_bytes},
+        {"backend_rejected", r.stats.backend_rejected},
         {"pruner", search::pruner_name(r.stats.pruner)},
         {"pruned_by_expression", r.stats.expr_pruned},
         {"z3_available", search::z3_available()},

@@ -390,6 +390,10 @@ OptimizeResult optimize(const ir::KernelGraph& graph, backend::Backend& backend,
                         c->created));
       }
     }
+    if (!search_options.reject_body)
+      search_options.reject_body = [&backend](const ir::BlockGraph& body) {
+        return backend.reject_body(body);
+      };
     result.search = search::superoptimize(graph, device, search_options);
     candidates = candidates_of(*result.search);
     // Where a slow tuning spends its time, so that the next one knows what to bound.

@@ -205,16 +205,20 @@ using yirage::testing::h200_description;
 // compiled with NVRTC; one row per candidate. Returns how many failed.
 int compile_only(const Options& o, const suite::WorkloadInfo& w, int bs) {
   const ir::KernelGraph graph = suite::build_workload(w.name, bs, ir::DType::f16);
+  const backend::cuda::CodegenOptions options =
+      backend::cuda::default_codegen_options(h200_description(), true, true);
   search::SearchOptions so;
   so.budget_seconds = o.search_seconds;
+  // As the backend's tuner searches: the lowering's own check of each body.
+  so.reject_body = [&options](const ir::BlockGraph& body) {
+    return backend::cuda::reject_body(body, options);
+  };
   const search::SearchResult found = search::superoptimize(graph, h200_description(), so);
   // Every ranked candidate, as the tuner compiles them under --profile-all (its default top-k
   // compiles fewer), so that every µGraph the search may return is lowered here.
   std::vector<std::pair<std::string, ir::KernelGraph>> candidates{{"unfused", graph}};
   for (size_t i = 0; i < found.ranked.size(); ++i)
     candidates.emplace_back(fmt::format("search #{}", i), found.ranked[i].mugraph);
-  const backend::cuda::CodegenOptions options =
-      backend::cuda::default_codegen_options(h200_description(), true, true);
   int failures = 0;
   for (const auto& [label, candidate] : candidates) {
     nlohmann::json row = {{"workload", w.name}, {"bs", bs}, {"candidate", label}};

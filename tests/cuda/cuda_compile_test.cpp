@@ -9,10 +9,12 @@
 #include <tuple>
 
 #include <fmt/format.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "backend/cuda/block_lowering.h"
 #include "backend/cuda/codegen.h"
+#include "backend/cuda/cuda.h"
 #include "backend/cuda/driver.h"
 #include "block_test_graphs.h"
 #include "search/internal.h"
@@ -87,6 +89,20 @@ bool lowers(const cuda_suite::Variant& v, const CodegenOptions& options, const s
         << what << ": " << e.what();
     return false;
   }
+}
+
+// The backend's check of a body the search found (Backend::reject_body): the shared memory the
+// lowering lays out, against the block's. A small attention body lowers; one that holds 512 query
+// rows by 1024 keys of scores at once does not, and the reason names both sizes.
+TEST(CudaCompile, RejectBodyComparesTheLoweringsSharedMemory) {
+  EXPECT_EQ(reject_body(ir::testing::attention_softmax_block(ir::DType::f16), kH200Pairs), "");
+  const ir::BlockGraph big = ir::testing::online_softmax_attention_block(
+      {ir::DType::f16, {1, 512, 128}}, {ir::DType::f16, {1, 128, 1024}},
+      {ir::DType::f16, {1, 1024, 128}}, 1, 1);
+  const std::string why = reject_body(big, kH200Pairs);
+  EXPECT_THAT(why, ::testing::StartsWith("its tiles need "));
+  EXPECT_THAT(why, ::testing::EndsWith(" bytes of shared memory, more than the 232448 a block may "
+                                       "have"));
 }
 
 // The benchmark's kernels as the H200 gets them: its 132 multiprocessors set the pipeline depth.

@@ -1,4 +1,5 @@
 // The search driver's contract: determinism, budgets, checkpoints, clear messages, counting.
+#include <atomic>
 #include <filesystem>
 
 #include <gmock/gmock.h>
@@ -203,6 +204,55 @@ TEST(Search, StreamedWeightsAreReadFromTheDescription) {
   EXPECT_THAT(test_util::error_of([&] { search_space(d); }),
               ::testing::EndsWith("streamed_weights.column_widths must be an array of positive "
                                   "integers"));
+}
+
+TEST(Search, PipelineStagesAndRegisterTilesAreReadFromTheDescription) {
+  backend::DeviceDescription d = testing::cpu_like_device();
+  EXPECT_EQ(search_space(d).pipeline_stages, 1);  // absent: tiles loaded where they are used
+  EXPECT_FALSE(search_space(d).in_registers.single_use_elementwise);
+  d.capabilities["search"].erase("max_tile_bytes_in_loop");  // optional: the total alone
+  d.capabilities["search"]["pipeline_stages"] = 3;
+  d.capabilities["search"]["in_registers"] = {"summed_into_accumulator"};
+  const SearchSpace s = search_space(d);
+  EXPECT_EQ(s.max_tile_bytes_in_loop, 0);
+  EXPECT_EQ(s.limits().pipeline_stages, 3);
+  EXPECT_TRUE(s.limits().in_registers.summed_into_accumulator);
+  EXPECT_FALSE(s.limits().in_registers.single_use_elementwise);
+  d.capabilities["search"]["in_registers"] = {"summed_into_accumulator", "everything"};
+  EXPECT_THAT(test_util::error_of([&] { search_space(d); }),
+              ::testing::EndsWith("capabilities.search.in_registers: unknown rule everything "
+                                  "(single_use_elementwise, summed_into_accumulator)"));
+  d.capabilities["search"]["in_registers"] = {};
+  d.capabilities["search"]["pipeline_stages"] = 0;
+  EXPECT_THAT(
+      test_util::error_of([&] { search_space(d); }),
+      ::testing::EndsWith("capabilities.search.pipeline_stages must be a positive integer"));
+}
+
+// The backend's own check of each finished body (SearchOptions::reject_body, which the tuner
+// fills from Backend::reject_body): a body it rejects is never proposed, and the search says how
+// many it dropped and why the first was.
+TEST(Search, BodiesTheBackendRejectsAreDropped) {
+  const ir::KernelGraph graph = testing::small_target("rmsnorm_linear");
+  SearchOptions o = quick_options();
+  const SearchResult admitted = superoptimize(graph, testing::cpu_like_device(), o);
+  ASSERT_EQ(admitted.ranked.front().kernels, 1);
+  EXPECT_EQ(admitted.stats.backend_rejected, 0u);
+  std::atomic<int> asked{0};
+  o.reject_body = [&](const ir::BlockGraph&) {
+    ++asked;
+    return std::string("its tiles need more than the test allows");
+  };
+  const SearchResult r = superoptimize(graph, testing::cpu_like_device(), o);
+  EXPECT_GT(asked.load(), 0);
+  EXPECT_EQ(r.stats.backend_rejected, uint64_t(asked.load()));
+  for (const Candidate& c : r.ranked)
+    for (const ir::Node& node : c.mugraph.nodes())
+      EXPECT_FALSE(std::holds_alternative<ir::FusedOp>(node.op));
+  EXPECT_THAT(r.notes, ::testing::Contains(::testing::HasSubstr(
+                           "the backend rejected " + std::to_string(asked.load()) +
+                           " bodies that the description's limits admit (the first: its tiles "
+                           "need more than the test allows)")));
 }
 
 TEST(Search, HostCpuDescriptionHasASearchSpace) {

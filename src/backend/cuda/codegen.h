@@ -33,6 +33,11 @@
 
 namespace yirage::backend::cuda {
 
+// Buffers a fused kernel keeps, at least, of each tile its loop walks (where the loop is that
+// long): two iterations' loads in flight while one computes. The lowering goes deeper where shared
+// memory is left over (block_lowering.h); the search's limits count these three (search_space).
+inline constexpr int kMinPipelineStages = 3;
+
 // A program's buffers, as the buffer-planning pass (backend/passes/buffer_plan.h) lays them out.
 using passes::Slot;
 using passes::SlotKind;

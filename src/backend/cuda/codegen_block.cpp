@@ -170,20 +170,20 @@ void BlockLowering::plan() {
 
 void BlockLowering::plan_loop() {
   choose_stream_ranks();
-  schedule_.stages = int(std::min<int64_t>(r_, 3));
+  schedule_.stages = int(std::min<int64_t>(r_, kMinPipelineStages));
   allocate_storage();
   const int64_t per_stage = pipelined_bytes();
-  if (options_.multiprocessors <= 0 || r_ <= 3 || per_stage == 0) return;
-  const int64_t fixed = schedule_.shared_bytes - 3 * per_stage;
+  if (options_.multiprocessors <= 0 || r_ <= kMinPipelineStages || per_stage == 0) return;
+  const int64_t fixed = schedule_.shared_bytes - kMinPipelineStages * per_stage;
   const int64_t blocks = g_.grid().extent[0] * g_.grid().extent[1] * g_.grid().extent[2];
   const int64_t per_sm = (blocks + options_.multiprocessors - 1) / options_.multiprocessors;
   const int64_t budget = (options_.max_shared_bytes + 1024) / per_sm - 1024;
   const int64_t fits = std::min<int64_t>((budget - fixed) / per_stage, 8);
-  schedule_.stages = int(std::min<int64_t>(r_, std::max<int64_t>(3, fits)));
-  if (schedule_.stages == 3) return;
+  schedule_.stages = int(std::min<int64_t>(r_, std::max<int64_t>(kMinPipelineStages, fits)));
+  if (schedule_.stages == kMinPipelineStages) return;
   allocate_storage();
   if (schedule_.shared_bytes > options_.max_shared_bytes) {
-    schedule_.stages = 3;
+    schedule_.stages = kMinPipelineStages;
     allocate_storage();
   }
 }
@@ -594,3 +594,20 @@ BlockSchedule schedule_fused(const ir::BlockGraph& body, const CodegenOptions& o
 }
 
 }  // namespace yirage::backend::cuda::detail
+
+namespace yirage::backend::cuda {
+
+std::string reject_body(const ir::BlockGraph& body, const CodegenOptions& options) {
+  try {
+    const int64_t bytes = detail::schedule_fused(body, options).shared_bytes;
+    if (bytes > options.max_shared_bytes)
+      return fmt::format(
+          "its tiles need {} bytes of shared memory, more than the {} a block may have", bytes,
+          options.max_shared_bytes);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return {};
+}
+
+}  // namespace yirage::backend::cuda

@@ -21,4 +21,9 @@ CodegenOptions default_codegen_options(const DeviceDescription& device, bool lib
 // multiprocessors, its shared memory per block, and the weights it streams.
 nlohmann::json search_space(const CodegenOptions& options);
 
+// Why a fused kernel's `body` would not lower with `options` (its shared memory as the lowering
+// lays it out, or the reason the planning fails), or empty when it would: Backend::reject_body,
+// also for a GPU that is not present.
+std::string reject_body(const ir::BlockGraph& body, const CodegenOptions& options);
+
 }  // namespace yirage::backend::cuda

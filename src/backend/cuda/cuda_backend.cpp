@@ -530,6 +530,11 @@ class CudaBackend final : public Backend {
                                         programmatic_launch_usable());
   }
 
+  // The lowering's own plan of the body's shared memory, which the description's limits estimate.
+  std::string reject_body(const ir::BlockGraph& body) const override {
+    return cuda::reject_body(body, codegen_options());
+  }
+
   void synchronize() override {
     check(driver().api.ctx_set_current(context()), "cuCtxSetCurrent");
     check(driver().api.stream_synchronize(stream_), "cuStreamSynchronize (a kernel failed)");
@@ -613,16 +618,18 @@ class CudaBackend final : public Backend {
 
 namespace cuda {
 
-// A block is a thread block, whose tiles live in shared memory (a third of it for the loop body:
-// the lowering keeps at least three stages of the tiles the loop walks in flight, block_lowering.h,
-// so a body of more than a third did not compile); a grid of up to 64 blocks per SM. The rates are
-// rough per-SM figures of recent data-centre GPUs, used only to rank candidates until profiles
-// exist.
+// A block is a thread block, whose tiles live in shared memory; the lowering keeps at least three
+// buffers of each tile the loop walks (block_lowering.h: deeper pipelines only where room is
+// left), one of every other tile, so three stages and the rest must fit the block's shared
+// memory, which is the only limit; a grid of up to 64 blocks per SM. The rates are rough per-SM
+// figures of recent data-centre GPUs, used only to rank candidates until profiles exist.
 nlohmann::json search_space(const CodegenOptions& options) {
   const int64_t multiprocessors = std::max<int64_t>(options.multiprocessors, 1);
   nlohmann::json space = {
-      {"max_tile_bytes_in_loop", options.max_shared_bytes / 3},
       {"max_tile_bytes_total", options.max_shared_bytes},
+      {"pipeline_stages", kMinPipelineStages},
+      // What the lowering computes where it is read, or folds from registers (block_lowering.h).
+      {"in_registers", {"single_use_elementwise", "summed_into_accumulator"}},
       {"max_grid_blocks", multiprocessors * 64},
       {"parallel_units", multiprocessors},
       {"bytes_per_second", 25e9 * double(multiprocessors)},
