@@ -400,8 +400,9 @@ std::vector<BlockConfig> block_configs(const ir::KernelGraph& target, const Sear
     std::vector<Scored> scored;
     std::vector<int64_t> ranges = {1};
     if (loop >= 0) {
+      // A loop of one iteration over the whole dim differs from the no-loop choice only where a
+      // product in the loop streams its weight (ir::StreamedWeights); it is kept for that alone.
       ranges = split_extents(vars.extent(loop), vars.extent(loop), 0);
-      ranges.erase(ranges.begin());  // a loop of 1 is the no-loop choice
     }
     std::vector<std::vector<int64_t>> options;
     for (int v : grid_vars)
@@ -450,6 +451,7 @@ std::vector<BlockConfig> block_configs(const ir::KernelGraph& target, const Sear
           }
           c.iterators.push_back(it);
         }
+        if (range == 1 && loop >= 0 && streamed_bytes == 0) continue;
         int64_t out_bytes = 0;
         for (const auto& ov : output_vars) {
           ir::AxisMap omap{ir::kReplicate, ir::kReplicate, ir::kReplicate};
@@ -517,8 +519,16 @@ std::vector<BlockConfig> block_configs(const ir::KernelGraph& target, const Sear
     std::sort(scored.begin(), scored.end(), [](const Scored& a, const Scored& b) {
       return std::tie(a.score, a.key) < std::tie(b.score, b.key);
     });
-    for (size_t i = 0; i < scored.size() && i < per_loop_choice; ++i)
-      all.push_back(std::move(scored[i].config));
+    // The best loops of one iteration come on top of the others' quota rather than in it: their
+    // few iterations score well, but they are the streaming exception, not the rule.
+    size_t kept = 0, kept_single = 0;
+    for (Scored& s : scored) {
+      size_t& quota = loop >= 0 && s.config.range == 1 ? kept_single : kept;
+      if (quota < per_loop_choice) {
+        all.push_back(std::move(s.config));
+        ++quota;
+      }
+    }
   }
   return all;
 }

@@ -61,7 +61,8 @@ std::vector<int64_t> split_extents(int64_t extent, int64_t limit, int64_t units)
 inline constexpr size_t kConfigsPerLoopChoice = 2;
 
 // The group's configurations: for each loop choice, the `per_loop_choice` best by the load model
-// (dims.cpp), best first; SIZE_MAX gives the whole space, for tests.
+// (dims.cpp), best first, and as many loops of one iteration that stream a weight besides;
+// SIZE_MAX gives the whole space, for tests.
 std::vector<BlockConfig> block_configs(const ir::KernelGraph& target, const SearchSpace& space,
                                        size_t per_loop_choice = kConfigsPerLoopChoice);
 
