@@ -189,7 +189,8 @@ TEST(HandBuiltWinner, TheSpaceHoldsRmsnormLinearsN64GridAtTheShortestLoopThatFit
     std::sort(ranges.begin(), ranges.end());
     return ranges;
   };
-  EXPECT_THAT(n64_ranges(all), ElementsAre(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096));
+  EXPECT_THAT(n64_ranges(all),
+              ElementsAre(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096));
   SearchSpace held = space;
   held.streamed = {};
   EXPECT_THAT(n64_ranges(block_configs(group->target, held, std::numeric_limits<size_t>::max())),
