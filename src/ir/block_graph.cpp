@@ -6,7 +6,6 @@
 // the operand's own element size for an iterator's tile, which holds the loaded operand data.
 #include "ir/block_graph.h"
 
-#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -370,7 +369,8 @@ void BlockGraph::validate(const BlockLimits& limits) const {
       fail("block graph: the streamed products hold {} bytes of A, more than the limit of {}",
            over.bytes, over.limit);
     case TileOverrun::Kind::total:
-      if (const int64_t buffers = std::min(limits.pipeline_stages, forloop_range_); buffers > 1)
+      if (const int64_t buffers = pipeline_buffers(limits.pipeline_stages, forloop_range_);
+          buffers > 1)
         fail(
             "block graph: the tiles take {} bytes in all, with {} buffers of each tile the loop "
             "walks, more than the limit of {}",

@@ -35,6 +35,7 @@
 //         rescaled_sum(v, m) / rescaled_sum(l, m) is softmax(s)·V.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <optional>
@@ -160,6 +161,12 @@ struct BlockLimits {
   RegisterTiles in_registers;
 };
 
+// The buffers kept of each walked tile of a loop of `range` iterations, at `pipeline_stages`
+// (BlockLimits): never more than the loop has iterations, never fewer than one.
+inline int64_t pipeline_buffers(int64_t pipeline_stages, int64_t range) {
+  return std::max<int64_t>(std::min(pipeline_stages, range), 1);
+}
+
 struct BlockNode {
   BlockOp op;
   std::vector<int32_t> inputs;  // block node ids
@@ -232,6 +239,8 @@ class BlockGraph {
 
  private:
   int64_t staged_a_bytes(const BlockNode& matmul) const;
+  // in_registers() for every node, in one pass over the readers.
+  std::vector<bool> register_nodes(const RegisterTiles& r) const;
   // streams() for every node, in one pass over the readers.
   std::vector<bool> streamed_nodes(const StreamedWeights& s, bool pending) const;
   int64_t staged_bytes(const std::vector<bool>& streamed) const;

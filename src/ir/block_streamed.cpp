@@ -101,36 +101,48 @@ int64_t BlockGraph::total_bytes(const StreamedWeights& s, bool pending) const {
 }
 
 bool BlockGraph::in_registers(int32_t id, const RegisterTiles& r) const {
-  if (!r.single_use_elementwise && !r.summed_into_accumulator) return false;
-  int32_t reader = -1;
-  int readers = 0;
+  return register_nodes(r).at(size_t(id));
+}
+
+// One pass over the nodes' inputs counts every node's readers (and keeps the last); then each
+// node is held to the rules of RegisterTiles (block_graph.h).
+std::vector<bool> BlockGraph::register_nodes(const RegisterTiles& r) const {
+  std::vector<bool> kept(nodes_.size(), false);
+  if (!r.single_use_elementwise && !r.summed_into_accumulator) return kept;
+  std::vector<int> readers(nodes_.size(), 0);
+  std::vector<int32_t> reader(nodes_.size(), -1);
   for (size_t other = 0; other < nodes_.size(); ++other)
-    for (int32_t in : nodes_[other].inputs)
-      if (in == id) {
-        ++readers;
-        reader = int32_t(other);
-      }
-  if (readers != 1) return false;
-  const BlockOp& op = nodes_[size_t(id)].op;
-  if (r.single_use_elementwise &&
-      (std::holds_alternative<UnaryOp>(op) || std::holds_alternative<BinaryOp>(op)))
-    return phases_[size_t(id)] == phases_[size_t(reader)];
-  if (!r.summed_into_accumulator || phases_[size_t(id)] != BlockPhase::in_loop) return false;
-  const auto* reduce = std::get_if<ReduceOp>(&op);
-  const bool sums = std::holds_alternative<MatmulOp>(op) ||
-                    (reduce && (reduce->fn == ReduceFn::sum || reduce->fn == ReduceFn::mean));
-  const auto* acc = std::get_if<AccumulatorOp>(&nodes_[size_t(reader)].op);
-  return sums && acc &&
-         (acc->fn == AccumFn::sum || acc->fn == AccumFn::mean || acc->fn == AccumFn::rms);
+    for (int32_t in : nodes_[other].inputs) {
+      ++readers[size_t(in)];
+      reader[size_t(in)] = int32_t(other);
+    }
+  for (size_t id = 0; id < nodes_.size(); ++id) {
+    if (readers[id] != 1) continue;
+    const BlockOp& op = nodes_[id].op;
+    const size_t by = size_t(reader[id]);
+    if (r.single_use_elementwise &&
+        (std::holds_alternative<UnaryOp>(op) || std::holds_alternative<BinaryOp>(op))) {
+      kept[id] = phases_[id] == phases_[by];
+      continue;
+    }
+    if (!r.summed_into_accumulator || phases_[id] != BlockPhase::in_loop) continue;
+    const auto* reduce = std::get_if<ReduceOp>(&op);
+    const bool sums = std::holds_alternative<MatmulOp>(op) ||
+                      (reduce && (reduce->fn == ReduceFn::sum || reduce->fn == ReduceFn::mean));
+    const auto* acc = std::get_if<AccumulatorOp>(&nodes_[by].op);
+    kept[id] = sums && acc &&
+               (acc->fn == AccumFn::sum || acc->fn == AccumFn::mean || acc->fn == AccumFn::rms);
+  }
+  return kept;
 }
 
 BlockGraph::TileOverrun BlockGraph::tile_overrun(const BlockLimits& limits, bool pending) const {
   const std::vector<bool> streamed = streamed_nodes(limits.streamed, pending);
-  const int64_t extra_stages =
-      std::max<int64_t>(std::min(limits.pipeline_stages, forloop_range_), 1) - 1;
+  const std::vector<bool> in_registers = register_nodes(limits.in_registers);
+  const int64_t extra_stages = pipeline_buffers(limits.pipeline_stages, forloop_range_) - 1;
   int64_t in_loop = 0, held = 0;
   for (size_t id = 0; id < nodes_.size(); ++id) {
-    if (streamed[id] || in_registers(int32_t(id), limits.in_registers)) continue;
+    if (streamed[id] || in_registers[id]) continue;
     const int64_t bytes = tile_bytes(int32_t(id));
     held += bytes;
     if (phases_[id] == BlockPhase::in_loop) in_loop += bytes;

@@ -496,7 +496,7 @@ std::vector<BlockConfig> block_configs(const ir::KernelGraph& target, const Sear
         const int64_t held = in_loop - streamed_bytes;
         // The walked tiles' other pipeline buffers (ir::BlockLimits::pipeline_stages).
         const int64_t buffers =
-            (std::max<int64_t>(std::min(space.pipeline_stages, range), 1) - 1) * walked_bytes;
+            (ir::pipeline_buffers(space.pipeline_stages, range) - 1) * walked_bytes;
         if (space.max_tile_bytes_in_loop > 0 && held + loop_tiles > space.max_tile_bytes_in_loop)
           continue;
         if (space.max_tile_bytes_total > 0 &&
